@@ -1,0 +1,377 @@
+"""Writing one checkpoint or savepoint: data files first, then one idempotent Delta commit.
+
+A `CheckpointWriter` starts from a base checkpoint and carries every file of it over by
+reference, except what is replaced. Savepoints copy what they carry into their own folder
+so they are self-contained. The commit is planned against the log version read in `begin`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+
+from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor, validate_name
+from flinkstate.errors import CommitConflictError, InvalidArgumentError, OperatorNotFoundError, SchemaMismatchError, StateNotFoundError
+from flinkstate.format import constants as C
+from flinkstate.format.datafile import FileEntry
+from flinkstate.format.writer import (
+    data_dir,
+    write_coordinator_file,
+    write_operator_state_file,
+    write_state_files,
+    write_timer_files,
+)
+from flinkstate.keygroups import UPPER_BOUND_MAX_PARALLELISM, default_max_parallelism
+from flinkstate.metadata import CheckpointInfo, CheckpointMetadata, OperatorMetadata
+
+if TYPE_CHECKING:
+    from flinkstate.store import CheckpointStore
+
+__all__ = ["CheckpointWriter"]
+
+Scope = Literal["keyed", "timers", "operator", "coordinator"]
+_SCOPE_OF_KIND = {
+    C.KIND_FULL: "keyed",
+    C.KIND_DELTA: "keyed",
+    C.KIND_TIMERS_FULL: "timers",
+    C.KIND_TIMERS_DELTA: "timers",
+    C.KIND_OPERATOR: "operator",
+    C.KIND_COORDINATOR: "coordinator",
+}
+
+
+def _same_types(a: Any, b: Any) -> bool:
+    return a.to_dict() == b.to_dict()
+
+
+class CheckpointWriter:
+    """Builds one checkpoint; use as a context manager or call `commit()` / `abort()`."""
+
+    def __init__(
+        self,
+        store: CheckpointStore,
+        *,
+        kind: Literal["checkpoint", "savepoint"],
+        checkpoint_id: int | None,
+        base: int | Literal["latest"] | None,
+        max_parallelism: int | None,
+    ) -> None:
+        if kind not in (C.CHECKPOINT, C.SAVEPOINT):
+            raise InvalidArgumentError(f"kind must be 'checkpoint' or 'savepoint', got {kind!r}")
+        self.store = store
+        self.io = store.io
+        self.kind = kind
+        self.attempt_id = uuid.uuid4().hex
+        catalog = store.catalog
+        catalog.ensure_tables()
+        self.planned_version = catalog.log_version()
+        assert self.planned_version is not None
+        all_records = catalog.records(self.planned_version)
+        retained = [r for r in all_records if r.status == C.STATUS_COMPLETED]
+        if base == "latest":
+            base_rec = retained[-1] if retained else None
+        elif base is None:
+            base_rec = None
+        else:
+            base_rec = store.record(int(base))
+        self.base = base_rec
+        used = {r.checkpoint_id for r in all_records}
+        if checkpoint_id is None:
+            checkpoint_id = (max(used) + 1) if used else 1
+        if isinstance(checkpoint_id, bool) or not isinstance(checkpoint_id, int) or checkpoint_id < 0:
+            raise InvalidArgumentError(f"checkpoint id must be a non-negative integer, got {checkpoint_id!r}")
+        if checkpoint_id in used:
+            raise CommitConflictError(f"checkpoint {checkpoint_id} is already committed at {store.root}")
+        self.checkpoint_id = checkpoint_id
+        base_mp = base_rec.max_parallelism if base_rec else None
+        mp = max_parallelism if max_parallelism is not None else (base_mp or default_max_parallelism(1))
+        if isinstance(mp, bool) or not isinstance(mp, int) or not 1 <= mp <= UPPER_BOUND_MAX_PARALLELISM:
+            raise InvalidArgumentError(f"max_parallelism must be an integer in [1, {UPPER_BOUND_MAX_PARALLELISM}], got {mp!r}")
+        self.max_parallelism = mp
+        self.rescaled = base_mp is not None and base_mp != mp
+        self._rewritten: set[tuple[str, str, str]] = set()
+        self.operators: dict[str, OperatorMetadata] = {}
+        self.properties: dict[str, str] = {}
+        self._entries: list[FileEntry] = []
+        if base_rec is not None:
+            self.operators = {u: o.copy() for u, o in CheckpointMetadata.decode_operators(base_rec.metadata).items()}
+            self.properties = dict(base_rec.metadata.get("properties", {}))
+            self._entries = list(catalog.manifest(base_rec.checkpoint_id, base_rec.attempt_id))
+        self._new_paths: list[str] = []
+        self._seq = 0
+        self._done = False
+
+    # ------------------------------------------------------------------ context manager
+    def __enter__(self) -> CheckpointWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self.abort()
+        elif not self._done:
+            self.commit()
+
+    # ------------------------------------------------------------------ helpers
+    def _op(self, operator: str, create: bool = True) -> OperatorMetadata:
+        validate_name(operator, "operator uid")
+        op = self.operators.get(operator)
+        if op is None:
+            if not create:
+                raise OperatorNotFoundError(f"operator {operator!r} is not in the base checkpoint; operators: {sorted(self.operators)}")
+            op = self.operators[operator] = OperatorMetadata(uid=operator)
+        return op
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def _drop(self, operator: str, scope: str, name: str | None, within: tuple[int, int] | None = None) -> None:
+        keep = []
+        for e in self._entries:
+            if e.operator == operator and _SCOPE_OF_KIND[e.kind] == scope and (scope == "coordinator" or e.state == name):
+                if within is None or (within[0] <= e.key_group_start and e.key_group_end <= within[1]):
+                    continue
+            keep.append(e)
+        self._entries = keep
+
+    def _add(self, entries: Sequence[FileEntry]) -> None:
+        for e in entries:
+            self._entries.append(e)
+            self._new_paths.append(e.path)
+
+    def _check_keyed(self, operator: str, desc: KeyedStateDescriptor, allow_schema_change: bool) -> OperatorMetadata:
+        op = self._op(operator)
+        if desc.name in op.timer_services:
+            raise InvalidArgumentError(f"operator {operator!r}: {desc.name!r} is already a timer service")
+        old = op.keyed_states.get(desc.name)
+        if old is not None and not allow_schema_change and not _same_types(old, desc):
+            raise SchemaMismatchError(
+                f"operator {operator!r} state {desc.name!r}: declared as {old.kind} "
+                f"key {old.key_type} value {old.value_type}, got {desc.kind} key {desc.key_type} value {desc.value_type}"
+            )
+        return op
+
+    # ------------------------------------------------------------------ keyed state
+    def put_state(
+        self,
+        operator: str,
+        descriptor: KeyedStateDescriptor,
+        table: pa.Table,
+        *,
+        mode: Literal["full", "delta"] = "full",
+        key_group_range: tuple[int, int] | None = None,
+        ranges: Sequence[tuple[int, int]] | None = None,
+        allow_schema_change: bool = False,
+    ) -> list[FileEntry]:
+        """Write a keyed state: `full` replaces it (in `key_group_range` if given), `delta` upserts/deletes."""
+        if mode not in ("full", "delta"):
+            raise InvalidArgumentError(f"mode must be 'full' or 'delta', got {mode!r}")
+        op = self._check_keyed(operator, descriptor, allow_schema_change or mode == "full" and key_group_range is None)
+        if mode == "delta" and descriptor.name not in op.keyed_states:
+            op.keyed_states[descriptor.name] = descriptor
+        if ranges is None and key_group_range is not None:
+            ranges = [key_group_range]
+        entries = write_state_files(
+            self.io, operator, descriptor, table, checkpoint_id=self.checkpoint_id, checkpoint_kind=self.kind,
+            max_parallelism=self.max_parallelism, delta=mode == "delta", ranges=ranges, seq=self._next_seq(),
+        )
+        self.add_state_files(operator, descriptor, entries, mode=mode, key_group_range=key_group_range, allow_schema_change=True)
+        return entries
+
+    def add_state_files(
+        self,
+        operator: str,
+        descriptor: KeyedStateDescriptor,
+        entries: Sequence[FileEntry],
+        *,
+        mode: Literal["full", "delta"] = "full",
+        key_group_range: tuple[int, int] | None = None,
+        allow_schema_change: bool = False,
+    ) -> None:
+        """Register files already written (e.g. by Spark executors) for a keyed state."""
+        op = self._check_keyed(operator, descriptor, allow_schema_change)
+        if mode == "full":
+            self._drop(operator, "keyed", descriptor.name, key_group_range)
+            if key_group_range is None:
+                self._rewritten.add((operator, "keyed", descriptor.name))
+        op.keyed_states[descriptor.name] = descriptor
+        self._add(entries)
+
+    def put_timers(
+        self,
+        operator: str,
+        descriptor: TimerServiceDescriptor,
+        table: pa.Table,
+        *,
+        mode: Literal["full", "delta"] = "full",
+        key_group_range: tuple[int, int] | None = None,
+        ranges: Sequence[tuple[int, int]] | None = None,
+    ) -> list[FileEntry]:
+        """Write a timer service's timers (`delta`: tombstone column marks deleted timers)."""
+        op = self._op(operator)
+        if descriptor.name in op.keyed_states:
+            raise InvalidArgumentError(f"operator {operator!r}: {descriptor.name!r} is already a keyed state")
+        old = op.timer_services.get(descriptor.name)
+        if old is not None and mode == "delta" and not _same_types(old, descriptor):
+            raise SchemaMismatchError(f"operator {operator!r} timer service {descriptor.name!r}: types differ from the stored ones")
+        if ranges is None and key_group_range is not None:
+            ranges = [key_group_range]
+        entries = write_timer_files(
+            self.io, operator, descriptor, table, checkpoint_id=self.checkpoint_id, checkpoint_kind=self.kind,
+            max_parallelism=self.max_parallelism, delta=mode == "delta", ranges=ranges, seq=self._next_seq(),
+        )
+        if mode == "full":
+            self._drop(operator, "timers", descriptor.name, key_group_range)
+            if key_group_range is None:
+                self._rewritten.add((operator, "timers", descriptor.name))
+        op.timer_services[descriptor.name] = descriptor
+        self._add(entries)
+        return entries
+
+    def put_operator_state(self, operator: str, descriptor: OperatorStateDescriptor, table: pa.Table) -> FileEntry:
+        """Replace an operator state (subtask, [key], value)."""
+        op = self._op(operator)
+        entry = write_operator_state_file(self.io, operator, descriptor, table, checkpoint_id=self.checkpoint_id, checkpoint_kind=self.kind, seq=self._next_seq())
+        self._drop(operator, "operator", descriptor.name)
+        op.operator_states[descriptor.name] = descriptor
+        self._add([entry])
+        return entry
+
+    def put_coordinator(self, operator: str, table: pa.Table) -> FileEntry:
+        """Replace an operator coordinator's state and buffered events."""
+        op = self._op(operator)
+        entry = write_coordinator_file(self.io, operator, table, checkpoint_id=self.checkpoint_id, checkpoint_kind=self.kind, seq=self._next_seq())
+        self._drop(operator, "coordinator", None)
+        op.has_coordinator = True
+        self._add([entry])
+        return entry
+
+    # ------------------------------------------------------------------ structure
+    def set_parallelism(self, operator: str, parallelism: int) -> None:
+        """Record the parallelism an operator ran with (informational)."""
+        self._op(operator).parallelism = int(parallelism)
+
+    def set_property(self, key: str, value: str) -> None:
+        """A free-form checkpoint property (stored in the log's metadata)."""
+        self.properties[str(key)] = str(value)
+
+    def remove_state(self, operator: str, name: str) -> None:
+        """Drop a keyed state, timer service or operator state from the new checkpoint."""
+        op = self._op(operator, create=False)
+        for scope, table in (("keyed", op.keyed_states), ("timers", op.timer_services), ("operator", op.operator_states)):
+            if name in table:
+                del table[name]
+                self._drop(operator, scope, name)
+                return
+        raise StateNotFoundError(f"operator {operator!r} has no state {name!r}; states: {sorted([*op.keyed_states, *op.timer_services, *op.operator_states])}")
+
+    def remove_operator(self, operator: str) -> None:
+        """Drop an operator and all its state from the new checkpoint."""
+        self._op(operator, create=False)
+        del self.operators[operator]
+        self._entries = [e for e in self._entries if e.operator != operator]
+
+    def rename_operator(self, old: str, new: str) -> None:
+        """Change an operator's uid; its files are referenced under the new uid."""
+        op = self._op(old, create=False)
+        validate_name(new, "operator uid")
+        if new in self.operators:
+            raise InvalidArgumentError(f"cannot rename operator {old!r} to {new!r}: {new!r} already exists")
+        self.operators[new] = op.copy(uid=new)
+        del self.operators[old]
+        self._entries = [_replace(e, operator=new) if e.operator == old else e for e in self._entries]
+
+    def entries(self) -> list[FileEntry]:
+        """The files the new checkpoint will use (so far)."""
+        return list(self._entries)
+
+    # ------------------------------------------------------------------ commit
+    def abort(self) -> None:
+        """Forget this attempt and delete the files it wrote."""
+        if self._done:
+            return
+        self._done = True
+        for p in self._new_paths:
+            try:
+                self.io.delete(p)
+            except OSError:
+                continue  # left for garbage collection: it is not referenced by any checkpoint
+
+    def commit(self) -> CheckpointInfo:
+        """Record the files and complete the checkpoint in one Delta commit of the log."""
+        if self._done:
+            raise InvalidArgumentError(f"checkpoint {self.checkpoint_id}: this writer already committed or aborted")
+        try:
+            if self.rescaled:
+                missing = []
+                for uid, op in self.operators.items():
+                    missing += [f"{uid}/{n}" for n in op.keyed_states if (uid, "keyed", n) not in self._rewritten]
+                    missing += [f"{uid}/{n} (timers)" for n in op.timer_services if (uid, "timers", n) not in self._rewritten]
+                if missing:
+                    raise InvalidArgumentError(
+                        f"checkpoint {self.checkpoint_id}: max parallelism changed to {self.max_parallelism} but these states "
+                        f"were not rewritten in full: {missing}"
+                    )
+            if self.kind == C.SAVEPOINT:
+                self._own_files()
+            catalog = self.store.catalog
+            catalog.append_manifest(self.checkpoint_id, self.attempt_id, self._entries)
+            now = dt.datetime.now(dt.timezone.utc)
+            row = {
+                "checkpoint_id": self.checkpoint_id,
+                "attempt_id": self.attempt_id,
+                "event": C.EVENT_COMPLETED,
+                "kind": self.kind,
+                "event_time": now,
+                "created_at": now,
+                "max_parallelism": self.max_parallelism,
+                "format_version": C.FORMAT_VERSION,
+                "base_checkpoint_id": None if self.base is None else self.base.checkpoint_id,
+                "files": len(self._entries),
+                "rows": sum(e.rows for e in self._entries if e.kind not in C.DELTA_KINDS),
+                "bytes": sum(e.bytes for e in self._entries),
+                "metadata": _json(CheckpointMetadata.encode(self.operators, self.properties)),
+            }
+            try:
+                catalog.commit_log(row, self.planned_version)  # type: ignore[arg-type]
+            except CommitConflictError:
+                if (self.checkpoint_id, self.attempt_id) in {(r.checkpoint_id, r.attempt_id) for r in catalog.records()}:
+                    pass  # our own commit landed before the error: idempotent success
+                else:
+                    raise
+        except BaseException:
+            self.abort()
+            raise
+        self._done = True
+        return self.store.checkpoint(self.checkpoint_id)
+
+    def _own_files(self) -> None:
+        """Copy every carried-over file into the savepoint's folder (self-contained)."""
+        base = data_dir(C.SAVEPOINT, self.checkpoint_id) + "/"
+        owned = []
+        for e in self._entries:
+            if e.path.startswith(base):
+                owned.append(e)
+                continue
+            rel = e.path.split("/", 1)[1] if e.path.startswith(C.SHARED_DIR + "/") else e.path.split("/", 2)[2]
+            new = base + rel
+            self.io.copy(e.path, new)
+            self._new_paths.append(new)
+            owned.append(_replace(e, path=new))
+        self._entries = owned
+
+
+def _replace(e: FileEntry, **kw: Any) -> FileEntry:
+    import dataclasses
+
+    return dataclasses.replace(e, **kw)
+
+
+def _json(doc: Any) -> str:
+    import json
+
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"))

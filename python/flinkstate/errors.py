@@ -1,0 +1,55 @@
+"""The exceptions flinkstate raises: one base class and a few meaningful subclasses.
+
+Every message names the thing at fault (file, operator, state, checkpoint, column) so a
+user can act on it without reading a stack trace.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FlinkStateError",
+    "InvalidArgumentError",
+    "CheckpointNotFoundError",
+    "OperatorNotFoundError",
+    "StateNotFoundError",
+    "SchemaMismatchError",
+    "CorruptFileError",
+    "CommitConflictError",
+    "KeyGroupOutOfRangeError",
+]
+
+
+class FlinkStateError(Exception):
+    """Base class of every error flinkstate raises on purpose."""
+
+
+class InvalidArgumentError(FlinkStateError, ValueError):
+    """An argument or option has a value that cannot be used (named in the message)."""
+
+
+class CheckpointNotFoundError(FlinkStateError, LookupError):
+    """The requested checkpoint or savepoint is not committed at this path."""
+
+
+class OperatorNotFoundError(FlinkStateError, LookupError):
+    """The requested operator uid is not part of the checkpoint."""
+
+
+class StateNotFoundError(FlinkStateError, LookupError):
+    """The requested state (keyed, timer service or operator state) does not exist."""
+
+
+class SchemaMismatchError(FlinkStateError, TypeError):
+    """Data does not match the declared types of a state (the column is named)."""
+
+
+class CorruptFileError(FlinkStateError, IOError):
+    """A data file or manifest entry is unreadable, missing or does not match its record."""
+
+
+class CommitConflictError(FlinkStateError):
+    """Another writer committed first: the commit was refused and nothing of it is visible."""
+
+
+class KeyGroupOutOfRangeError(FlinkStateError, ValueError):
+    """A key belongs to a key group outside the range a backend or file owns."""

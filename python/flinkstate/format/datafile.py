@@ -1,0 +1,290 @@
+"""Format v1 data files: Arrow schemas per file kind, and the one writer/reader of v1.
+
+A data file is an immutable Parquet file with typed columns, sorted by key group then key
+(timers: key group then timestamp), carrying the format version and its identity in the
+Parquet key-value metadata.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor
+from flinkstate.errors import CorruptFileError, SchemaMismatchError
+from flinkstate.format import constants as C
+from flinkstate.io import FileIO
+
+__all__ = [
+    "FileEntry",
+    "state_schema",
+    "timer_schema",
+    "operator_state_schema",
+    "coordinator_schema",
+    "primary_key_columns",
+    "conform",
+    "write_data_file",
+    "read_data_file",
+]
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One data file as the manifest records it (path relative to the job root)."""
+
+    path: str
+    operator: str
+    state: str | None
+    kind: str
+    key_group_start: int
+    key_group_end: int
+    created_by_checkpoint_id: int
+    rows: int
+    bytes: int
+    seq: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (JSON-able)."""
+        return asdict(self)
+
+
+def _key_fields(key_type: pa.DataType, namespace_type: pa.DataType | None) -> list[pa.Field]:
+    fields = [pa.field(C.COL_KEY_GROUP, pa.int32(), nullable=False), pa.field(C.COL_KEY, key_type, nullable=False)]
+    if namespace_type is not None:
+        fields.append(pa.field(C.COL_NAMESPACE, namespace_type))
+    return fields
+
+
+def state_schema(desc: KeyedStateDescriptor, *, delta: bool = False) -> pa.Schema:
+    """Schema of a keyed state's full (or delta) file."""
+    fields = _key_fields(desc.key_type, desc.namespace_type)
+    ttl = desc.ttl_enabled
+    if desc.kind == "map":
+        fields.append(pa.field(C.COL_USER_KEY, desc.user_key_type, nullable=False))  # type: ignore[union-attr]
+        fields.append(pa.field(C.COL_VALUE, desc.user_value_type))  # type: ignore[union-attr]
+        if ttl:
+            fields.append(pa.field(C.COL_TTL, pa.int64()))
+    elif desc.kind == "list":
+        fields.append(pa.field(C.COL_VALUE, pa.list_(desc.value_type)))
+        if ttl:
+            fields.append(pa.field(C.COL_TTL, pa.list_(pa.int64())))
+    else:
+        fields.append(pa.field(C.COL_VALUE, desc.value_type))
+        if ttl:
+            fields.append(pa.field(C.COL_TTL, pa.int64()))
+    if delta:
+        fields.append(pa.field(C.COL_TOMBSTONE, pa.bool_(), nullable=False))
+    return pa.schema(fields)
+
+
+def timer_schema(desc: TimerServiceDescriptor, *, delta: bool = False) -> pa.Schema:
+    """Schema of a timer service's file: key group, key, namespace, timestamp."""
+    fields = _key_fields(desc.key_type, desc.namespace_type)
+    fields.append(pa.field(C.COL_TIMESTAMP, pa.int64(), nullable=False))
+    if delta:
+        fields.append(pa.field(C.COL_TOMBSTONE, pa.bool_(), nullable=False))
+    return pa.schema(fields)
+
+
+def operator_state_schema(desc: OperatorStateDescriptor) -> pa.Schema:
+    """Schema of an operator state file: subtask plus element (broadcast: key and value)."""
+    fields = [pa.field(C.COL_SUBTASK, pa.int32(), nullable=False)]
+    if desc.mode == "broadcast":
+        assert desc.key_type is not None
+        fields.append(pa.field(C.COL_KEY, desc.key_type, nullable=False))
+    fields.append(pa.field(C.COL_VALUE, desc.value_type))
+    return pa.schema(fields)
+
+
+def coordinator_schema() -> pa.Schema:
+    """Schema of coordinator state: opaque state bytes and buffered events, in order."""
+    return pa.schema(
+        [
+            pa.field(C.COL_RECORD_TYPE, pa.string(), nullable=False),  # 'state' or 'event'
+            pa.field(C.COL_SUBTASK, pa.int32()),  # event target subtask (null for state)
+            pa.field(C.COL_SEQ, pa.int64(), nullable=False),
+            pa.field(C.COL_PAYLOAD, pa.binary()),
+        ]
+    )
+
+
+def primary_key_columns(desc: KeyedStateDescriptor | TimerServiceDescriptor) -> list[str]:
+    """Columns that identify one entry (the unit of upsert and tombstone)."""
+    cols = [C.COL_KEY]
+    if desc.namespace_type is not None:
+        cols.append(C.COL_NAMESPACE)
+    if isinstance(desc, TimerServiceDescriptor):
+        cols.append(C.COL_TIMESTAMP)
+    elif desc.kind == "map":
+        cols.append(C.COL_USER_KEY)
+    return cols
+
+
+def conform(table: pa.Table, schema: pa.Schema, what: str) -> pa.Table:
+    """Select and cast a table's columns to a file schema, or raise naming the column at fault."""
+    arrays = []
+    for f in schema:
+        if f.name not in table.column_names:
+            if f.name == C.COL_TOMBSTONE:
+                arrays.append(pa.array([False] * table.num_rows, pa.bool_()))
+                continue
+            raise SchemaMismatchError(f"{what}: missing column {f.name!r} (expected {f.type}); got columns {table.column_names}")
+        col = table.column(f.name)
+        if col.type != f.type:
+            if not _castable(col.type, f.type):
+                raise SchemaMismatchError(f"{what}: column {f.name!r} has type {col.type}, the state declares {f.type}")
+            try:
+                col = col.cast(f.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                raise SchemaMismatchError(f"{what}: column {f.name!r} of type {col.type} cannot be cast to {f.type}: {e}") from e
+        if not f.nullable and col.null_count:
+            raise SchemaMismatchError(f"{what}: column {f.name!r} has {col.null_count} null values but may not be null")
+        arrays.append(col)
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
+    """Same shape and family (ints, floats, strings, lists, structs by field name, maps):
+    Arrow's safe cast then refuses values that would not fit."""
+    if src == dst or pa.types.is_null(src):
+        return True
+    if pa.types.is_dictionary(src):
+        return _castable(src.value_type, dst)
+    if pa.types.is_integer(src) and pa.types.is_integer(dst):
+        return True
+    if pa.types.is_floating(src) and pa.types.is_floating(dst):
+        return True
+    strings = (pa.string(), pa.large_string(), pa.string_view())
+    if src in strings and dst in strings:
+        return True
+    binaries = (pa.binary(), pa.large_binary(), pa.binary_view())
+    if src in binaries and dst in binaries:
+        return True
+    lists = (pa.types.is_list, pa.types.is_large_list, pa.types.is_list_view, pa.types.is_fixed_size_list)
+    if any(f(src) for f in lists) and any(f(dst) for f in lists[:2]):
+        return _castable(src.value_type, dst.value_type)
+    if pa.types.is_struct(src) and pa.types.is_struct(dst):
+        if src.num_fields != dst.num_fields:
+            return False
+        return all(
+            src.field(i).name == dst.field(i).name and _castable(src.field(i).type, dst.field(i).type) for i in range(src.num_fields)
+        )
+    if pa.types.is_map(src) and pa.types.is_map(dst):
+        return _castable(src.key_type, dst.key_type) and _castable(src.item_type, dst.item_type)
+    if pa.types.is_timestamp(src) and pa.types.is_timestamp(dst):
+        return src.tz == dst.tz or src.tz is None or dst.tz is None
+    if pa.types.is_decimal(src) and pa.types.is_decimal(dst):
+        return src.scale <= dst.scale
+    return False
+
+
+def _sort(table: pa.Table, by: list[str]) -> pa.Table:
+    """Sort by the given columns, skipping columns whose type Arrow cannot order."""
+    keys = []
+    for name in by:
+        t = table.schema.field(name).type
+        if pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_map(t) or pa.types.is_null(t):
+            break
+        keys.append((name, "ascending"))
+    if not keys:
+        return table
+    return table.take(pc.sort_indices(table, sort_keys=keys))
+
+
+def write_data_file(
+    io: FileIO,
+    rel_path: str,
+    table: pa.Table,
+    *,
+    kind: str,
+    operator: str,
+    state: str | None,
+    key_group_start: int,
+    key_group_end: int,
+    checkpoint_id: int,
+    seq: int = 0,
+    extra_metadata: dict[str, str] | None = None,
+    row_group_size: int = C.DEFAULT_ROW_GROUP_SIZE,
+    sort: bool = True,
+) -> FileEntry:
+    """Write one immutable data file (format v1) and return its manifest entry."""
+    if sort:
+        if kind in (C.KIND_TIMERS_FULL, C.KIND_TIMERS_DELTA):
+            table = _sort(table, [C.COL_KEY_GROUP, C.COL_TIMESTAMP, C.COL_KEY])
+        elif kind in (C.KIND_FULL, C.KIND_DELTA):
+            by = [C.COL_KEY_GROUP, C.COL_KEY]
+            if C.COL_USER_KEY in table.column_names:
+                by.append(C.COL_USER_KEY)
+            table = _sort(table, by)
+        elif kind == C.KIND_OPERATOR:
+            table = _sort(table, [C.COL_SUBTASK])
+    meta = {
+        C.META_FORMAT_VERSION: str(C.FORMAT_VERSION),
+        C.META_FILE_KIND: kind,
+        C.META_OPERATOR: operator,
+        C.META_STATE: state or "",
+        C.META_KG_START: str(key_group_start),
+        C.META_KG_END: str(key_group_end),
+        C.META_CHECKPOINT_ID: str(checkpoint_id),
+    }
+    meta.update(extra_metadata or {})
+    schema = table.schema.with_metadata({**(table.schema.metadata or {}), **{k.encode(): v.encode() for k, v in meta.items()}})
+    table = table.replace_schema_metadata(schema.metadata)
+    with io.open(rel_path, "wb") as f:
+        pq.write_table(
+            table,
+            f,
+            row_group_size=row_group_size,
+            compression="zstd",
+            write_statistics=True,
+            store_schema=True,
+        )
+    size = io.size(rel_path)
+    return FileEntry(
+        path=rel_path,
+        operator=operator,
+        state=state,
+        kind=kind,
+        key_group_start=key_group_start,
+        key_group_end=key_group_end,
+        created_by_checkpoint_id=checkpoint_id,
+        rows=table.num_rows,
+        bytes=size,
+        seq=seq,
+    )
+
+
+def read_data_file(
+    io: FileIO,
+    entry: FileEntry,
+    *,
+    columns: list[str] | None = None,
+    filter: Any = None,
+) -> pa.Table:
+    """Read one data file, checking its format version; `filter` is a pyarrow expression."""
+    import pyarrow.dataset as ds
+
+    try:
+        dataset = ds.dataset(io.fs_path(entry.path), format="parquet", filesystem=io.arrow_fs)
+        meta = dataset.schema.metadata or {}
+        version = int(meta.get(C.META_FORMAT_VERSION.encode(), b"0"))
+        if version not in C.SUPPORTED_FORMAT_VERSIONS:
+            raise CorruptFileError(
+                f"data file {io.url(entry.path)} has format version {version}; this release reads {C.SUPPORTED_FORMAT_VERSIONS}"
+            )
+        table = dataset.to_table(columns=columns, filter=filter)
+    except CorruptFileError:
+        raise
+    except FileNotFoundError as e:
+        raise CorruptFileError(f"data file {io.url(entry.path)} of operator {entry.operator!r} state {entry.state!r} is missing") from e
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptFileError(f"data file {io.url(entry.path)} of operator {entry.operator!r} state {entry.state!r} is unreadable: {e}") from e
+    if filter is None and table.num_rows != entry.rows:
+        raise CorruptFileError(
+            f"data file {io.url(entry.path)} has {table.num_rows} rows but the manifest records {entry.rows}"
+        )
+    return table.replace_schema_metadata(None)

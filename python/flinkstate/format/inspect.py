@@ -1,0 +1,88 @@
+"""A JSON description of one data file, as `schemas/v1/data-file.schema.json` validates it.
+
+`describe_data_file(io, path)` opens a Parquet data file and reports what is physically in
+it: the `flinkstate.*` key-value metadata, the columns (name, Arrow type string, nullability)
+in file order, row groups and compression, the sort keys the format prescribes for the file
+kind and whether the rows really are in that order. It never trusts the manifest: it is the
+tool to audit a file written by any implementation (see schemas/FORMAT.md, "Data file
+descriptions").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from flinkstate.format import constants as C
+from flinkstate.io import FileIO
+
+__all__ = ["describe_data_file", "sort_keys_for", "is_sorted"]
+
+_ARROW_SCHEMA_KEY = "ARROW:schema"
+
+
+def _orderable(t: pa.DataType) -> bool:
+    return not (pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t) or pa.types.is_null(t))
+
+
+def sort_keys_for(kind: str, schema: pa.Schema) -> list[str]:
+    """The columns a v1 file of `kind` is sorted by: the longest orderable prefix of the kind's sort columns."""
+    if kind in (C.KIND_TIMERS_FULL, C.KIND_TIMERS_DELTA):
+        wanted = [C.COL_KEY_GROUP, C.COL_TIMESTAMP, C.COL_KEY]
+    elif kind in (C.KIND_FULL, C.KIND_DELTA):
+        wanted = [C.COL_KEY_GROUP, C.COL_KEY]
+        if C.COL_USER_KEY in schema.names:
+            wanted.append(C.COL_USER_KEY)
+    elif kind == C.KIND_OPERATOR:
+        wanted = [C.COL_SUBTASK]
+    else:  # coordinator files keep the order they were written in (column seq)
+        return []
+    out = []
+    for name in wanted:
+        if name not in schema.names or not _orderable(schema.field(name).type):
+            break
+        out.append(name)
+    return out
+
+
+def is_sorted(table: pa.Table, keys: list[str]) -> bool:
+    """True when the rows are in ascending lexicographic order of `keys` (ties in any order)."""
+    if not keys or table.num_rows <= 1:
+        return True
+    # the sort is stable: rows already in order come back as 0, 1, 2, ...
+    idx = pc.sort_indices(table.select(keys), sort_keys=[(k, "ascending") for k in keys])
+    return bool(pc.all(pc.equal(idx, pa.array(range(table.num_rows), pa.uint64()))).as_py())
+
+
+def describe_data_file(io: FileIO, path: str) -> dict[str, Any]:
+    """Describe the data file at `path` (relative to the root of `io`) as a JSON-able dict."""
+    with io.open(path, "rb") as f:
+        pf = pq.ParquetFile(f)
+        md = pf.metadata
+        schema = pf.schema_arrow
+        table = pf.read()
+    raw = md.metadata or {}
+    metadata = {k.decode("utf-8"): v.decode("utf-8") for k, v in raw.items() if k.decode("utf-8") != _ARROW_SCHEMA_KEY}
+    kind = metadata.get(C.META_FILE_KIND)
+    version_text = metadata.get(C.META_FORMAT_VERSION)
+    format_version: int | None = int(version_text) if version_text is not None and version_text.isdigit() else None
+    columns = [{"name": fld.name, "type": str(fld.type), "nullable": bool(fld.nullable)} for fld in schema]
+    codecs = sorted({md.row_group(i).column(j).compression for i in range(md.num_row_groups) for j in range(md.num_columns)})
+    keys = sort_keys_for(kind or "", schema)
+    return {
+        "path": path,
+        "format_version": format_version,
+        "kind": kind,
+        "metadata": dict(sorted(metadata.items())),
+        "has_arrow_schema": _ARROW_SCHEMA_KEY.encode() in raw,
+        "columns": columns,
+        "column_order": ",".join(c["name"] for c in columns),
+        "num_rows": int(md.num_rows),
+        "row_groups": [int(md.row_group(i).num_rows) for i in range(md.num_row_groups)],
+        "compression": codecs,
+        "sort_keys": keys,
+        "sorted": is_sorted(table, keys),
+    }

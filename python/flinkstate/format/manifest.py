@@ -1,0 +1,248 @@
+"""The shared-state manifest and the checkpoint log, both Delta Lake tables (delta-rs).
+
+- `_flinkstate/manifest`: one row per file a checkpoint uses, tagged with the attempt that
+  wrote it. Rows of attempts that never completed are invisible (the log names the attempt).
+- `_flinkstate/log`: one row per event: COMPLETED (the commit point of a checkpoint, one Delta
+  commit made against the log version the writer planned with, never retried) and
+  DISCARDED (a checkpoint subsumed or removed). Checkpoint metadata travels as JSON.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from flinkstate.errors import CommitConflictError, CorruptFileError
+from flinkstate.format import constants as C
+from flinkstate.format.datafile import FileEntry
+from flinkstate.io import FileIO
+
+__all__ = ["MANIFEST_SCHEMA", "LOG_SCHEMA", "LogRecord", "DeltaCatalog"]
+
+MANIFEST_SCHEMA = pa.schema(
+    [
+        pa.field("checkpoint_id", pa.int64(), nullable=False),
+        pa.field("attempt_id", pa.string(), nullable=False),
+        pa.field("operator", pa.string(), nullable=False),
+        pa.field("state", pa.string()),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("key_group_start", pa.int32(), nullable=False),
+        pa.field("key_group_end", pa.int32(), nullable=False),
+        pa.field("created_by_checkpoint_id", pa.int64(), nullable=False),
+        pa.field("seq", pa.int32(), nullable=False),
+        pa.field("rows", pa.int64(), nullable=False),
+        pa.field("bytes", pa.int64(), nullable=False),
+    ]
+)
+
+LOG_SCHEMA = pa.schema(
+    [
+        pa.field("checkpoint_id", pa.int64(), nullable=False),
+        pa.field("attempt_id", pa.string(), nullable=False),
+        pa.field("event", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("event_time", pa.timestamp("ms", tz="UTC"), nullable=False),
+        pa.field("created_at", pa.timestamp("ms", tz="UTC"), nullable=False),
+        pa.field("max_parallelism", pa.int32(), nullable=False),
+        pa.field("format_version", pa.int32(), nullable=False),
+        pa.field("base_checkpoint_id", pa.int64()),
+        pa.field("files", pa.int64(), nullable=False),
+        pa.field("rows", pa.int64(), nullable=False),
+        pa.field("bytes", pa.int64(), nullable=False),
+        pa.field("metadata", pa.string(), nullable=False),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One COMPLETED checkpoint as the log records it (status folds in later events)."""
+
+    checkpoint_id: int
+    attempt_id: str
+    kind: str
+    status: str
+    created_at: dt.datetime
+    max_parallelism: int
+    format_version: int
+    base_checkpoint_id: int | None
+    files: int
+    rows: int
+    bytes: int
+    metadata: dict[str, Any]
+
+
+def _delta_errors() -> tuple[type[BaseException], ...]:
+    from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+
+    return CommitFailedError, DeltaError, TableNotFoundError
+
+
+class DeltaCatalog:
+    """Reads and commits the manifest and log tables of one job root."""
+
+    def __init__(self, io: FileIO) -> None:
+        self.io = io
+
+    def _uri(self, rel: str) -> str:
+        return self.io.delta_uri(rel)
+
+    def _table(self, rel: str, version: int | None = None) -> Any:
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        try:
+            return DeltaTable(self._uri(rel), version=version, storage_options=self.io.delta_storage_options())
+        except TableNotFoundError:
+            return None
+
+    def exists(self) -> bool:
+        """True when the job root has a checkpoint log."""
+        return self._table(C.LOG_TABLE) is not None
+
+    def log_table(self) -> Any:
+        """The log DeltaTable (None when the root is empty)."""
+        return self._table(C.LOG_TABLE)
+
+    def log_version(self) -> int | None:
+        """Current Delta version of the log (None when it doesn't exist)."""
+        t = self._table(C.LOG_TABLE)
+        return None if t is None else int(t.version())
+
+    def records(self, version: int | None = None) -> list[LogRecord]:
+        """Every completed checkpoint in the log (at a log version), oldest first."""
+        t = self._table(C.LOG_TABLE, version)
+        if t is None:
+            return []
+        rows = t.to_pyarrow_table().to_pylist()
+        discarded = {r["checkpoint_id"] for r in rows if r["event"] == C.EVENT_DISCARDED}
+        out = []
+        for r in rows:
+            if r["event"] != C.EVENT_COMPLETED:
+                continue
+            try:
+                meta = json.loads(r["metadata"])
+            except json.JSONDecodeError as e:
+                raise CorruptFileError(f"checkpoint {r['checkpoint_id']}: metadata in the log is not valid JSON") from e
+            out.append(
+                LogRecord(
+                    checkpoint_id=int(r["checkpoint_id"]),
+                    attempt_id=r["attempt_id"],
+                    kind=r["kind"],
+                    status=C.STATUS_DISCARDED if r["checkpoint_id"] in discarded else C.STATUS_COMPLETED,
+                    created_at=r["created_at"],
+                    max_parallelism=int(r["max_parallelism"]),
+                    format_version=int(r["format_version"]),
+                    base_checkpoint_id=r["base_checkpoint_id"],
+                    files=int(r["files"]),
+                    rows=int(r["rows"]),
+                    bytes=int(r["bytes"]),
+                    metadata=meta,
+                )
+            )
+        out.sort(key=lambda r: r.checkpoint_id)
+        return out
+
+    def manifest(self, checkpoint_id: int, attempt_id: str) -> list[FileEntry]:
+        """The files a completed checkpoint uses."""
+        import pyarrow.dataset as ds
+
+        t = self._table(C.MANIFEST_TABLE)
+        if t is None:
+            raise CorruptFileError(f"checkpoint {checkpoint_id}: the manifest table {self.io.url(C.MANIFEST_TABLE)} is missing")
+        dataset = t.to_pyarrow_dataset()
+        tbl = dataset.to_table(filter=(ds.field("checkpoint_id") == checkpoint_id) & (ds.field("attempt_id") == attempt_id))
+        return [
+            FileEntry(
+                path=r["path"],
+                operator=r["operator"],
+                state=r["state"],
+                kind=r["kind"],
+                key_group_start=r["key_group_start"],
+                key_group_end=r["key_group_end"],
+                created_by_checkpoint_id=r["created_by_checkpoint_id"],
+                rows=r["rows"],
+                bytes=r["bytes"],
+                seq=r["seq"],
+            )
+            for r in tbl.to_pylist()
+        ]
+
+    def manifest_table(self) -> pa.Table:
+        """The whole manifest table (all attempts), for garbage collection and audits."""
+        t = self._table(C.MANIFEST_TABLE)
+        return MANIFEST_SCHEMA.empty_table() if t is None else t.to_pyarrow_table()
+
+    def ensure_tables(self) -> None:
+        """Create the empty log and manifest tables of a new job root (idempotent)."""
+        from deltalake import CommitProperties, write_deltalake
+
+        for rel, schema, name in ((C.MANIFEST_TABLE, MANIFEST_SCHEMA, "flinkstate manifest"), (C.LOG_TABLE, LOG_SCHEMA, "flinkstate checkpoint log")):
+            if self._table(rel) is not None:
+                continue
+            try:
+                write_deltalake(
+                    self._uri(rel),
+                    schema.empty_table(),
+                    mode="error",
+                    name=name,
+                    description=f"{name} (flinkstate format v{C.FORMAT_VERSION})",
+                    storage_options=self.io.delta_storage_options(),
+                    commit_properties=CommitProperties(custom_metadata={C.DELTA_FORMAT_VERSION_KEY: str(C.FORMAT_VERSION)}),
+                )
+            except _delta_errors() as e:
+                if self._table(rel) is None:  # not a lost race: a real failure
+                    raise CorruptFileError(f"cannot create Delta table {self.io.url(rel)}: {e}") from e
+
+    def append_manifest(self, checkpoint_id: int, attempt_id: str, entries: list[FileEntry]) -> None:
+        """Record the files of an attempt (invisible until the log names the attempt)."""
+        from deltalake import write_deltalake
+
+        cols: dict[str, list[Any]] = {f.name: [] for f in MANIFEST_SCHEMA}
+        for e in entries:
+            cols["checkpoint_id"].append(checkpoint_id)
+            cols["attempt_id"].append(attempt_id)
+            for k in ("operator", "state", "kind", "path", "key_group_start", "key_group_end", "created_by_checkpoint_id", "seq", "rows", "bytes"):
+                cols[k].append(getattr(e, k))
+        table = pa.table(cols, schema=MANIFEST_SCHEMA)
+        write_deltalake(self._uri(C.MANIFEST_TABLE), table, mode="append", storage_options=self.io.delta_storage_options())
+
+    def commit_log(self, row: dict[str, Any] | list[dict[str, Any]], planned_version: int) -> int:
+        """Append log events in one commit at exactly `planned_version + 1`; raise CommitConflictError otherwise."""
+        from deltalake import CommitProperties, write_deltalake
+        from deltalake.exceptions import CommitFailedError
+
+        table = self._table(C.LOG_TABLE, planned_version)
+        if table is None:
+            raise CorruptFileError(f"the checkpoint log {self.io.url(C.LOG_TABLE)} is missing")
+        rows = row if isinstance(row, list) else [row]
+        data = pa.Table.from_pylist(rows, schema=LOG_SCHEMA)
+        try:
+            write_deltalake(
+                table,
+                data,
+                mode="append",
+                storage_options=self.io.delta_storage_options(),
+                commit_properties=CommitProperties(max_commit_retries=0),
+            )
+        except CommitFailedError as e:
+            raise CommitConflictError(
+                f"checkpoint {rows[0]['checkpoint_id']}: another writer committed to {self.io.url(C.LOG_TABLE)} "
+                f"after version {planned_version} that this commit was planned against; nothing of this attempt is visible"
+            ) from e
+        return planned_version + 1
+
+    def completed_ids(self, version: int | None = None) -> set[int]:
+        """Ids with a COMPLETED event (at a log version)."""
+        t = self._table(C.LOG_TABLE, version)
+        if t is None:
+            return set()
+        tbl = t.to_pyarrow_table(columns=["checkpoint_id", "event"])
+        mask = pc.equal(tbl.column("event"), C.EVENT_COMPLETED)
+        return set(tbl.column("checkpoint_id").filter(mask).to_pylist())

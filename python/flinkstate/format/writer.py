@@ -1,0 +1,176 @@
+"""Writing the data files of one state for a checkpoint (v1): key groups, splitting, layout.
+
+Used by the store on the driver and by Spark executors alike: it needs only a FileIO and a
+descriptor, and returns manifest entries for the driver to commit.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor, validate_name
+from flinkstate.errors import KeyGroupOutOfRangeError, SchemaMismatchError
+from flinkstate.format import constants as C
+from flinkstate.format.datafile import (
+    FileEntry,
+    conform,
+    coordinator_schema,
+    operator_state_schema,
+    state_schema,
+    timer_schema,
+    write_data_file,
+)
+from flinkstate.io import FileIO
+from flinkstate.keygroups import assign_key_groups, key_group_range
+
+__all__ = ["data_dir", "file_path", "with_key_groups", "split_ranges", "write_state_files", "write_timer_files", "write_operator_state_file", "write_coordinator_file"]
+
+
+def data_dir(checkpoint_kind: str, checkpoint_id: int) -> str:
+    """Base directory for the files a checkpoint creates: shared/ or its own savepoint folder."""
+    if checkpoint_kind == C.SAVEPOINT:
+        return f"{C.SAVEPOINTS_DIR}/sp-{checkpoint_id:010d}"
+    return C.SHARED_DIR
+
+
+def file_path(base: str, operator: str, sub: str, checkpoint_id: int, kind: str, kg: tuple[int, int]) -> str:
+    """Relative path of a new data file (names validated: nothing escapes the root)."""
+    validate_name(operator, "operator uid")
+    for part in sub.split("/"):
+        if not part.startswith("_"):
+            validate_name(part, "state name")
+    return f"{base}/{operator}/{sub}/{checkpoint_id:010d}-{kind}-kg{kg[0]:05d}-{kg[1]:05d}-{uuid.uuid4().hex[:12]}.parquet"
+
+
+def with_key_groups(table: pa.Table, max_parallelism: int, what: str) -> pa.Table:
+    """Add (or verify) the key_group column computed from `key` with Flink's assignment."""
+    if C.COL_KEY not in table.column_names:
+        raise SchemaMismatchError(f"{what}: missing column 'key'; got columns {table.column_names}")
+    nulls = table.column(C.COL_KEY).null_count
+    if nulls:
+        raise SchemaMismatchError(f"{what}: column 'key' has {nulls} null values but may not be null (Flink rejects null keys)")
+    kg = assign_key_groups(table.column(C.COL_KEY), max_parallelism)
+    if C.COL_KEY_GROUP in table.column_names:
+        given = table.column(C.COL_KEY_GROUP).cast(pa.int32())
+        if not pc.all(pc.equal(given, kg)).as_py():
+            raise SchemaMismatchError(
+                f"{what}: column 'key_group' does not match Flink's key-group assignment of 'key' for max parallelism {max_parallelism}"
+            )
+        return table.set_column(table.column_names.index(C.COL_KEY_GROUP), C.COL_KEY_GROUP, kg)
+    return table.add_column(0, C.COL_KEY_GROUP, kg)
+
+
+def split_ranges(max_parallelism: int, rows: int, rows_per_file: int = C.DEFAULT_ROWS_PER_FILE) -> list[tuple[int, int]]:
+    """Default file split: Flink's key-group ranges for a parallelism sized to the data."""
+    p = max(1, min(max_parallelism, math.ceil(rows / max(1, rows_per_file))))
+    return [key_group_range(max_parallelism, p, i) for i in range(p)]
+
+
+def _slices(table: pa.Table, ranges: Sequence[tuple[int, int]], what: str) -> list[tuple[tuple[int, int], pa.Table]]:
+    kg = table.column(C.COL_KEY_GROUP).to_numpy()
+    lo = min(r[0] for r in ranges)
+    hi = max(r[1] for r in ranges)
+    if kg.size and (kg.min() < lo or kg.max() > hi):
+        raise KeyGroupOutOfRangeError(f"{what}: rows fall in key groups outside the range [{lo}, {hi}] being written")
+    out = []
+    order = np.argsort(kg, kind="stable")
+    skg = kg[order]
+    for r in ranges:
+        a = np.searchsorted(skg, r[0], side="left")
+        b = np.searchsorted(skg, r[1], side="right")
+        out.append((r, table.take(pa.array(order[a:b]))))
+    return out
+
+
+def write_state_files(
+    io: FileIO,
+    operator: str,
+    desc: KeyedStateDescriptor,
+    table: pa.Table,
+    *,
+    checkpoint_id: int,
+    checkpoint_kind: str,
+    max_parallelism: int,
+    delta: bool = False,
+    ranges: Sequence[tuple[int, int]] | None = None,
+    seq: int = 0,
+    write_empty: bool = True,
+) -> list[FileEntry]:
+    """Write a keyed state's rows as one file per key-group range; return the entries."""
+    what = f"operator {operator!r} state {desc.name!r}"
+    table = with_key_groups(table, max_parallelism, what)
+    table = conform(table, state_schema(desc, delta=delta), what)
+    if ranges is None:
+        ranges = split_ranges(max_parallelism, table.num_rows)
+    kind = C.KIND_DELTA if delta else C.KIND_FULL
+    base = data_dir(checkpoint_kind, checkpoint_id)
+    out = []
+    for r, part in _slices(table, ranges, what):
+        if part.num_rows == 0 and not write_empty:
+            continue
+        path = file_path(base, operator, desc.name, checkpoint_id, kind, r)
+        out.append(
+            write_data_file(io, path, part, kind=kind, operator=operator, state=desc.name, key_group_start=r[0], key_group_end=r[1],
+                            checkpoint_id=checkpoint_id, seq=seq, extra_metadata={C.META_STATE_KIND: desc.kind, C.META_MAX_PARALLELISM: str(max_parallelism)})
+        )
+    return out
+
+
+def write_timer_files(
+    io: FileIO,
+    operator: str,
+    desc: TimerServiceDescriptor,
+    table: pa.Table,
+    *,
+    checkpoint_id: int,
+    checkpoint_kind: str,
+    max_parallelism: int,
+    delta: bool = False,
+    ranges: Sequence[tuple[int, int]] | None = None,
+    seq: int = 0,
+    write_empty: bool = True,
+) -> list[FileEntry]:
+    """Write a timer service's timers (key group, key, namespace, timestamp) per key-group range."""
+    what = f"operator {operator!r} timer service {desc.name!r}"
+    table = with_key_groups(table, max_parallelism, what)
+    table = conform(table, timer_schema(desc, delta=delta), what)
+    if ranges is None:
+        ranges = split_ranges(max_parallelism, table.num_rows)
+    kind = C.KIND_TIMERS_DELTA if delta else C.KIND_TIMERS_FULL
+    base = data_dir(checkpoint_kind, checkpoint_id)
+    out = []
+    for r, part in _slices(table, ranges, what):
+        if part.num_rows == 0 and not write_empty:
+            continue
+        path = file_path(base, operator, f"{C.TIMERS_SUBDIR}/{desc.name}", checkpoint_id, kind, r)
+        out.append(
+            write_data_file(io, path, part, kind=kind, operator=operator, state=desc.name, key_group_start=r[0], key_group_end=r[1],
+                            checkpoint_id=checkpoint_id, seq=seq, extra_metadata={"flinkstate.timer.domain": desc.domain})
+        )
+    return out
+
+
+def write_operator_state_file(
+    io: FileIO, operator: str, desc: OperatorStateDescriptor, table: pa.Table, *, checkpoint_id: int, checkpoint_kind: str, seq: int = 0
+) -> FileEntry:
+    """Write an operator state (list, union or broadcast) as one file."""
+    what = f"operator {operator!r} operator state {desc.name!r}"
+    table = conform(table, operator_state_schema(desc), what)
+    path = file_path(data_dir(checkpoint_kind, checkpoint_id), operator, f"{C.OPERATOR_SUBDIR}/{desc.name}", checkpoint_id, C.KIND_OPERATOR, (0, 0))
+    return write_data_file(io, path, table, kind=C.KIND_OPERATOR, operator=operator, state=desc.name, key_group_start=0, key_group_end=0,
+                           checkpoint_id=checkpoint_id, seq=seq, extra_metadata={"flinkstate.operator_state.mode": desc.mode})
+
+
+def write_coordinator_file(io: FileIO, operator: str, table: pa.Table, *, checkpoint_id: int, checkpoint_kind: str, seq: int = 0) -> FileEntry:
+    """Write an operator coordinator's state and its buffered events as one file."""
+    what = f"operator {operator!r} coordinator state"
+    table = conform(table, coordinator_schema(), what)
+    path = file_path(data_dir(checkpoint_kind, checkpoint_id), operator, C.COORDINATOR_SUBDIR, checkpoint_id, C.KIND_COORDINATOR, (0, 0))
+    return write_data_file(io, path, table, kind=C.KIND_COORDINATOR, operator=operator, state=None, key_group_start=0, key_group_end=0,
+                           checkpoint_id=checkpoint_id, seq=seq, sort=False)

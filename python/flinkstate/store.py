@@ -1,0 +1,242 @@
+"""The checkpoint store: list, read and write the checkpoints of one job root.
+
+`flinkstate.open(path)` returns a `CheckpointStore`. Reads see only committed checkpoints;
+writes go through a `CheckpointWriter` (`store.begin(...)`) that commits atomically.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor
+from flinkstate.errors import (
+    CheckpointNotFoundError,
+    InvalidArgumentError,
+    OperatorNotFoundError,
+    StateNotFoundError,
+)
+from flinkstate.format import constants as C
+from flinkstate.format.datafile import FileEntry, primary_key_columns, read_data_file
+from flinkstate.format.manifest import DeltaCatalog, LogRecord
+from flinkstate.format.merge import order_entries, read_view
+from flinkstate.io import FileIO
+from flinkstate.metadata import CheckpointInfo, CheckpointMetadata, OperatorMetadata
+
+__all__ = ["CheckpointStore", "open_store"]
+
+
+def _info(r: LogRecord) -> CheckpointInfo:
+    return CheckpointInfo(
+        checkpoint_id=r.checkpoint_id,
+        kind=r.kind,
+        status=r.status,
+        created_at=r.created_at,
+        max_parallelism=r.max_parallelism,
+        files=r.files,
+        rows=r.rows,
+        bytes=r.bytes,
+        base_checkpoint_id=r.base_checkpoint_id,
+        format_version=r.format_version,
+    )
+
+
+class CheckpointStore:
+    """Checkpoints and savepoints of one job root (a local path, memory:// or s3:// URL)."""
+
+    def __init__(self, path: str | os.PathLike[str], storage_options: dict[str, Any] | None = None) -> None:
+        self.io = FileIO(path, storage_options)
+        self.catalog = DeltaCatalog(self.io)
+
+    @property
+    def root(self) -> str:
+        """The job root URL."""
+        return self.io.root
+
+    def __repr__(self) -> str:
+        return f"CheckpointStore({self.root!r})"
+
+    # ------------------------------------------------------------------ listing
+    def _records(self, include_discarded: bool = False) -> list[LogRecord]:
+        recs = self.catalog.records()
+        return recs if include_discarded else [r for r in recs if r.status == C.STATUS_COMPLETED]
+
+    def checkpoints(self, *, include_discarded: bool = False) -> list[CheckpointInfo]:
+        """Committed checkpoints and savepoints, oldest first (retained ones unless asked)."""
+        return [_info(r) for r in self._records(include_discarded)]
+
+    def latest_checkpoint_id(self) -> int | None:
+        """Id of the newest retained checkpoint or savepoint (None when there is none)."""
+        recs = self._records()
+        return recs[-1].checkpoint_id if recs else None
+
+    def record(self, checkpoint_id: int | None = None) -> LogRecord:
+        """The log record of a retained checkpoint (default the latest); typed error listing ids."""
+        recs = self._records()
+        if checkpoint_id is None:
+            if not recs:
+                raise CheckpointNotFoundError(f"no committed checkpoint at {self.root}")
+            return recs[-1]
+        if isinstance(checkpoint_id, bool) or not isinstance(checkpoint_id, int):
+            raise InvalidArgumentError(f"checkpoint id must be an integer, got {checkpoint_id!r}")
+        for r in recs:
+            if r.checkpoint_id == checkpoint_id:
+                return r
+        ids = [r.checkpoint_id for r in recs]
+        raise CheckpointNotFoundError(f"checkpoint {checkpoint_id} is not committed at {self.root}; retained checkpoints: {ids}")
+
+    def checkpoint(self, checkpoint_id: int | None = None) -> CheckpointInfo:
+        """Figures of one checkpoint (default the latest)."""
+        return _info(self.record(checkpoint_id))
+
+    def metadata(self, checkpoint_id: int | None = None) -> CheckpointMetadata:
+        """Operators and descriptors of one checkpoint (default the latest)."""
+        r = self.record(checkpoint_id)
+        return CheckpointMetadata(
+            info=_info(r),
+            operators=CheckpointMetadata.decode_operators(r.metadata),
+            properties=dict(r.metadata.get("properties", {})),
+        )
+
+    def files(self, checkpoint_id: int | None = None) -> list[FileEntry]:
+        """Every file the checkpoint uses (its shared-state manifest)."""
+        r = self.record(checkpoint_id)
+        return order_entries(self.catalog.manifest(r.checkpoint_id, r.attempt_id))
+
+    # ------------------------------------------------------------------ lookups
+    def operator(self, operator: str, checkpoint_id: int | None = None) -> OperatorMetadata:
+        """One operator's metadata; OperatorNotFoundError lists the operators that exist."""
+        meta = self.metadata(checkpoint_id)
+        op = meta.operators.get(operator)
+        if op is None:
+            raise OperatorNotFoundError(
+                f"operator {operator!r} is not in checkpoint {meta.info.checkpoint_id}; operators: {sorted(meta.operators)}"
+            )
+        return op
+
+    def state_descriptor(self, operator: str, state: str, checkpoint_id: int | None = None) -> KeyedStateDescriptor:
+        """A keyed state's descriptor; StateNotFoundError lists the states that exist."""
+        op = self.operator(operator, checkpoint_id)
+        d = op.keyed_states.get(state)
+        if d is None:
+            raise StateNotFoundError(f"operator {operator!r} has no keyed state {state!r}; keyed states: {sorted(op.keyed_states)}")
+        return d
+
+    def timer_service(self, operator: str, service: str, checkpoint_id: int | None = None) -> TimerServiceDescriptor:
+        """A timer service's descriptor; StateNotFoundError lists the services that exist."""
+        op = self.operator(operator, checkpoint_id)
+        d = op.timer_services.get(service)
+        if d is None:
+            raise StateNotFoundError(f"operator {operator!r} has no timer service {service!r}; timer services: {sorted(op.timer_services)}")
+        return d
+
+    def operator_state_descriptor(self, operator: str, name: str, checkpoint_id: int | None = None) -> OperatorStateDescriptor:
+        """An operator state's descriptor; StateNotFoundError lists the operator states that exist."""
+        op = self.operator(operator, checkpoint_id)
+        d = op.operator_states.get(name)
+        if d is None:
+            raise StateNotFoundError(f"operator {operator!r} has no operator state {name!r}; operator states: {sorted(op.operator_states)}")
+        return d
+
+    def state_files(self, operator: str, state: str, checkpoint_id: int | None = None, *, scope: Literal["keyed", "timers", "operator", "coordinator"] = "keyed") -> list[FileEntry]:
+        """The ordered files (oldest first) of one state at a checkpoint."""
+        kinds = {
+            "keyed": (C.KIND_FULL, C.KIND_DELTA),
+            "timers": (C.KIND_TIMERS_FULL, C.KIND_TIMERS_DELTA),
+            "operator": (C.KIND_OPERATOR,),
+            "coordinator": (C.KIND_COORDINATOR,),
+        }[scope]
+        return [e for e in self.files(checkpoint_id) if e.operator == operator and e.kind in kinds and (scope == "coordinator" or e.state == state)]
+
+    # ------------------------------------------------------------------ reads
+    def read_state(
+        self,
+        operator: str,
+        state: str,
+        checkpoint_id: int | None = None,
+        *,
+        key_group_range: tuple[int, int] | None = None,
+    ) -> pa.Table:
+        """A keyed state at a checkpoint (default the latest): key_group, key, [namespace], [user_key], value, [ttl_timestamp]."""
+        r = self.record(checkpoint_id)
+        desc = self.state_descriptor(operator, state, r.checkpoint_id)
+        from flinkstate.format.datafile import state_schema
+
+        entries = self.state_files(operator, state, r.checkpoint_id)
+        t = read_view(self.io, entries, primary_key_columns(desc), r.max_parallelism, key_group_range=key_group_range)
+        return _sorted(t if t is not None else state_schema(desc).empty_table(), [C.COL_KEY_GROUP])
+
+    def read_timers(self, operator: str, service: str, checkpoint_id: int | None = None) -> pa.Table:
+        """A timer service's timers at a checkpoint: key_group, key, [namespace], timestamp."""
+        r = self.record(checkpoint_id)
+        desc = self.timer_service(operator, service, r.checkpoint_id)
+        from flinkstate.format.datafile import timer_schema
+
+        entries = self.state_files(operator, service, r.checkpoint_id, scope="timers")
+        t = read_view(self.io, entries, primary_key_columns(desc), r.max_parallelism)
+        return _sorted(t if t is not None else timer_schema(desc).empty_table(), [C.COL_KEY_GROUP, C.COL_TIMESTAMP])
+
+    def read_operator_state(self, operator: str, name: str, checkpoint_id: int | None = None) -> pa.Table:
+        """An operator state at a checkpoint: subtask, [key], value."""
+        r = self.record(checkpoint_id)
+        desc = self.operator_state_descriptor(operator, name, r.checkpoint_id)
+        from flinkstate.format.datafile import operator_state_schema
+
+        entries = self.state_files(operator, name, r.checkpoint_id, scope="operator")
+        tables = [read_data_file(self.io, e) for e in entries]
+        return pa.concat_tables(tables) if tables else operator_state_schema(desc).empty_table()
+
+    def read_coordinator(self, operator: str, checkpoint_id: int | None = None) -> pa.Table:
+        """An operator coordinator's stored state and buffered events (record_type, subtask, seq, payload)."""
+        r = self.record(checkpoint_id)
+        op = self.operator(operator, r.checkpoint_id)
+        from flinkstate.format.datafile import coordinator_schema
+
+        if not op.has_coordinator:
+            raise StateNotFoundError(f"operator {operator!r} has no coordinator state in checkpoint {r.checkpoint_id}")
+        entries = self.state_files(operator, "", r.checkpoint_id, scope="coordinator")
+        tables = [read_data_file(self.io, e) for e in entries]
+        return pa.concat_tables(tables) if tables else coordinator_schema().empty_table()
+
+    # ------------------------------------------------------------------ writes
+    def begin(
+        self,
+        *,
+        kind: Literal["checkpoint", "savepoint"] = "checkpoint",
+        checkpoint_id: int | None = None,
+        base: int | Literal["latest"] | None = "latest",
+        max_parallelism: int | None = None,
+    ) -> Any:
+        """Start writing a new checkpoint or savepoint on top of `base` (everything else is carried over)."""
+        from flinkstate.checkpoint_writer import CheckpointWriter
+
+        return CheckpointWriter(self, kind=kind, checkpoint_id=checkpoint_id, base=base, max_parallelism=max_parallelism)
+
+    def discard(self, checkpoint_ids: list[int]) -> list[str]:
+        """Discard checkpoints (not savepoints) and delete shared files no retained checkpoint uses."""
+        from flinkstate.registry import discard_checkpoints
+
+        return discard_checkpoints(self, checkpoint_ids)
+
+    def retain(self, num_retained: int) -> list[str]:
+        """Keep the newest `num_retained` checkpoints (savepoints are never touched), then collect
+        garbage; returns the deleted paths."""
+        if num_retained < 1:
+            raise InvalidArgumentError(f"num_retained must be >= 1, got {num_retained}")
+        cps = [c.checkpoint_id for c in self.checkpoints() if c.kind == C.CHECKPOINT]
+        return self.discard(cps[:-num_retained] if len(cps) > num_retained else [])
+
+
+def _sorted(t: pa.Table, by: list[str]) -> pa.Table:
+    import pyarrow.compute as pc
+
+    if t.num_rows <= 1:
+        return t
+    return t.take(pc.sort_indices(t, sort_keys=[(b, "ascending") for b in by]))
+
+
+def open_store(path: str | os.PathLike[str], storage_options: dict[str, Any] | None = None) -> CheckpointStore:
+    """Open the checkpoint store at a local path or fsspec URL (it may be empty)."""
+    return CheckpointStore(path, storage_options)

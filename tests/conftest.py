@@ -1,0 +1,148 @@
+"""Shared fixtures: real parts started by the tests themselves.
+
+- `spark`: one local SparkSession per test session (local[2]).
+- `s3`: a moto S3 server on 127.0.0.1 with a fresh bucket; yields storage options (s3fs naming).
+- `spark_cluster`: a Spark standalone master + worker started with spark-class on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """The one local SparkSession of the test session."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("flinkstate-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.python.filterPushdown.enabled", "true")
+        .config("spark.python.worker.reuse", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[str]:
+    """A moto S3 server on 127.0.0.1; yields its endpoint URL."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture()
+def s3(moto_server: str) -> dict[str, Any]:
+    """A fresh bucket on the moto server; returns {'root': 's3://bucket/job', 'storage_options': {...}}."""
+    import boto3
+
+    bucket = f"fs-{uuid.uuid4().hex[:12]}"
+    opts = {"endpoint_url": moto_server, "key": "testing", "secret": "testing", "region": "us-east-1"}
+    client = boto3.client(
+        "s3", endpoint_url=moto_server, aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+    )
+    client.create_bucket(Bucket=bucket)
+    return {"root": f"s3://{bucket}/job", "storage_options": opts, "bucket": bucket, "client": client}
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Spark standalone master and one worker on 127.0.0.1; yields the master URL."""
+    pyspark = pytest.importorskip("pyspark")
+    spark_home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+    spark_class = os.path.join(spark_home, "bin", "spark-class")
+    if not os.path.exists(spark_class):
+        pytest.fail(f"spark-class not found under {spark_home}")
+    logs = tmp_path_factory.mktemp("spark-cluster")
+    env = dict(os.environ, SPARK_HOME=spark_home, SPARK_LOCAL_IP="127.0.0.1", SPARK_MASTER_HOST="127.0.0.1")
+    mport, mweb, wweb = free_port(), free_port(), free_port()
+    master_url = f"spark://127.0.0.1:{mport}"
+    master = subprocess.Popen(
+        [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(mport), "--webui-port", str(mweb)],
+        env=env, stdout=open(logs / "master.log", "wb"), stderr=subprocess.STDOUT,
+    )
+    worker = None
+    try:
+        _wait_port(mport, 60, master, logs / "master.log")
+        worker = subprocess.Popen(
+            [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "2", "--memory", "2g",
+             "--webui-port", str(wweb), "--work-dir", str(logs / "work"), master_url],
+            env=env, stdout=open(logs / "worker.log", "wb"), stderr=subprocess.STDOUT,
+        )
+        deadline = time.time() + 60
+        while b"Successfully registered with master" not in (logs / "worker.log").read_bytes():
+            if time.time() > deadline or worker.poll() is not None:
+                raise RuntimeError("Spark worker did not register: " + (logs / "worker.log").read_text()[-2000:])
+            time.sleep(0.5)
+        yield master_url
+    finally:
+        for p in (worker, master):
+            if p is not None:
+                p.terminate()
+                try:
+                    p.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+
+def _wait_port(port: int, timeout: float, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited: {log.read_text()[-2000:]}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.3)
+    raise RuntimeError(f"port {port} did not open: {log.read_text()[-2000:]}")
+
+
+@pytest.fixture()
+def job_root(tmp_path: Path) -> str:
+    """An empty local job root."""
+    p = tmp_path / "job"
+    return str(p)
+
+
+def have(cmd: str) -> bool:
+    """True when a command is on PATH."""
+    return shutil.which(cmd) is not None
