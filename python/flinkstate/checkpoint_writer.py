@@ -86,6 +86,9 @@ class CheckpointWriter:
             raise InvalidArgumentError(f"checkpoint id must be a non-negative integer, got {checkpoint_id!r}")
         if checkpoint_id in used:
             raise CommitConflictError(f"checkpoint {checkpoint_id} is already committed at {store.root}")
+        if used and checkpoint_id < max(used):
+            # files merge in order of the checkpoint that created them: ids must increase
+            raise InvalidArgumentError(f"checkpoint id {checkpoint_id} must be greater than the newest committed id {max(used)} at {store.root}")
         self.checkpoint_id = checkpoint_id
         base_mp = base_rec.max_parallelism if base_rec else None
         mp = max_parallelism if max_parallelism is not None else (base_mp or default_max_parallelism(1))
@@ -253,7 +256,9 @@ class CheckpointWriter:
     # ------------------------------------------------------------------ structure
     def set_parallelism(self, operator: str, parallelism: int) -> None:
         """Record the parallelism an operator ran with (informational)."""
-        self._op(operator).parallelism = int(parallelism)
+        if isinstance(parallelism, bool) or not isinstance(parallelism, int) or not 1 <= parallelism <= self.max_parallelism:
+            raise InvalidArgumentError(f"parallelism of operator {operator!r} must be in [1, {self.max_parallelism}], got {parallelism!r}")
+        self._op(operator).parallelism = parallelism
 
     def set_property(self, key: str, value: str) -> None:
         """A free-form checkpoint property (stored in the log's metadata)."""

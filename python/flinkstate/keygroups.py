@@ -54,6 +54,8 @@ _INV31 = pow(31, -1, 1 << 32)  # 31 is odd, so it is invertible modulo 2**32
 
 # Bytes of string data hashed per vectorised batch (keeps temporaries in cache).
 _STRING_BATCH_BYTES = 1 << 18
+# Longest cached power-of-31 tables (entries); longer strings get throwaway tables.
+_MAX_CACHED_POWERS = 1 << 22
 # Elements per block of the vectorised murmur hash (temporaries stay in cache).
 _MURMUR_BLOCK = 1 << 16
 
@@ -273,6 +275,10 @@ def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
     tables = _tables
     if tables[0].size > n:
         return tables
+    if n >= _MAX_CACHED_POWERS:  # a huge single string: do not keep tables that large around
+        pre = _geometric(31, n + 1)
+        pre *= np.uint32(_INV31)
+        return _geometric(_INV31, n + 1), pre
     with _tables_lock:
         if _tables[0].size <= n:
             size = max(n + 1, 2 * _tables[0].size, _STRING_BATCH_BYTES + 1)

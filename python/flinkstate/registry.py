@@ -73,6 +73,7 @@ def collect_garbage(store: CheckpointStore) -> list[str]:
     for path in sorted(candidates - live):
         if not path.startswith(C.SHARED_DIR + "/"):
             continue  # savepoint files are owned by their savepoint
-        store.io.delete(path)
-        deleted.append(path)
+        if store.io.exists(path):
+            store.io.delete(path)
+            deleted.append(path)
     return deleted

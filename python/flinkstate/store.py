@@ -78,12 +78,12 @@ class CheckpointStore:
         if checkpoint_id is None:
             if not recs:
                 raise CheckpointNotFoundError(f"no committed checkpoint at {self.root}")
-            return recs[-1]
+            return _check_version(recs[-1])
         if isinstance(checkpoint_id, bool) or not isinstance(checkpoint_id, int):
             raise InvalidArgumentError(f"checkpoint id must be an integer, got {checkpoint_id!r}")
         for r in recs:
             if r.checkpoint_id == checkpoint_id:
-                return r
+                return _check_version(r)
         ids = [r.checkpoint_id for r in recs]
         raise CheckpointNotFoundError(f"checkpoint {checkpoint_id} is not committed at {self.root}; retained checkpoints: {ids}")
 
@@ -227,6 +227,18 @@ class CheckpointStore:
             raise InvalidArgumentError(f"num_retained must be >= 1, got {num_retained}")
         cps = [c.checkpoint_id for c in self.checkpoints() if c.kind == C.CHECKPOINT]
         return self.discard(cps[:-num_retained] if len(cps) > num_retained else [])
+
+
+def _check_version(r: LogRecord) -> LogRecord:
+    from flinkstate.errors import CorruptFileError
+
+    versions = {r.format_version, r.metadata.get("format_version", C.FORMAT_VERSION)}
+    unknown = [v for v in versions if v not in C.SUPPORTED_FORMAT_VERSIONS]
+    if unknown:
+        raise CorruptFileError(
+            f"checkpoint {r.checkpoint_id} was written in format version {unknown[0]}; this release reads {list(C.SUPPORTED_FORMAT_VERSIONS)}"
+        )
+    return r
 
 
 def _sorted(t: pa.Table, by: list[str]) -> pa.Table:

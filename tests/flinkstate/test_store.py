@@ -492,3 +492,41 @@ def test_s3_round_trip_against_moto(s3: dict[str, Any]) -> None:
     with pytest.raises(fs.CommitConflictError):
         w2.commit()
     assert [r["key"] for r in reopened.read_state("op", "v").to_pylist()] == ["z"]
+
+
+def test_rows_outside_non_contiguous_ranges_are_refused_not_dropped(job_root: str) -> None:
+    store = fs.open(job_root)
+    d = fs.ValueStateDescriptor(name="v", value_type=pa.int64(), key_type=pa.int64())
+    keys = list(range(50))
+    w = store.begin(max_parallelism=16)
+    with pytest.raises(fs.KeyGroupOutOfRangeError, match=r"rows fall in key groups \[4"):
+        w.put_state("op", d, pa.table({"key": keys, "value": keys}), ranges=[(0, 3), (8, 15)])
+    with pytest.raises(fs.KeyGroupOutOfRangeError, match="overlap"):
+        w.put_state("op", d, pa.table({"key": keys, "value": keys}), ranges=[(0, 9), (8, 15)])
+    entries = w.put_state("op", d, pa.table({"key": keys, "value": keys}), ranges=[(0, 3), (4, 7), (8, 15)])
+    assert sum(e.rows for e in entries) == 50
+    w.commit()
+    assert store.read_state("op", "v").num_rows == 50
+
+
+def test_checkpoint_ids_must_increase(populated: fs.CheckpointStore) -> None:
+    with pytest.raises(fs.InvalidArgumentError, match="must be greater than the newest committed id 2"):
+        populated.begin(checkpoint_id=0)
+    with populated.begin(checkpoint_id=10) as w:
+        w.put_state("sessions", fs.ValueStateDescriptor(name="count", value_type=pa.int64()), pa.table({"key": ["a"], "value": [99], "tombstone": [False]}), mode="delta")
+    assert {r["key"]: r["value"] for r in populated.read_state("sessions", "count").to_pylist()}["a"] == 99
+
+
+def test_checkpoint_written_by_an_unknown_format_version_is_refused(populated: fs.CheckpointStore) -> None:
+    import json as _json
+
+    rec = populated.record()
+    row = {
+        "checkpoint_id": 3, "attempt_id": "future", "event": "COMPLETED", "kind": "checkpoint",
+        "event_time": rec.created_at, "created_at": rec.created_at, "max_parallelism": 32, "format_version": 2,
+        "base_checkpoint_id": 2, "files": 0, "rows": 0, "bytes": 0, "metadata": _json.dumps({"format_version": 2, "operators": {}}),
+    }
+    populated.catalog.commit_log(row, populated.catalog.log_version())  # type: ignore[arg-type]
+    with pytest.raises(fs.CorruptFileError, match="checkpoint 3 was written in format version 2"):
+        populated.read_state("sessions", "count")
+    assert populated.read_state("sessions", "count", 2).num_rows == 3

@@ -57,8 +57,10 @@ META_KG_START = "flinkstate.key_group.start"
 META_KG_END = "flinkstate.key_group.end"
 META_CHECKPOINT_ID = "flinkstate.checkpoint.id"
 META_MAX_PARALLELISM = "flinkstate.max_parallelism"
+META_TIMER_DOMAIN = "flinkstate.timer.domain"
+META_OPERATOR_STATE_MODE = "flinkstate.operator_state.mode"
 
-# Delta table configuration key carrying the format version
+# key carrying the format version in the commitInfo of the commit that creates each Delta table
 DELTA_FORMAT_VERSION_KEY = "flinkstate.format.version"
 
 DEFAULT_ROW_GROUP_SIZE = 65536

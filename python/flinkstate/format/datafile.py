@@ -271,7 +271,8 @@ def read_data_file(
     try:
         dataset = ds.dataset(io.fs_path(entry.path), format="parquet", filesystem=io.arrow_fs)
         meta = dataset.schema.metadata or {}
-        version = int(meta.get(C.META_FORMAT_VERSION.encode(), b"0"))
+        raw = meta.get(C.META_FORMAT_VERSION.encode(), b"0")
+        version = int(raw) if raw.isdigit() else -1
         if version not in C.SUPPORTED_FORMAT_VERSIONS:
             raise CorruptFileError(
                 f"data file {io.url(entry.path)} has format version {version}; this release reads {C.SUPPORTED_FORMAT_VERSIONS}"

@@ -73,18 +73,30 @@ def split_ranges(max_parallelism: int, rows: int, rows_per_file: int = C.DEFAULT
 
 
 def _slices(table: pa.Table, ranges: Sequence[tuple[int, int]], what: str) -> list[tuple[tuple[int, int], pa.Table]]:
+    """Split rows by key-group range; every row must fall in exactly one of the (disjoint) ranges."""
+    rs = sorted((int(a), int(b)) for a, b in ranges)
+    for (a, b), (c, _) in zip(rs, rs[1:]):
+        if c <= b:
+            raise KeyGroupOutOfRangeError(f"{what}: key-group ranges overlap: [{a}, {b}] and [{c}, ...]")
+    if any(a > b for a, b in rs):
+        raise KeyGroupOutOfRangeError(f"{what}: empty key-group range in {rs}")
     kg = table.column(C.COL_KEY_GROUP).to_numpy()
-    lo = min(r[0] for r in ranges)
-    hi = max(r[1] for r in ranges)
-    if kg.size and (kg.min() < lo or kg.max() > hi):
-        raise KeyGroupOutOfRangeError(f"{what}: rows fall in key groups outside the range [{lo}, {hi}] being written")
-    out = []
     order = np.argsort(kg, kind="stable")
     skg = kg[order]
+    out = []
+    covered = 0
     for r in ranges:
         a = np.searchsorted(skg, r[0], side="left")
         b = np.searchsorted(skg, r[1], side="right")
-        out.append((r, table.take(pa.array(order[a:b]))))
+        covered += int(b - a)
+        out.append(((int(r[0]), int(r[1])), table.take(pa.array(order[a:b]))))
+    if covered != table.num_rows:
+        starts = np.array([a for a, _ in rs])
+        ends = np.array([b for _, b in rs])
+        pos = np.searchsorted(starts, kg, side="right") - 1
+        outside = (pos < 0) | (kg > ends[np.clip(pos, 0, None)])
+        bad = sorted(set(kg[outside].tolist()))[:10]
+        raise KeyGroupOutOfRangeError(f"{what}: {int(outside.sum())} rows fall in key groups {bad} outside the ranges {rs} being written")
     return out
 
 
@@ -151,7 +163,7 @@ def write_timer_files(
         path = file_path(base, operator, f"{C.TIMERS_SUBDIR}/{desc.name}", checkpoint_id, kind, r)
         out.append(
             write_data_file(io, path, part, kind=kind, operator=operator, state=desc.name, key_group_start=r[0], key_group_end=r[1],
-                            checkpoint_id=checkpoint_id, seq=seq, extra_metadata={"flinkstate.timer.domain": desc.domain})
+                            checkpoint_id=checkpoint_id, seq=seq, extra_metadata={C.META_TIMER_DOMAIN: desc.domain, C.META_MAX_PARALLELISM: str(max_parallelism)})
         )
     return out
 
@@ -164,7 +176,7 @@ def write_operator_state_file(
     table = conform(table, operator_state_schema(desc), what)
     path = file_path(data_dir(checkpoint_kind, checkpoint_id), operator, f"{C.OPERATOR_SUBDIR}/{desc.name}", checkpoint_id, C.KIND_OPERATOR, (0, 0))
     return write_data_file(io, path, table, kind=C.KIND_OPERATOR, operator=operator, state=desc.name, key_group_start=0, key_group_end=0,
-                           checkpoint_id=checkpoint_id, seq=seq, extra_metadata={"flinkstate.operator_state.mode": desc.mode})
+                           checkpoint_id=checkpoint_id, seq=seq, extra_metadata={C.META_OPERATOR_STATE_MODE: desc.mode})
 
 
 def write_coordinator_file(io: FileIO, operator: str, table: pa.Table, *, checkpoint_id: int, checkpoint_kind: str, seq: int = 0) -> FileEntry:
