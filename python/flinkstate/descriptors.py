@@ -49,6 +49,14 @@ def validate_name(name: object, what: str) -> str:
     return name
 
 
+def _opt_to_json(t: pa.DataType | None) -> dict[str, str] | None:
+    return None if t is None else type_to_json(t)
+
+
+def _opt_from_json(d: dict[str, str] | None) -> pa.DataType | None:
+    return None if d is None else type_from_json(d)
+
+
 def _check_type(t: object, what: str, name: str) -> None:
     if not isinstance(t, pa.DataType):
         raise InvalidArgumentError(f"{what} of state {name!r} must be a pyarrow DataType, got {t!r}")
@@ -94,7 +102,7 @@ class _KeyedBase:
             "name": self.name,
             "kind": self.kind,
             "key_type": type_to_json(self.key_type),
-            "namespace_type": None if self.namespace_type is None else type_to_json(self.namespace_type),
+            "namespace_type": _opt_to_json(self.namespace_type),
             "ttl": None if self.ttl is None else self.ttl.to_dict(),
         }
         for k, t in self._types().items():
@@ -221,23 +229,12 @@ class TimerServiceDescriptor:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form stored in checkpoint metadata."""
-        return {
-            "name": self.name,
-            "domain": self.domain,
-            "key_type": type_to_json(self.key_type),
-            "namespace_type": None if self.namespace_type is None else type_to_json(self.namespace_type),
-        }
+        return {"name": self.name, "domain": self.domain, "key_type": type_to_json(self.key_type), "namespace_type": _opt_to_json(self.namespace_type)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TimerServiceDescriptor:
         """Inverse of `to_dict`."""
-        ns = d.get("namespace_type")
-        return cls(
-            name=d["name"],
-            domain=d["domain"],
-            key_type=type_from_json(d["key_type"]),
-            namespace_type=None if ns is None else type_from_json(ns),
-        )
+        return cls(name=d["name"], domain=d["domain"], key_type=type_from_json(d["key_type"]), namespace_type=_opt_from_json(d.get("namespace_type")))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -263,23 +260,12 @@ class OperatorStateDescriptor:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form stored in checkpoint metadata."""
-        return {
-            "name": self.name,
-            "mode": self.mode,
-            "value_type": type_to_json(self.value_type),
-            "key_type": None if self.key_type is None else type_to_json(self.key_type),
-        }
+        return {"name": self.name, "mode": self.mode, "value_type": type_to_json(self.value_type), "key_type": _opt_to_json(self.key_type)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OperatorStateDescriptor:
         """Inverse of `to_dict`."""
-        kt = d.get("key_type")
-        return cls(
-            name=d["name"],
-            mode=d["mode"],
-            value_type=type_from_json(d["value_type"]),
-            key_type=None if kt is None else type_from_json(kt),
-        )
+        return cls(name=d["name"], mode=d["mode"], value_type=type_from_json(d["value_type"]), key_type=_opt_from_json(d.get("key_type")))
 
 
 def descriptor_from_dict(d: dict[str, Any]) -> KeyedStateDescriptor:
@@ -291,7 +277,7 @@ def descriptor_from_dict(d: dict[str, Any]) -> KeyedStateDescriptor:
     kwargs: dict[str, Any] = {
         "name": d["name"],
         "key_type": type_from_json(d["key_type"]),
-        "namespace_type": None if d.get("namespace_type") is None else type_from_json(d["namespace_type"]),
+        "namespace_type": _opt_from_json(d.get("namespace_type")),
         "ttl": None if d.get("ttl") is None else StateTtlConfig.from_dict(d["ttl"]),
     }
     if kind == "map":

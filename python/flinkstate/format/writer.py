@@ -100,6 +100,43 @@ def _slices(table: pa.Table, ranges: Sequence[tuple[int, int]], what: str) -> li
     return out
 
 
+def _write_ranged(
+    io: FileIO,
+    operator: str,
+    name: str,
+    sub: str,
+    table: pa.Table,
+    schema: pa.Schema,
+    what: str,
+    *,
+    kind: str,
+    checkpoint_id: int,
+    checkpoint_kind: str,
+    max_parallelism: int,
+    ranges: Sequence[tuple[int, int]] | None,
+    seq: int,
+    write_empty: bool,
+    extra_metadata: dict[str, str],
+) -> list[FileEntry]:
+    """Key groups, conform, split by range, one file per range."""
+    table = with_key_groups(table, max_parallelism, what)
+    table = conform(table, schema, what)
+    if ranges is None:
+        ranges = split_ranges(max_parallelism, table.num_rows)
+    base = data_dir(checkpoint_kind, checkpoint_id)
+    meta = {**extra_metadata, C.META_MAX_PARALLELISM: str(max_parallelism)}
+    out = []
+    for r, part in _slices(table, ranges, what):
+        if part.num_rows == 0 and not write_empty:
+            continue
+        path = file_path(base, operator, sub, checkpoint_id, kind, r)
+        out.append(
+            write_data_file(io, path, part, kind=kind, operator=operator, state=name, key_group_start=r[0], key_group_end=r[1],
+                            checkpoint_id=checkpoint_id, seq=seq, extra_metadata=meta)
+        )
+    return out
+
+
 def write_state_files(
     io: FileIO,
     operator: str,
@@ -115,23 +152,12 @@ def write_state_files(
     write_empty: bool = True,
 ) -> list[FileEntry]:
     """Write a keyed state's rows as one file per key-group range; return the entries."""
-    what = f"operator {operator!r} state {desc.name!r}"
-    table = with_key_groups(table, max_parallelism, what)
-    table = conform(table, state_schema(desc, delta=delta), what)
-    if ranges is None:
-        ranges = split_ranges(max_parallelism, table.num_rows)
-    kind = C.KIND_DELTA if delta else C.KIND_FULL
-    base = data_dir(checkpoint_kind, checkpoint_id)
-    out = []
-    for r, part in _slices(table, ranges, what):
-        if part.num_rows == 0 and not write_empty:
-            continue
-        path = file_path(base, operator, desc.name, checkpoint_id, kind, r)
-        out.append(
-            write_data_file(io, path, part, kind=kind, operator=operator, state=desc.name, key_group_start=r[0], key_group_end=r[1],
-                            checkpoint_id=checkpoint_id, seq=seq, extra_metadata={C.META_STATE_KIND: desc.kind, C.META_MAX_PARALLELISM: str(max_parallelism)})
-        )
-    return out
+    return _write_ranged(
+        io, operator, desc.name, desc.name, table, state_schema(desc, delta=delta), f"operator {operator!r} state {desc.name!r}",
+        kind=C.KIND_DELTA if delta else C.KIND_FULL, checkpoint_id=checkpoint_id, checkpoint_kind=checkpoint_kind,
+        max_parallelism=max_parallelism, ranges=ranges, seq=seq, write_empty=write_empty,
+        extra_metadata={C.META_STATE_KIND: desc.kind},
+    )
 
 
 def write_timer_files(
@@ -149,23 +175,13 @@ def write_timer_files(
     write_empty: bool = True,
 ) -> list[FileEntry]:
     """Write a timer service's timers (key group, key, namespace, timestamp) per key-group range."""
-    what = f"operator {operator!r} timer service {desc.name!r}"
-    table = with_key_groups(table, max_parallelism, what)
-    table = conform(table, timer_schema(desc, delta=delta), what)
-    if ranges is None:
-        ranges = split_ranges(max_parallelism, table.num_rows)
-    kind = C.KIND_TIMERS_DELTA if delta else C.KIND_TIMERS_FULL
-    base = data_dir(checkpoint_kind, checkpoint_id)
-    out = []
-    for r, part in _slices(table, ranges, what):
-        if part.num_rows == 0 and not write_empty:
-            continue
-        path = file_path(base, operator, f"{C.TIMERS_SUBDIR}/{desc.name}", checkpoint_id, kind, r)
-        out.append(
-            write_data_file(io, path, part, kind=kind, operator=operator, state=desc.name, key_group_start=r[0], key_group_end=r[1],
-                            checkpoint_id=checkpoint_id, seq=seq, extra_metadata={C.META_TIMER_DOMAIN: desc.domain, C.META_MAX_PARALLELISM: str(max_parallelism)})
-        )
-    return out
+    return _write_ranged(
+        io, operator, desc.name, f"{C.TIMERS_SUBDIR}/{desc.name}", table, timer_schema(desc, delta=delta),
+        f"operator {operator!r} timer service {desc.name!r}",
+        kind=C.KIND_TIMERS_DELTA if delta else C.KIND_TIMERS_FULL, checkpoint_id=checkpoint_id, checkpoint_kind=checkpoint_kind,
+        max_parallelism=max_parallelism, ranges=ranges, seq=seq, write_empty=write_empty,
+        extra_metadata={C.META_TIMER_DOMAIN: desc.domain},
+    )
 
 
 def write_operator_state_file(
