@@ -321,6 +321,7 @@ class CheckpointWriter:
                         f"checkpoint {self.checkpoint_id}: max parallelism changed to {self.max_parallelism} but these states "
                         f"were not rewritten in full: {missing}"
                     )
+            self._drop_shadowed()
             if self.kind == C.SAVEPOINT:
                 self._own_files()
             catalog = self.store.catalog
@@ -353,6 +354,23 @@ class CheckpointWriter:
             raise
         self._done = True
         return self.store.checkpoint(self.checkpoint_id)
+
+    def _drop_shadowed(self) -> None:
+        """Stop referencing files every key group of which a newer full file replaces."""
+        from flinkstate.format.merge import newest_full_order, order_entries
+
+        groups: dict[tuple[str, str, str | None], list[FileEntry]] = {}
+        for e in self._entries:
+            groups.setdefault((e.operator, _SCOPE_OF_KIND[e.kind], e.state), []).append(e)
+        keep: list[FileEntry] = []
+        for (_, scope, _), entries in groups.items():
+            if scope not in ("keyed", "timers") or len(entries) == 1:
+                keep += entries
+                continue
+            ordered = order_entries(entries)
+            full = newest_full_order(ordered, self.max_parallelism)
+            keep += [e for pos, e in enumerate(ordered) if pos >= full[e.key_group_start : e.key_group_end + 1].min()]
+        self._entries = keep
 
     def _own_files(self) -> None:
         """Copy every carried-over file into the savepoint's folder (self-contained)."""

@@ -530,3 +530,21 @@ def test_checkpoint_written_by_an_unknown_format_version_is_refused(populated: f
     with pytest.raises(fs.CorruptFileError, match="checkpoint 3 was written in format version 2"):
         populated.read_state("sessions", "count")
     assert populated.read_state("sessions", "count", 2).num_rows == 3
+
+
+def test_files_shadowed_by_newer_full_files_are_no_longer_referenced(job_root: str) -> None:
+    store = fs.open(job_root)
+    d = fs.ValueStateDescriptor(name="v", value_type=pa.int64(), key_type=pa.int64())
+    keys = list(range(200))
+    with store.begin(max_parallelism=8) as w:  # two files: [0, 3] and [4, 7]
+        w.put_state("op", d, pa.table({"key": keys, "value": keys}), ranges=[(0, 3), (4, 7)])
+    with store.begin() as w:  # a delta over everything, then a full file for [0, 3] only
+        w.put_state("op", d, pa.table({"key": keys, "value": [k + 1 for k in keys], "tombstone": [False] * 200}), mode="delta", ranges=[(0, 7)])
+    inside = [k for k in keys if fs.assign_key_group(k, 8, pa.int64()) <= 3]
+    with store.begin() as w:
+        w.put_state("op", d, pa.table({"key": inside, "value": [-k for k in inside]}), key_group_range=(0, 3))
+    files = {(e.kind, e.key_group_start, e.key_group_end, e.created_by_checkpoint_id) for e in store.files()}
+    # the old [0, 3] full file is gone; the delta straddles both halves and stays
+    assert files == {("full", 4, 7, 1), ("delta", 0, 7, 2), ("full", 0, 3, 3)}
+    got = {r["key"]: r["value"] for r in store.read_state("op", "v").to_pylist()}
+    assert got == {k: (-k if k in set(inside) else k + 1) for k in keys}

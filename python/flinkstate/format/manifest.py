@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +80,13 @@ class LogRecord:
     metadata: dict[str, Any]
 
 
+# Delta data files are immutable: their parsed content is cached by (table, file path)
+_FILE_CACHE: OrderedDict[tuple[str, str], pa.Table] = OrderedDict()
+_FILE_CACHE_SIZE = 4096
+# a Delta checkpoint every this many commits keeps log replay short
+DELTA_CHECKPOINT_INTERVAL = 20
+
+
 def _delta_errors() -> tuple[type[BaseException], ...]:
     from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
@@ -102,6 +111,54 @@ class DeltaCatalog:
         except TableNotFoundError:
             return None
 
+    def _read(self, table: Any, rel: str, checkpoint_id: int | None = None, columns: list[str] | None = None) -> pa.Table:
+        """Rows of a Delta table, reading only files whose stats may hold `checkpoint_id`.
+
+        Uses the snapshot's add actions (paths and min/max stats) and a per-file cache, so
+        the cost does not grow with the number of commits already read.
+        """
+        import pyarrow.parquet as pq
+
+        actions = pa.table(table.get_add_actions(flatten=True))
+        paths = actions.column("path").to_pylist()
+        if checkpoint_id is not None and "min.checkpoint_id" in actions.column_names:
+            lo = actions.column("min.checkpoint_id").to_pylist()
+            hi = actions.column("max.checkpoint_id").to_pylist()
+            paths = [p for p, a, b in zip(paths, lo, hi) if a is None or b is None or a <= checkpoint_id <= b]
+        base = self._uri(rel)
+        parts = []
+        for p in paths:
+            key = (base, p)
+            t = _FILE_CACHE.get(key)
+            if t is None:
+                if self.io.scheme == "s3":
+                    with self.io.fs.open(f"{base.rstrip('/')}/{p}", "rb") as f:
+                        t = pq.read_table(f)
+                else:
+                    t = pq.read_table(os.path.join(base, p))
+                _FILE_CACHE[key] = t
+                if len(_FILE_CACHE) > _FILE_CACHE_SIZE:
+                    _FILE_CACHE.popitem(last=False)
+            else:
+                _FILE_CACHE.move_to_end(key)
+            parts.append(t)
+        schema = LOG_SCHEMA if rel == C.LOG_TABLE else MANIFEST_SCHEMA
+        out = pa.concat_tables([t.cast(schema) for t in parts]) if parts else schema.empty_table()
+        if checkpoint_id is not None:
+            out = out.filter(pc.equal(out.column("checkpoint_id"), checkpoint_id))
+        return out.select(columns) if columns else out
+
+    def _maybe_checkpoint(self, rel: str, version: int) -> None:
+        """Write a Delta checkpoint every DELTA_CHECKPOINT_INTERVAL commits (best effort)."""
+        if version % DELTA_CHECKPOINT_INTERVAL:
+            return
+        t = self._table(rel, version)
+        if t is not None:
+            try:
+                t.create_checkpoint()
+            except _delta_errors():
+                return  # an optimisation only: the log stays valid without it
+
     def exists(self) -> bool:
         """True when the job root has a checkpoint log."""
         return self._table(C.LOG_TABLE) is not None
@@ -120,7 +177,7 @@ class DeltaCatalog:
         t = self._table(C.LOG_TABLE, version)
         if t is None:
             return []
-        rows = t.to_pyarrow_table().to_pylist()
+        rows = self._read(t, C.LOG_TABLE).to_pylist()
         discarded = {r["checkpoint_id"] for r in rows if r["event"] == C.EVENT_DISCARDED}
         out = []
         for r in rows:
@@ -151,13 +208,11 @@ class DeltaCatalog:
 
     def manifest(self, checkpoint_id: int, attempt_id: str) -> list[FileEntry]:
         """The files a completed checkpoint uses."""
-        import pyarrow.dataset as ds
-
         t = self._table(C.MANIFEST_TABLE)
         if t is None:
             raise CorruptFileError(f"checkpoint {checkpoint_id}: the manifest table {self.io.url(C.MANIFEST_TABLE)} is missing")
-        dataset = t.to_pyarrow_dataset()
-        tbl = dataset.to_table(filter=(ds.field("checkpoint_id") == checkpoint_id) & (ds.field("attempt_id") == attempt_id))
+        tbl = self._read(t, C.MANIFEST_TABLE, checkpoint_id)
+        tbl = tbl.filter(pc.equal(tbl.column("attempt_id"), attempt_id))
         return [
             FileEntry(
                 path=r["path"],
@@ -177,7 +232,7 @@ class DeltaCatalog:
     def manifest_table(self) -> pa.Table:
         """The whole manifest table (all attempts), for garbage collection and audits."""
         t = self._table(C.MANIFEST_TABLE)
-        return MANIFEST_SCHEMA.empty_table() if t is None else t.to_pyarrow_table()
+        return MANIFEST_SCHEMA.empty_table() if t is None else self._read(t, C.MANIFEST_TABLE)
 
     def ensure_tables(self) -> None:
         """Create the empty log and manifest tables of a new job root (idempotent)."""
@@ -212,6 +267,9 @@ class DeltaCatalog:
                 cols[k].append(getattr(e, k))
         table = pa.table(cols, schema=MANIFEST_SCHEMA)
         write_deltalake(self._uri(C.MANIFEST_TABLE), table, mode="append", storage_options=self.io.delta_storage_options())
+        t = self._table(C.MANIFEST_TABLE)
+        if t is not None:
+            self._maybe_checkpoint(C.MANIFEST_TABLE, int(t.version()))
 
     def commit_log(self, row: dict[str, Any] | list[dict[str, Any]], planned_version: int) -> int:
         """Append log events in one commit at exactly `planned_version + 1`; raise CommitConflictError otherwise."""
@@ -236,6 +294,7 @@ class DeltaCatalog:
                 f"checkpoint {rows[0]['checkpoint_id']}: another writer committed to {self.io.url(C.LOG_TABLE)} "
                 f"after version {planned_version} that this commit was planned against; nothing of this attempt is visible"
             ) from e
+        self._maybe_checkpoint(C.LOG_TABLE, planned_version + 1)
         return planned_version + 1
 
     def completed_ids(self, version: int | None = None) -> set[int]:
@@ -243,6 +302,6 @@ class DeltaCatalog:
         t = self._table(C.LOG_TABLE, version)
         if t is None:
             return set()
-        tbl = t.to_pyarrow_table(columns=["checkpoint_id", "event"])
+        tbl = self._read(t, C.LOG_TABLE, columns=["checkpoint_id", "event"])
         mask = pc.equal(tbl.column("event"), C.EVENT_COMPLETED)
         return set(tbl.column("checkpoint_id").filter(mask).to_pylist())

@@ -1,0 +1,28 @@
+"""The embedded keyed state backend: keyed state, timers, TTL, asynchronous incremental snapshots.
+
+Flink's heap keyed state backend semantics (versioned copy-on-write state tables, timers as
+key-grouped state, FLIP-25 TTL) producing format v1 checkpoints through a `CheckpointWriter`.
+"""
+
+from __future__ import annotations
+
+from flinkstate.backend.keyed import CompactionPolicy, KeyedSnapshot, KeyedStateBackend, system_clock
+from flinkstate.backend.states import AggregatingState, ListState, MapState, ReducingState, State, ValueState
+from flinkstate.backend.tables import DEFAULT_BUCKETS
+from flinkstate.backend.timers import Timer, TimerService
+
+__all__ = [
+    "KeyedStateBackend",
+    "KeyedSnapshot",
+    "CompactionPolicy",
+    "system_clock",
+    "State",
+    "ValueState",
+    "ListState",
+    "MapState",
+    "ReducingState",
+    "AggregatingState",
+    "Timer",
+    "TimerService",
+    "DEFAULT_BUCKETS",
+]

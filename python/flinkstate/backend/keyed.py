@@ -1,0 +1,615 @@
+"""The embedded keyed state backend: Flink's heap backend semantics over format v1 checkpoints.
+
+A `KeyedStateBackend` owns one key-group range of a job with a given max parallelism. It
+holds keyed states (value, list, map, reducing, aggregating) and timer services in
+versioned copy-on-write tables, takes snapshots whose synchronous part only freezes bucket
+references (O(buckets), independent of the number of entries), and writes them
+asynchronously as full or incremental (delta) files into a `CheckpointWriter`:
+
+    backend = KeyedStateBackend(max_parallelism=128, key_group_range=(0, 63))
+    count = backend.get_state(ValueStateDescriptor(name="count", value_type=pa.int64()))
+    backend.set_current_key("alice"); count.update((count.value() or 0) + 1)
+    snap = backend.snapshot(checkpoint_id)            # synchronous part, microseconds
+    with store.begin(checkpoint_id=checkpoint_id, base=backend.base_checkpoint_id) as w:
+        snap.write(w, "my-operator")                  # asynchronous part (any thread)
+    backend.notify_checkpoint_complete(checkpoint_id)
+
+`KeyedStateBackend.restore(store, operator, ...)` rebuilds a backend for any key-group range
+(scale up or down) from any committed checkpoint or savepoint, timers included.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import gc
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from flinkstate.backend.arrow_io import arrow_to_state_items, arrow_to_timer_keys, state_to_arrow, timers_to_arrow
+from flinkstate.backend.states import STATE_CLASSES, State
+from flinkstate.backend.tables import DEFAULT_BUCKETS, FrozenTable, StateTable, VersionClock
+from flinkstate.backend.timers import Timer, TimerService
+from flinkstate.descriptors import KeyedStateDescriptor, TimerServiceDescriptor
+from flinkstate.errors import InvalidArgumentError, KeyGroupOutOfRangeError, SchemaMismatchError, StateNotFoundError
+from flinkstate.format import constants as C
+from flinkstate.format.datafile import FileEntry, primary_key_columns
+from flinkstate.format.merge import order_entries, read_view
+from flinkstate.keygroups import assign_key_group, key_group_range as _kg_range
+
+__all__ = ["KeyedStateBackend", "KeyedSnapshot", "CompactionPolicy", "system_clock"]
+
+_KG_CACHE_LIMIT = 1 << 20
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def gc_paused() -> Any:
+    """Pause Python's cyclic GC while millions of small lists/tuples are built (snapshot, restore).
+
+    The collector would otherwise rescan the whole state on every generation-2 pass. Nested
+    and concurrent pauses (snapshot thread plus restore) are counted; the GC comes back when
+    the last one ends, in whatever state it was before the first.
+    """
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+def system_clock() -> int:
+    """Processing time in epoch milliseconds."""
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class CompactionPolicy:
+    """When an incremental checkpoint writes a full file instead of one more delta.
+
+    A state's chain (its newest full file in the backend's range plus later deltas) is
+    compacted into a new full file when it has `max_deltas` deltas, or when the deltas'
+    bytes exceed `max_delta_ratio` times the full file's bytes.
+    """
+
+    max_deltas: int = 8
+    max_delta_ratio: float = 0.5
+
+    def needs_full(self, full_bytes: int, deltas: int, delta_bytes: int) -> bool:
+        """True when the chain should be compacted."""
+        if deltas >= self.max_deltas:
+            return True
+        return delta_bytes > self.max_delta_ratio * max(full_bytes, 1)
+
+
+@dataclass
+class _Chain:
+    full_bytes: int = 0
+    deltas: int = 0
+    delta_bytes: int = 0
+
+
+@dataclass
+class _Part:
+    """One state or timer service inside a snapshot."""
+
+    name: str
+    scope: str  # "keyed" or "timers"
+    desc: Any
+    frozen: FrozenTable
+    mode: str  # "full" or "delta"
+    reason: str  # why full: "requested", "first", "new-state", "compaction", "" for delta
+    rows: int = 0
+    bytes: int = 0
+    files: list[FileEntry] = field(default_factory=list)
+
+
+class KeyedSnapshot:
+    """A snapshot's synchronous result; `write` is the asynchronous part (run it on any thread)."""
+
+    def __init__(self, backend: KeyedStateBackend, checkpoint_id: int, version: int, parts: list[_Part], now: int, sync_seconds: float) -> None:
+        self.backend = backend
+        self.checkpoint_id = checkpoint_id
+        self.version = version
+        self.parts = parts
+        self.now = now
+        self.sync_seconds = sync_seconds
+        self.key_group_range = backend.key_group_range
+        self.base_checkpoint_id = backend.base_checkpoint_id
+        self.written = False
+        self._released = False
+
+    @property
+    def incremental(self) -> bool:
+        """True when at least one part is written as a delta."""
+        return any(p.mode == "delta" for p in self.parts)
+
+    def tables(self) -> dict[tuple[str, str], pa.Table]:
+        """The Arrow tables this snapshot writes, by (scope, name) (builds them; for tests/tools)."""
+        return {(p.scope, p.name): self._table(p) for p in self.parts}
+
+    def _table(self, p: _Part) -> pa.Table:
+        if p.scope == "timers":
+            return timers_to_arrow(p.desc, p.frozen, delta=p.mode == "delta")
+        ttl = p.desc.ttl if p.desc.ttl_enabled else None
+        drop = False
+        if ttl is not None and p.mode == "full":
+            drop = ttl.cleanup_full_snapshot or (p.reason == "compaction" and ttl.compaction_cleanup is not None)
+        return state_to_arrow(p.desc, p.frozen, delta=p.mode == "delta", now=self.now, drop_expired=drop)
+
+    def write(self, writer: Any, operator: str) -> list[FileEntry]:
+        """Write every state and timer service of this snapshot into `writer` (a CheckpointWriter).
+
+        Full parts replace the files of the backend's key-group range; delta parts add one
+        delta file each. Releases the frozen buckets when done (also on error).
+        """
+        if writer.max_parallelism != self.backend.max_parallelism:
+            self.release()
+            raise InvalidArgumentError(
+                f"checkpoint writer has max parallelism {writer.max_parallelism}, the backend {self.backend.max_parallelism}"
+            )
+        rng = self.key_group_range
+        out: list[FileEntry] = []
+        try:
+            for p in self.parts:
+                with gc_paused():
+                    table = self._table(p)
+                if p.mode == "delta" and table.num_rows == 0:
+                    continue
+                if p.scope == "timers":
+                    files = writer.put_timers(operator, p.desc, table, mode=p.mode, key_group_range=rng)
+                else:
+                    files = writer.put_state(operator, p.desc, table, mode=p.mode, key_group_range=rng)
+                p.files = files
+                p.rows = sum(f.rows for f in files)
+                p.bytes = sum(f.bytes for f in files)
+                out.extend(files)
+            self.written = True
+        finally:
+            self.release()
+        return out
+
+    def release(self) -> None:
+        """Let writers mutate the frozen buckets in place again (idempotent)."""
+        if not self._released:
+            self._released = True
+            with self.backend._lock:
+                self.backend._versions.release(self.version)
+
+    @property
+    def bytes(self) -> int:
+        return sum(p.bytes for p in self.parts)
+
+
+class KeyedStateBackend:
+    """Keyed state and timers for one key-group range (see module doc)."""
+
+    def __init__(
+        self,
+        *,
+        max_parallelism: int = 128,
+        key_group_range: tuple[int, int] | None = None,
+        key_type: pa.DataType | None = None,
+        clock: Callable[[], int] | None = None,
+        num_buckets: int = DEFAULT_BUCKETS,
+        compaction: CompactionPolicy | None = None,
+        incremental: bool = True,
+    ) -> None:
+        if isinstance(max_parallelism, bool) or not isinstance(max_parallelism, int) or not 1 <= max_parallelism <= 32768:
+            raise InvalidArgumentError(f"max_parallelism must be in [1, 32768], got {max_parallelism!r}")
+        if key_group_range is None:
+            key_group_range = (0, max_parallelism - 1)
+        lo, hi = int(key_group_range[0]), int(key_group_range[1])
+        if not 0 <= lo <= hi < max_parallelism:
+            raise InvalidArgumentError(f"key_group_range {key_group_range} is not inside [0, {max_parallelism - 1}]")
+        self.max_parallelism = max_parallelism
+        self.key_group_range = (lo, hi)
+        self.key_type = key_type if key_type is not None else pa.string()
+        self.clock: Callable[[], int] = clock or system_clock
+        self.num_buckets = num_buckets
+        self.compaction = compaction or CompactionPolicy()
+        self.incremental = incremental
+        self._versions = VersionClock()
+        self._lock = threading.RLock()
+        self._key: Any = None
+        self._key_group = -1
+        self._namespace: Any = None
+        self._kg_cache: dict[Any, int] = {}
+        self._tables: dict[str, StateTable] = {}
+        self._descs: dict[str, KeyedStateDescriptor] = {}
+        self._states: dict[str, State] = {}
+        self._timer_tables: dict[str, StateTable] = {}
+        self._timer_descs: dict[str, TimerServiceDescriptor] = {}
+        self._timer_services: dict[str, TimerService] = {}
+        self._every_record: list[State] = []
+        self.watermark = -(1 << 63)
+        self.processing_time = -(1 << 63)
+        # incremental bookkeeping: the last completed checkpoint and each state's chain in it
+        self.base_checkpoint_id: int | None = None
+        self._chains: dict[tuple[str, str], _Chain] = {}
+        self._pending: dict[int, KeyedSnapshot] = {}
+
+    def __repr__(self) -> str:
+        return (f"KeyedStateBackend(max_parallelism={self.max_parallelism}, key_group_range={self.key_group_range}, "
+                f"states={sorted(self._descs)}, timer_services={sorted(self._timer_descs)})")
+
+    # ------------------------------------------------------------------ key context
+    def set_current_key(self, key: Any) -> None:
+        """Make `key` current; KeyGroupOutOfRangeError if its key group is not owned by this backend."""
+        kg = self._kg_cache.get(key)
+        if kg is None:
+            if key is None:
+                raise InvalidArgumentError("key must not be None: Flink rejects null keys")
+            kg = assign_key_group(key, self.max_parallelism, self.key_type)
+            lo, hi = self.key_group_range
+            if not lo <= kg <= hi:
+                raise KeyGroupOutOfRangeError(
+                    f"key {key!r} belongs to key group {kg}, outside this backend's key-group range [{lo}, {hi}] "
+                    f"(max parallelism {self.max_parallelism})"
+                )
+            if len(self._kg_cache) >= _KG_CACHE_LIMIT:
+                self._kg_cache.clear()
+            self._kg_cache[key] = kg
+        self._key = key
+        self._key_group = kg
+        if self._every_record:
+            for s in self._every_record:
+                s.incremental_cleanup()
+
+    def _set_key_unchecked(self, key: Any) -> None:
+        self._key = key
+        self._key_group = -1
+
+    def get_current_key(self) -> Any:
+        """The current key (None before the first `set_current_key`)."""
+        return self._key
+
+    def set_current_namespace(self, namespace: Any) -> None:
+        """The namespace states with a namespace_type use (unless the state object sets its own)."""
+        self._namespace = namespace
+
+    def get_current_namespace(self) -> Any:
+        return self._namespace
+
+    # ------------------------------------------------------------------ states
+    def _check_key_type(self, what: str, key_type: pa.DataType) -> None:
+        if key_type != self.key_type:
+            raise SchemaMismatchError(f"{what} declares key_type {key_type} but the backend's keys are {self.key_type}")
+
+    def get_state(self, descriptor: KeyedStateDescriptor) -> Any:
+        """The state object of a descriptor (created on first use; restored state is bound here)."""
+        name = descriptor.name
+        s = self._states.get(name)
+        if s is not None:
+            if s.descriptor.to_dict() != descriptor.to_dict():
+                raise SchemaMismatchError(f"state {name!r} is already registered with another declaration: {s.descriptor}")
+            return s
+        if name in self._timer_descs:
+            raise InvalidArgumentError(f"{name!r} is already a timer service of this backend")
+        self._check_key_type(f"state {name!r}", descriptor.key_type)
+        old = self._descs.get(name)
+        if old is not None and old.to_dict() != descriptor.to_dict():
+            raise SchemaMismatchError(
+                f"state {name!r} was restored as {old.kind} {old.to_dict()} but is now declared as {descriptor.kind} "
+                f"{descriptor.to_dict()}; state schema migration is not supported"
+            )
+        t = self._tables.get(name)
+        if t is None:
+            t = self._new_table(descriptor.kind)
+            self._tables[name] = t
+        self._descs[name] = descriptor
+        cls = STATE_CLASSES[descriptor.kind]
+        s = cls(self, descriptor, t)
+        self._states[name] = s
+        if s.cleanup_every_record:
+            self._every_record.append(s)
+        return s
+
+    def _new_table(self, kind: str) -> StateTable:
+        t = StateTable(self._versions, self.num_buckets, containers=kind in ("list", "map"))
+        if kind == "map":
+            t.track_changes = False  # map state tracks (pk, user_key) itself
+        return t
+
+    def timer_service(self, descriptor: TimerServiceDescriptor, on_timer: Callable[[Timer], Any] | None = None) -> TimerService:
+        """The timer service of a descriptor (created on first use; restored timers are bound here)."""
+        name = descriptor.name
+        ts = self._timer_services.get(name)
+        if ts is not None:
+            if ts.descriptor.to_dict() != descriptor.to_dict():
+                raise SchemaMismatchError(f"timer service {name!r} is already registered with another declaration")
+            if on_timer is not None:
+                ts.on_timer = on_timer
+            return ts
+        if name in self._descs:
+            raise InvalidArgumentError(f"{name!r} is already a keyed state of this backend")
+        self._check_key_type(f"timer service {name!r}", descriptor.key_type)
+        old = self._timer_descs.get(name)
+        if old is not None and old.to_dict() != descriptor.to_dict():
+            raise SchemaMismatchError(f"timer service {name!r} was restored as {old.to_dict()} but is now declared as {descriptor.to_dict()}")
+        t = self._timer_tables.get(name)
+        if t is None:
+            t = self._timer_tables[name] = StateTable(self._versions, self.num_buckets)
+        self._timer_descs[name] = descriptor
+        ts = TimerService(self, descriptor, t, on_timer)
+        self._timer_services[name] = ts
+        return ts
+
+    def state_names(self) -> list[str]:
+        """Keyed states of this backend (registered or restored)."""
+        return sorted(self._descs)
+
+    def timer_service_names(self) -> list[str]:
+        return sorted(self._timer_descs)
+
+    def num_entries(self, name: str | None = None) -> int:
+        """Entries of one state (list/map: keys) or of all states and timers."""
+        if name is not None:
+            if name in self._tables:
+                return len(self._tables[name])
+            if name in self._timer_tables:
+                return len(self._timer_tables[name])
+            raise StateNotFoundError(f"no state {name!r}; states: {self.state_names()}, timer services: {self.timer_service_names()}")
+        return sum(len(t) for t in self._tables.values()) + sum(len(t) for t in self._timer_tables.values())
+
+    def keys(self, name: str) -> list[Any]:
+        """Keys with an entry in a state (Flink's getKeys, for the default/any namespace)."""
+        t = self._tables.get(name)
+        if t is None:
+            raise StateNotFoundError(f"no state {name!r}; states: {self.state_names()}")
+        desc = self._descs[name]
+        out = {pk[0] if desc.namespace_type is not None else pk for pk, _ in t.items()}
+        return list(out)
+
+    # ------------------------------------------------------------------ time
+    def advance_watermark(self, watermark: int, on_timer: Callable[[Timer], Any] | None = None) -> int:
+        """Fire event-time timers with timestamp <= watermark (per service, in order); returns how many."""
+        if watermark > self.watermark:
+            self.watermark = watermark
+        fired = 0
+        for ts in list(self._timer_services.values()):
+            if ts.domain == "event":
+                fired += ts.advance(watermark, on_timer)
+        return fired
+
+    def advance_processing_time(self, time_ms: int, on_timer: Callable[[Timer], Any] | None = None) -> int:
+        """Fire processing-time timers with timestamp <= time_ms; returns how many."""
+        if time_ms > self.processing_time:
+            self.processing_time = time_ms
+        fired = 0
+        for ts in list(self._timer_services.values()):
+            if ts.domain == "processing":
+                fired += ts.advance(time_ms, on_timer)
+        return fired
+
+    # ------------------------------------------------------------------ snapshots
+    def snapshot(self, checkpoint_id: int, *, full: bool = False) -> KeyedSnapshot:
+        """The synchronous part of a checkpoint: freeze every table (no copy of state or timers).
+
+        Parts are written as deltas against `base_checkpoint_id` unless `full` is asked, the
+        backend is not incremental, the state is new since the base, or the compaction
+        policy says the chain is too long or too large.
+        """
+        t0 = time.perf_counter()
+        now = self.clock()
+        parts: list[_Part] = []
+        with self._lock:
+            if checkpoint_id in self._pending:
+                raise InvalidArgumentError(f"checkpoint {checkpoint_id} is already being taken by this backend")
+            version = self._versions.take()
+            base = self.base_checkpoint_id
+            for scope, tables, descs in (("keyed", self._tables, self._descs), ("timers", self._timer_tables, self._timer_descs)):
+                for name, t in tables.items():
+                    chain = self._chains.get((scope, name))
+                    if full:
+                        mode, reason = "full", "requested"
+                    elif not self.incremental or base is None:
+                        mode, reason = "full", "first"
+                    elif chain is None:
+                        mode, reason = "full", "new-state"
+                    elif self.compaction.needs_full(chain.full_bytes, chain.deltas, chain.delta_bytes):
+                        mode, reason = "full", "compaction"
+                    else:
+                        mode, reason = "delta", ""
+                    parts.append(_Part(name, scope, descs[name], t.freeze(checkpoint_id, version), mode, reason))
+            snap = KeyedSnapshot(self, checkpoint_id, version, parts, now, 0.0)
+            self._pending[checkpoint_id] = snap
+        snap.sync_seconds = time.perf_counter() - t0
+        return snap
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """The checkpoint committed: it becomes the base of the next incremental snapshot."""
+        with self._lock:
+            snap = self._pending.pop(checkpoint_id, None)
+            for cid in [c for c in self._pending if c < checkpoint_id]:
+                self._pending.pop(cid).release()  # subsumed
+            if snap is None or not snap.written:
+                return
+            for p in snap.parts:
+                key = (p.scope, p.name)
+                if p.mode == "full":
+                    self._chains[key] = _Chain(p.bytes, 0, 0)
+                else:
+                    c = self._chains.get(key) or _Chain()
+                    self._chains[key] = _Chain(c.full_bytes, c.deltas + (1 if p.files else 0), c.delta_bytes + p.bytes)
+            for tables in (self._tables, self._timer_tables):
+                for t in tables.values():
+                    t.completed(checkpoint_id)
+            self.base_checkpoint_id = checkpoint_id
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        """The checkpoint failed: its changes stay pending and go into the next one."""
+        with self._lock:
+            snap = self._pending.pop(checkpoint_id, None)
+        if snap is not None:
+            snap.release()
+
+    def checkpoint(self, store: Any, operator: str, *, checkpoint_id: int | None = None, full: bool = False,
+                   executor: concurrent.futures.Executor | None = None) -> concurrent.futures.Future[Any]:
+        """Snapshot synchronously, then write and commit on a background thread; a Future of the CheckpointInfo.
+
+        For a single backend; a job with several subtasks commits them together (see `flinkstate.runtime`).
+        """
+        if checkpoint_id is None:
+            recs = store.checkpoints(include_discarded=True)
+            checkpoint_id = (max(r.checkpoint_id for r in recs) + 1) if recs else 1
+        snap = self.snapshot(checkpoint_id, full=full)
+
+        def run() -> Any:
+            try:
+                with store.begin(checkpoint_id=checkpoint_id, base=snap.base_checkpoint_id, max_parallelism=self.max_parallelism) as w:
+                    snap.write(w, operator)
+                info = w.store.checkpoint(checkpoint_id)
+            except BaseException:
+                self.notify_checkpoint_aborted(checkpoint_id)
+                raise
+            self.notify_checkpoint_complete(checkpoint_id)
+            return info
+
+        if executor is None:
+            fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+            def thread() -> None:
+                try:
+                    fut.set_result(run())
+                except BaseException as e:  # noqa: BLE001 - handed to the future
+                    fut.set_exception(e)
+
+            threading.Thread(target=thread, name=f"flinkstate-snapshot-{checkpoint_id}", daemon=True).start()
+            return fut
+        return executor.submit(run)
+
+    # ------------------------------------------------------------------ restore
+    @classmethod
+    def restore(
+        cls,
+        store: Any,
+        operator: str,
+        *,
+        checkpoint_id: int | None = None,
+        key_group_range: tuple[int, int] | None = None,
+        parallelism: int | None = None,
+        subtask: int | None = None,
+        clock: Callable[[], int] | None = None,
+        num_buckets: int = DEFAULT_BUCKETS,
+        compaction: CompactionPolicy | None = None,
+        incremental: bool = True,
+        _checkpoint: _CheckpointView | None = None,
+    ) -> KeyedStateBackend:
+        """A backend for `key_group_range` (or subtask `subtask` of `parallelism`) restored from a checkpoint.
+
+        Reads each state's view (newest full + later deltas) restricted to the range, so any
+        parallelism works (scale up and down). The restored checkpoint becomes the base of
+        the next incremental checkpoint.
+        """
+        view = _checkpoint or _CheckpointView(store, operator, checkpoint_id)
+        maxp = view.max_parallelism
+        if key_group_range is None:
+            if parallelism is not None and subtask is not None:
+                key_group_range = _kg_range(maxp, parallelism, subtask)
+            else:
+                key_group_range = (0, maxp - 1)
+        be = cls(max_parallelism=maxp, key_group_range=key_group_range, key_type=view.key_type, clock=clock,
+                 num_buckets=num_buckets, compaction=compaction, incremental=incremental)
+        be._restore_from(view)
+        return be
+
+    @classmethod
+    def restore_all(cls, store: Any, operator: str, parallelism: int, *, checkpoint_id: int | None = None,
+                    **kwargs: Any) -> list[KeyedStateBackend]:
+        """The backends of all `parallelism` subtasks restored from one checkpoint (metadata read once)."""
+        view = _CheckpointView(store, operator, checkpoint_id)
+        return [cls.restore(store, operator, parallelism=parallelism, subtask=i, _checkpoint=view, **kwargs)
+                for i in range(parallelism)]
+
+    def _restore_from(self, view: _CheckpointView) -> None:
+        with gc_paused():  # millions of new containers: the cyclic GC would rescan them over and over
+            self._restore_tables(view)
+
+    def _restore_tables(self, view: _CheckpointView) -> None:
+        rng = self.key_group_range
+        store = view.store
+        for name, desc in view.op.keyed_states.items():
+            entries = view.files("keyed", name)
+            data = read_view(store.io, entries, primary_key_columns(desc), self.max_parallelism, key_group_range=rng)
+            t = self._new_table(desc.kind)
+            if data is not None and data.num_rows:
+                t.load(*arrow_to_state_items(desc, data))
+            self._tables[name] = t
+            self._descs[name] = desc
+            chain = self._chain_of(entries)
+            if chain is not None:
+                self._chains[("keyed", name)] = chain
+        for name, tdesc in view.op.timer_services.items():
+            entries = view.files("timers", name)
+            data = read_view(store.io, entries, primary_key_columns(tdesc), self.max_parallelism, key_group_range=rng)
+            t = StateTable(self._versions, self.num_buckets)
+            if data is not None and data.num_rows:
+                tkeys = arrow_to_timer_keys(tdesc, data)
+                t.load(tkeys, [0] * len(tkeys))
+            self._timer_tables[name] = t
+            self._timer_descs[name] = tdesc
+            chain = self._chain_of(entries)
+            if chain is not None:
+                self._chains[("timers", name)] = chain
+        self.base_checkpoint_id = view.checkpoint_id
+
+    def _chain_of(self, entries: list[FileEntry]) -> _Chain | None:
+        """The chain of files of exactly this backend's range (None: files cover other ranges -> write full first)."""
+        rng = self.key_group_range
+        mine = [e for e in order_entries(entries) if (e.key_group_start, e.key_group_end) == rng]
+        if not mine or any(
+            not (e.key_group_end < rng[0] or e.key_group_start > rng[1]) and (e.key_group_start, e.key_group_end) != rng
+            for e in entries
+        ):
+            return None
+        fulls = [i for i, e in enumerate(mine) if e.kind not in C.DELTA_KINDS]
+        if not fulls:
+            return None
+        last = fulls[-1]
+        deltas = mine[last + 1 :]
+        return _Chain(mine[last].bytes, len(deltas), sum(e.bytes for e in deltas))
+
+
+class _CheckpointView:
+    """One checkpoint's record, operator metadata and files, read once for several restores."""
+
+    def __init__(self, store: Any, operator: str, checkpoint_id: int | None) -> None:
+        from flinkstate.errors import OperatorNotFoundError
+
+        self.store = store
+        rec = store.record(checkpoint_id)
+        self.checkpoint_id = rec.checkpoint_id
+        self.max_parallelism = rec.max_parallelism
+        meta = store.metadata(self.checkpoint_id)
+        op = meta.operators.get(operator)
+        if op is None:
+            raise OperatorNotFoundError(
+                f"operator {operator!r} is not in checkpoint {self.checkpoint_id}; operators: {sorted(meta.operators)}")
+        self.op = op
+        self.properties = dict(meta.properties)
+        key_types = {str(d.key_type): d.key_type for d in [*op.keyed_states.values(), *op.timer_services.values()]}
+        if len(key_types) > 1:
+            raise SchemaMismatchError(f"operator {operator!r} has states with different key types {sorted(key_types)}")
+        self.key_type = next(iter(key_types.values())) if key_types else pa.string()
+        self._files = [e for e in store.files(self.checkpoint_id) if e.operator == operator]
+
+    def files(self, scope: str, name: str) -> list[FileEntry]:
+        kinds = (C.KIND_FULL, C.KIND_DELTA) if scope == "keyed" else (C.KIND_TIMERS_FULL, C.KIND_TIMERS_DELTA)
+        return [e for e in self._files if e.kind in kinds and e.state == name]
