@@ -21,6 +21,11 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# Spark's Python workers (and subprocesses) import the source tree, like the test process
+# does (pyproject's pytest `pythonpath`): an editable install's import hook is invisible to
+# the `pkgutil.iter_modules()` lookup Spark uses to find `pyspark_*` data sources.
+_SRC = [str(ROOT / "python"), str(ROOT / "connector")]
+os.environ["PYTHONPATH"] = os.pathsep.join(_SRC + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in _SRC])
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -96,9 +101,11 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     env = dict(os.environ, SPARK_HOME=spark_home, SPARK_LOCAL_IP="127.0.0.1", SPARK_MASTER_HOST="127.0.0.1")
     mport, mweb, wweb = free_port(), free_port(), free_port()
     master_url = f"spark://127.0.0.1:{mport}"
+    master_log = open(logs / "master.log", "wb")
+    worker_log = open(logs / "worker.log", "wb")
     master = subprocess.Popen(
         [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(mport), "--webui-port", str(mweb)],
-        env=env, stdout=open(logs / "master.log", "wb"), stderr=subprocess.STDOUT,
+        env=env, stdout=master_log, stderr=subprocess.STDOUT,
     )
     worker = None
     try:
@@ -106,7 +113,7 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         worker = subprocess.Popen(
             [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "2", "--memory", "2g",
              "--webui-port", str(wweb), "--work-dir", str(logs / "work"), master_url],
-            env=env, stdout=open(logs / "worker.log", "wb"), stderr=subprocess.STDOUT,
+            env=env, stdout=worker_log, stderr=subprocess.STDOUT,
         )
         deadline = time.time() + 60
         while b"Successfully registered with master" not in (logs / "worker.log").read_bytes():
@@ -122,6 +129,9 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                     p.wait(timeout=20)
                 except subprocess.TimeoutExpired:
                     p.kill()
+                    p.wait()
+        master_log.close()
+        worker_log.close()
 
 
 def _wait_port(port: int, timeout: float, proc: subprocess.Popen[bytes], log: Path) -> None:

@@ -1,0 +1,213 @@
+"""Options of `format("flinkstate")`, parsed once on the driver into typed, picklable objects.
+
+Every bad value raises one of flinkstate's typed errors whose message names the option and
+lists what is accepted, so a job fails at planning, not in a task.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from flinkstate.errors import InvalidArgumentError
+
+__all__ = [
+    "READ_OPTIONS",
+    "WRITE_OPTIONS",
+    "TABLES",
+    "ReadOptions",
+    "WriteOptions",
+    "parse_read_options",
+    "parse_write_options",
+    "storage_options_from",
+]
+
+TABLES = ("state", "timers", "operatorState", "checkpoints", "files", "states", "changes")
+STATE_KINDS = ("value", "list", "map")
+OPERATIONS = ("upsert", "delete")
+
+# option names in their documented spelling (Spark hands them to us lower-cased)
+READ_OPTIONS = (
+    "path", "checkpointId", "operator", "state", "table", "flattenCollections", "includeExpired",
+    "ttlReferenceTime", "fromCheckpointId", "toCheckpointId", "timerService", "storageOptions",
+)
+WRITE_OPTIONS = (
+    "path", "operator", "state", "checkpointId", "savepoint", "operation", "maxParallelism",
+    "stateKind", "storageOptions", "ttlMs",
+)
+STORAGE_PREFIX = "storage."
+
+
+def _lower(options: Mapping[str, Any]) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in options.items() if v is not None}
+
+
+def _known(opts: dict[str, str], allowed: tuple[str, ...], what: str) -> None:
+    names = {a.lower(): a for a in allowed}
+    for k in opts:
+        if k in names or k.startswith(STORAGE_PREFIX):
+            continue
+        raise InvalidArgumentError(
+            f"unknown {what} option {k!r}; options: {', '.join(allowed)} (and storage.<name> for storage options)"
+        )
+
+
+def _int(opts: dict[str, str], name: str, *, low: int | None = None, high: int | None = None) -> int | None:
+    raw = opts.get(name.lower())
+    if raw is None or raw == "":
+        return None
+    try:
+        v = int(raw.strip())
+    except ValueError:
+        raise InvalidArgumentError(f"option {name!r} must be an integer, got {raw!r}") from None
+    if (low is not None and v < low) or (high is not None and v > high):
+        raise InvalidArgumentError(f"option {name!r} must be in [{low}, {high}], got {v}")
+    return v
+
+
+def _bool(opts: dict[str, str], name: str, default: bool) -> bool:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    v = raw.strip().lower()
+    if v in ("true", "1", "yes"):
+        return True
+    if v in ("false", "0", "no"):
+        return False
+    raise InvalidArgumentError(f"option {name!r} must be true or false, got {raw!r}")
+
+
+def _choice(opts: dict[str, str], name: str, choices: tuple[str, ...], default: str | None) -> str | None:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    for c in choices:
+        if c.lower() == raw.strip().lower():
+            return c
+    raise InvalidArgumentError(f"option {name!r} must be one of {', '.join(choices)}; got {raw!r}")
+
+
+def storage_options_from(opts: Mapping[str, Any]) -> dict[str, Any]:
+    """Storage options (s3fs naming) from `storageOptions` (JSON) and `storage.<name>` options."""
+    lo = _lower(opts)
+    out: dict[str, Any] = {}
+    raw = lo.get("storageoptions")
+    if raw:
+        try:
+            doc = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise InvalidArgumentError(f"option 'storageOptions' must be a JSON object, got {raw!r}: {e}") from None
+        if not isinstance(doc, dict):
+            raise InvalidArgumentError(f"option 'storageOptions' must be a JSON object, got {raw!r}")
+        out.update(doc)
+    # original spelling matters for storage option names (endpoint_url, key, ...): they are lower-case anyway
+    for k, v in opts.items():
+        kl = str(k).lower()
+        if kl.startswith(STORAGE_PREFIX):
+            out[str(k)[len(STORAGE_PREFIX):]] = v
+    return out
+
+
+def _path(opts: dict[str, str]) -> str:
+    p = opts.get("path")
+    if not p:
+        raise InvalidArgumentError("the job root is missing: use .load(path) / .save(path) or option 'path'")
+    return p
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """What a read asks for (validated syntax; existence is checked against the store)."""
+
+    path: str
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    table: str = "state"
+    checkpoint_id: int | None = None
+    operator: str | None = None
+    state: str | None = None
+    flatten: bool = True
+    include_expired: bool = False
+    ttl_reference_ms: int | None = None  # None: the checkpoint's own time
+    from_checkpoint_id: int | None = None
+    to_checkpoint_id: int | None = None
+
+
+def _ttl_reference(opts: dict[str, str]) -> int | None:
+    raw = opts.get("ttlreferencetime")
+    if raw is None or raw == "":
+        return None
+    if raw.strip().lower() == "now":
+        return int(time.time() * 1000)
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise InvalidArgumentError(f"option 'ttlReferenceTime' must be epoch milliseconds or 'now', got {raw!r}") from None
+
+
+def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
+    """Parse and check the syntax of read options."""
+    opts = _lower(options)
+    _known(opts, READ_OPTIONS, "read")
+    table = _choice(opts, "table", TABLES, "state")
+    state = opts.get("state") or opts.get("timerservice")
+    return ReadOptions(
+        path=_path(opts),
+        storage_options=storage_options_from(options),
+        table=table or "state",
+        checkpoint_id=_int(opts, "checkpointId", low=0),
+        operator=opts.get("operator") or None,
+        state=state or None,
+        flatten=_bool(opts, "flattenCollections", True),
+        include_expired=_bool(opts, "includeExpired", False),
+        ttl_reference_ms=_ttl_reference(opts),
+        from_checkpoint_id=_int(opts, "fromCheckpointId", low=0),
+        to_checkpoint_id=_int(opts, "toCheckpointId", low=0),
+    )
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """What a write asks for."""
+
+    path: str
+    operator: str
+    state: str
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    savepoint: bool = False
+    operation: str = "upsert"
+    max_parallelism: int | None = None
+    state_kind: str | None = None
+    checkpoint_id: int | None = None
+    ttl_ms: int | None = None
+
+
+def parse_write_options(options: Mapping[str, Any]) -> WriteOptions:
+    """Parse and check the syntax of write options."""
+    from flinkstate.descriptors import validate_name
+    from flinkstate.keygroups import UPPER_BOUND_MAX_PARALLELISM
+
+    opts = _lower(options)
+    _known(opts, WRITE_OPTIONS, "write")
+    op = opts.get("operator")
+    st = opts.get("state")
+    if not op:
+        raise InvalidArgumentError("option 'operator' (the operator uid to write) is required")
+    if not st:
+        raise InvalidArgumentError("option 'state' (the keyed state to write) is required")
+    validate_name(op, "operator uid")
+    validate_name(st, "state name")
+    return WriteOptions(
+        path=_path(opts),
+        operator=op,
+        state=st,
+        storage_options=storage_options_from(options),
+        savepoint=_bool(opts, "savepoint", False),
+        operation=_choice(opts, "operation", OPERATIONS, "upsert") or "upsert",
+        max_parallelism=_int(opts, "maxParallelism", low=1, high=UPPER_BOUND_MAX_PARALLELISM),
+        state_kind=_choice(opts, "stateKind", STATE_KINDS, None),
+        checkpoint_id=_int(opts, "checkpointId", low=0),
+        ttl_ms=_int(opts, "ttlMs", low=1),
+    )

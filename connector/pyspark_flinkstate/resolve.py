@@ -1,0 +1,242 @@
+"""Planning a read on the driver: check the options against the store and pin what to read.
+
+`resolve(options)` opens the job root once, checks that the checkpoint, operator and state
+exist (typed errors listing what does), and returns a picklable `Resolved` holding the
+checkpoint figures, the descriptor and the manifest entries, so that schema(), reader() and
+the executors all see the same checkpoint even if a new one is committed meanwhile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from flinkstate.errors import CheckpointNotFoundError, InvalidArgumentError, StateNotFoundError
+from flinkstate.format.datafile import FileEntry
+from flinkstate.io import FileIO
+
+from pyspark_flinkstate.options import ReadOptions, parse_read_options
+
+__all__ = ["Resolved", "resolve", "output_columns", "TS_MS"]
+
+TS_MS = pa.timestamp("ms", tz="UTC")
+TS_US = pa.timestamp("us", tz="UTC")
+
+
+@dataclass
+class Resolved:
+    """Everything a read needs, fixed at planning time (picklable)."""
+
+    opts: ReadOptions
+    io: FileIO
+    checkpoint_id: int | None = None
+    max_parallelism: int = 0
+    created_at_ms: int = 0
+    desc: dict[str, Any] | None = None  # keyed state / operator state descriptor
+    timer_services: list[dict[str, Any]] = field(default_factory=list)
+    entries: list[FileEntry] = field(default_factory=list)
+    # changes
+    from_checkpoint_id: int | None = None
+    from_max_parallelism: int = 0
+    from_entries: list[FileEntry] | None = None
+    state_in_to: bool = True
+    # metadata tables: which checkpoints
+    checkpoint_ids: list[int] = field(default_factory=list)
+
+    def descriptor(self) -> Any:
+        """The keyed state descriptor object."""
+        from flinkstate.descriptors import descriptor_from_dict
+
+        assert self.desc is not None
+        return descriptor_from_dict(self.desc)
+
+    def ttl_ms(self) -> int | None:
+        """TTL in ms of the keyed state (None when off)."""
+        if self.opts.table not in ("state", "changes"):
+            return None
+        d = self.descriptor()
+        return d.ttl.ttl_ms if d.ttl_enabled else None
+
+
+def _store(opts: ReadOptions) -> Any:
+    import flinkstate
+
+    return flinkstate.open(opts.path, opts.storage_options or None)
+
+
+def _ms(t: Any) -> int:
+    return int(t.timestamp() * 1000)
+
+
+def _need(value: str | None, name: str, choices: list[str], what: str) -> str:
+    if not value:
+        raise InvalidArgumentError(f"option {name!r} is required for this table; {what}: {choices}")
+    return value
+
+
+def resolve(options: Any) -> Resolved:
+    """Validate the options against the store and pin the checkpoint, descriptor and files."""
+    opts = options if isinstance(options, ReadOptions) else parse_read_options(options)
+    store = _store(opts)
+    res = Resolved(opts=opts, io=store.io)
+    table = opts.table
+    if table in ("checkpoints", "files", "states"):
+        if opts.checkpoint_id is not None:
+            store.record(opts.checkpoint_id)
+            res.checkpoint_ids = [opts.checkpoint_id]
+        else:
+            res.checkpoint_ids = [c.checkpoint_id for c in store.checkpoints()]
+        if opts.operator is not None and table != "checkpoints":
+            known = set()
+            for cid in res.checkpoint_ids:
+                known.update(store.metadata(cid).operators)
+            if opts.operator not in known:
+                from flinkstate.errors import OperatorNotFoundError
+
+                raise OperatorNotFoundError(f"operator {opts.operator!r} is not in any retained checkpoint; operators: {sorted(known)}")
+        return res
+    if table == "changes":
+        return _resolve_changes(store, opts, res)
+    rec = store.record(opts.checkpoint_id)
+    res.checkpoint_id = rec.checkpoint_id
+    res.max_parallelism = rec.max_parallelism
+    res.created_at_ms = _ms(rec.created_at)
+    meta = store.metadata(rec.checkpoint_id)
+    operator = _need(opts.operator, "operator", sorted(meta.operators), f"operators in checkpoint {rec.checkpoint_id}")
+    op = store.operator(operator, rec.checkpoint_id)
+    if table == "state":
+        name = _need(opts.state, "state", sorted(op.keyed_states), f"keyed states of operator {operator!r}")
+        res.desc = store.state_descriptor(operator, name, rec.checkpoint_id).to_dict()
+        res.entries = store.state_files(operator, name, rec.checkpoint_id)
+    elif table == "timers":
+        if opts.state:
+            services = [store.timer_service(operator, opts.state, rec.checkpoint_id)]
+        else:
+            services = [op.timer_services[n] for n in sorted(op.timer_services)]
+            if not services:
+                raise StateNotFoundError(f"operator {operator!r} has no timer service in checkpoint {rec.checkpoint_id}")
+            kts = {str(s.key_type) for s in services}
+            nts = {str(s.namespace_type) for s in services}
+            if len(kts) > 1 or len(nts) > 1:
+                raise InvalidArgumentError(
+                    f"timer services of operator {operator!r} have different key or namespace types; "
+                    f"choose one with option 'state': {sorted(op.timer_services)}"
+                )
+        res.timer_services = [s.to_dict() for s in services]
+        names = {s.name for s in services}
+        res.entries = [e for e in store.files(rec.checkpoint_id) if e.operator == operator and e.state in names
+                       and e.kind in ("timers-full", "timers-delta")]
+    elif table == "operatorState":
+        name = _need(opts.state, "state", sorted(op.operator_states), f"operator states of operator {operator!r}")
+        res.desc = store.operator_state_descriptor(operator, name, rec.checkpoint_id).to_dict()
+        res.entries = store.state_files(operator, name, rec.checkpoint_id, scope="operator")
+    return res
+
+
+def _resolve_changes(store: Any, opts: ReadOptions, res: Resolved) -> Resolved:
+    retained = [c.checkpoint_id for c in store.checkpoints()]
+    if not retained:
+        raise CheckpointNotFoundError(f"no committed checkpoint at {store.root}")
+    to_id = opts.to_checkpoint_id if opts.to_checkpoint_id is not None else opts.checkpoint_id
+    to_rec = store.record(to_id)
+    if opts.from_checkpoint_id is None:
+        earlier = [c for c in retained if c < to_rec.checkpoint_id]
+        if not earlier:
+            raise CheckpointNotFoundError(
+                f"option 'fromCheckpointId' is required: checkpoint {to_rec.checkpoint_id} has no earlier retained checkpoint; retained: {retained}"
+            )
+        from_id = earlier[-1]
+    else:
+        from_id = opts.from_checkpoint_id
+    from_rec = store.record(from_id)
+    res.checkpoint_id, res.max_parallelism, res.created_at_ms = to_rec.checkpoint_id, to_rec.max_parallelism, _ms(to_rec.created_at)
+    res.from_checkpoint_id, res.from_max_parallelism = from_rec.checkpoint_id, from_rec.max_parallelism
+    ops_to = store.metadata(to_rec.checkpoint_id).operators
+    ops_from = store.metadata(from_rec.checkpoint_id).operators
+    operator = _need(opts.operator, "operator", sorted(set(ops_to) | set(ops_from)), "operators")
+    if operator not in ops_to and operator not in ops_from:
+        from flinkstate.errors import OperatorNotFoundError
+
+        raise OperatorNotFoundError(
+            f"operator {operator!r} is in neither checkpoint {from_rec.checkpoint_id} nor {to_rec.checkpoint_id}; operators: {sorted(set(ops_to) | set(ops_from))}"
+        )
+    states = sorted(set(ops_to[operator].keyed_states if operator in ops_to else {}) | set(ops_from[operator].keyed_states if operator in ops_from else {}))
+    name = _need(opts.state, "state", states, f"keyed states of operator {operator!r}")
+    in_to = operator in ops_to and name in ops_to[operator].keyed_states
+    in_from = operator in ops_from and name in ops_from[operator].keyed_states
+    if not in_to and not in_from:
+        raise StateNotFoundError(f"operator {operator!r} has no keyed state {name!r} in checkpoint {from_rec.checkpoint_id} or {to_rec.checkpoint_id}; keyed states: {states}")
+    desc = (ops_to if in_to else ops_from)[operator].keyed_states[name]
+    res.desc = desc.to_dict()
+    res.state_in_to = in_to
+    res.entries = store.state_files(operator, name, to_rec.checkpoint_id) if in_to else []
+    res.from_entries = store.state_files(operator, name, from_rec.checkpoint_id) if in_from else None
+    return res
+
+
+def output_columns(res: Resolved) -> list[tuple[str, pa.DataType]]:
+    """The (name, Arrow type) columns a read returns."""
+    opts = res.opts
+    t = opts.table
+    if t == "checkpoints":
+        return [("checkpoint_id", pa.int64()), ("kind", pa.string()), ("status", pa.string()), ("created_at", TS_US),
+                ("max_parallelism", pa.int32()), ("files", pa.int64()), ("rows", pa.int64()), ("bytes", pa.int64()),
+                ("base_checkpoint_id", pa.int64()), ("format_version", pa.int32())]
+    if t == "files":
+        return [("checkpoint_id", pa.int64()), ("operator", pa.string()), ("state", pa.string()), ("path", pa.string()),
+                ("kind", pa.string()), ("key_group_start", pa.int32()), ("key_group_end", pa.int32()),
+                ("created_by_checkpoint_id", pa.int64()), ("rows", pa.int64()), ("bytes", pa.int64())]
+    if t == "states":
+        return [("checkpoint_id", pa.int64()), ("operator", pa.string()), ("state", pa.string()), ("state_kind", pa.string()),
+                ("key_type", pa.string()), ("namespace_type", pa.string()), ("user_key_type", pa.string()),
+                ("value_type", pa.string()), ("ttl", pa.int64()), ("files", pa.int64()), ("rows", pa.int64()), ("bytes", pa.int64())]
+    if t == "timers":
+        from flinkstate.descriptors import TimerServiceDescriptor
+
+        s = TimerServiceDescriptor.from_dict(res.timer_services[0])
+        cols = [("key", s.key_type)]
+        if s.namespace_type is not None:
+            cols.append(("namespace", s.namespace_type))
+        return cols + [("timestamp", pa.int64()), ("domain", pa.string()), ("timer_service", pa.string()), ("key_group", pa.int32())]
+    if t == "operatorState":
+        from flinkstate.descriptors import OperatorStateDescriptor
+
+        assert res.desc is not None
+        d = OperatorStateDescriptor.from_dict(res.desc)
+        cols = [("subtask", pa.int32())]
+        if d.key_type is not None:
+            cols.append(("key", d.key_type))
+        return cols + [("value", d.value_type)]
+    d = res.descriptor()
+    cols = [("key", d.key_type)]
+    if d.namespace_type is not None:
+        cols.append(("namespace", d.namespace_type))
+    flatten = opts.flatten and t == "state"
+    ttl = d.ttl_enabled
+    if d.kind == "map":
+        if flatten or t == "changes":
+            cols += [("user_key", d.user_key_type), ("value", d.user_value_type)]
+            ttl_t: pa.DataType = TS_US
+        else:
+            cols += [("value", pa.map_(d.user_key_type, d.user_value_type))]
+            ttl_t = pa.map_(d.user_key_type, TS_US)
+    elif d.kind == "list":
+        if flatten:
+            cols += [("value", d.value_type)]
+            ttl_t = TS_US
+        else:
+            cols += [("value", pa.list_(d.value_type))]
+            ttl_t = pa.list_(TS_US)
+    else:
+        cols += [("value", d.value_type)]
+        ttl_t = TS_US
+    cols.append(("key_group", pa.int32()))
+    if ttl:
+        cols.append(("ttl_expires_at", ttl_t))
+        if opts.include_expired and t == "state":
+            cols.append(("expired", pa.bool_()))
+    if t == "changes":
+        cols = [("checkpoint_id", pa.int64()), ("change_type", pa.string())] + cols
+    return cols

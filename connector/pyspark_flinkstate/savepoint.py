@@ -1,0 +1,293 @@
+"""Atomic multi-state rewrites with Spark, in the spirit of Flink's SavepointWriter.
+
+    sw = SavepointWriter(spark, path)               # based on the latest checkpoint
+    sw.with_state("sessions", "count", df)          # add or replace a keyed state
+    sw.remove_operator("old-op")
+    sw.rename_operator("a", "b")
+    sw.set_max_parallelism(256)                     # every key re-assigned to its new key group
+    info = sw.write(savepoint=True)                 # one commit: a checkpoint or savepoint
+
+States are written as full files, one per key-group range: rows are shuffled by Spark so
+that each range is written by one task (Flink's ranges for the new max parallelism). The
+files land first; the one Delta commit at the end makes everything visible at once, and a
+failure deletes what was written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import warnings
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from flinkstate.errors import InvalidArgumentError
+from flinkstate.format import constants as C
+from flinkstate.format.datafile import FileEntry
+from flinkstate.io import FileIO
+
+__all__ = ["SavepointWriter"]
+
+ROWS_PER_FILE = 1_000_000
+
+
+def _entry_json(e: FileEntry) -> str:
+    return json.dumps(e.to_dict())
+
+
+def _entry(s: str) -> FileEntry:
+    return FileEntry(**json.loads(s))
+
+
+class SavepointWriter:
+    """Compose changes to a checkpoint and commit them as one new checkpoint or savepoint."""
+
+    def __init__(self, spark: Any, path: str, storage_options: dict[str, Any] | None = None,
+                 base: int | Literal["latest"] | None = "latest") -> None:
+        import flinkstate
+
+        self.spark = spark
+        self.store = flinkstate.open(path, storage_options)
+        self.base = base
+        self._ops: list[tuple[str, tuple[Any, ...]]] = []
+        self._max_parallelism: int | None = None
+
+    # ------------------------------------------------------------------ composing
+    def with_state(self, operator: str, state: str, df: Any, *, state_kind: str | None = None, ttl_ms: int | None = None) -> SavepointWriter:
+        """Add or replace a keyed state from a DataFrame (columns as `df.write.format("flinkstate")` takes)."""
+        self._ops.append(("state", (operator, state, df, state_kind, ttl_ms)))
+        return self
+
+    def remove_operator(self, operator: str) -> SavepointWriter:
+        """Drop an operator and all its state."""
+        self._ops.append(("remove_operator", (operator,)))
+        return self
+
+    def remove_state(self, operator: str, state: str) -> SavepointWriter:
+        """Drop one keyed state, timer service or operator state."""
+        self._ops.append(("remove_state", (operator, state)))
+        return self
+
+    def rename_operator(self, old: str, new: str) -> SavepointWriter:
+        """Change an operator's uid."""
+        self._ops.append(("rename", (old, new)))
+        return self
+
+    def set_max_parallelism(self, max_parallelism: int) -> SavepointWriter:
+        """Change max parallelism: every keyed state and timer is re-assigned to its new key group."""
+        from flinkstate.keygroups import UPPER_BOUND_MAX_PARALLELISM
+
+        if isinstance(max_parallelism, bool) or not isinstance(max_parallelism, int) or not 1 <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+            raise InvalidArgumentError(f"max parallelism must be an integer in [1, {UPPER_BOUND_MAX_PARALLELISM}], got {max_parallelism!r}")
+        self._max_parallelism = max_parallelism
+        return self
+
+    # ------------------------------------------------------------------ commit
+    def write(self, *, savepoint: bool = False, checkpoint_id: int | None = None) -> Any:
+        """Write every change and commit once; returns the new CheckpointInfo."""
+        kind = "savepoint" if savepoint else "checkpoint"
+        w = self.store.begin(kind=kind, checkpoint_id=checkpoint_id, base=self.base, max_parallelism=self._max_parallelism)
+        w._fs_renames = {}
+        try:
+            replaced: set[tuple[str, str]] = set()
+            for what, args in self._ops:
+                if what == "rename":
+                    old, new = args
+                    w.rename_operator(old, new)
+                    w._fs_renames[new] = w._fs_renames.pop(old, old)
+                elif what == "remove_operator":
+                    w.remove_operator(args[0])
+                elif what == "remove_state":
+                    w.remove_state(*args)
+                elif what == "state":
+                    operator, state, df, state_kind, ttl_ms = args
+                    self._put_df(w, operator, state, df, state_kind, ttl_ms)
+                    replaced.add((operator, state))
+            if w.rescaled:
+                self._rescale(w, replaced)
+        except BaseException:
+            w.abort()
+            raise
+        return w.commit()
+
+    def _put_df(self, w: Any, operator: str, state: str, df: Any, state_kind: str | None, ttl_ms: int | None) -> None:
+        from pyspark_flinkstate.options import WriteOptions
+        from pyspark_flinkstate.writer import _arrow_schema, _check_columns, _new_descriptor
+
+        schema = _arrow_schema(df.schema)
+        o = WriteOptions(path=w.io.root, operator=operator, state=state, state_kind=state_kind, ttl_ms=ttl_ms)
+        op = w.operators.get(operator)
+        existing = op.keyed_states.get(state) if op is not None else None
+        desc = existing if existing is not None and state_kind in (None, existing.kind) else _new_descriptor(o, schema)
+        flattened = _check_columns(desc, schema, f"operator {operator!r} state {state!r}", False)
+        mp = w.max_parallelism
+        p = self._ranges_count(mp)
+        io, kind, cid, dd = w.io, w.kind, w.checkpoint_id, desc.to_dict()
+
+        def bucket(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            from flinkstate.keygroups import assign_key_groups
+
+            for b in it:
+                kg = assign_key_groups(b.column(b.schema.get_field_index("key")), mp).to_numpy()
+                yield b.append_column("__b", pa.array((kg * p // mp).astype("int32")))
+
+        def write(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            from flinkstate.descriptors import descriptor_from_dict
+            from flinkstate.format.writer import with_key_groups, write_state_files
+            from flinkstate.keygroups import key_group_range
+
+            from pyspark_flinkstate.writer import to_storage_table
+
+            bl = [b for b in it if b.num_rows]
+            if not bl:
+                return
+            t = pa.Table.from_batches(bl)
+            buckets = sorted(set(t.column("__b").to_pylist()))
+            d = descriptor_from_dict(dd)
+            st = to_storage_table(t.drop_columns(["__b"]), d, tombstones=False, flattened_list=flattened).drop_columns([C.COL_TOMBSTONE])
+            st = with_key_groups(st, mp, f"state {d.name!r}")
+            ranges = [key_group_range(mp, p, i) for i in buckets]
+            entries = write_state_files(io, operator, d, st, checkpoint_id=cid, checkpoint_kind=kind, max_parallelism=mp,
+                                        ranges=ranges, seq=1 + min(buckets))
+            yield pa.RecordBatch.from_pydict({"entry": [_entry_json(e) for e in entries]})
+
+        from pyspark.sql.types import IntegerType, StructField, StructType
+
+        with _quiet():
+            bschema = StructType(list(df.schema.fields) + [StructField("__b", IntegerType(), True)])
+            out = df.mapInArrow(bucket, bschema).repartition(p, "__b").mapInArrow(write, "entry string")
+        entries = [_entry(r.entry) for r in out.collect()]
+        w._new_paths.extend(e.path for e in entries)
+        w.add_state_files(operator, desc, entries, mode="full", allow_schema_change=True)
+
+    def _ranges_count(self, mp: int) -> int:
+        par = max(1, int(self.spark.sparkContext.defaultParallelism))
+        return max(1, min(mp, 2 * par))
+
+    def _rescale(self, w: Any, replaced: set[tuple[str, str]]) -> None:
+        """Re-assign every carried keyed state and timer service to the new key groups (Spark job per state)."""
+        base = w.base
+        if base is None:
+            return
+        old_files = self.store.files(base.checkpoint_id)
+        for uid, op in list(w.operators.items()):
+            src = w._fs_renames.get(uid, uid)
+            for name, desc in list(op.keyed_states.items()):
+                if (uid, name) in replaced:
+                    continue
+                files = [e for e in old_files if e.operator == src and e.state == name and e.kind in (C.KIND_FULL, C.KIND_DELTA)]
+                entries = self._rekey_job(w, uid, desc, files, base.max_parallelism, timers=False)
+                w._new_paths.extend(e.path for e in entries)
+                w.add_state_files(uid, desc, entries, mode="full", allow_schema_change=True)
+            for name, tdesc in list(op.timer_services.items()):
+                if (uid, name) in replaced:
+                    continue
+                files = [e for e in old_files if e.operator == src and e.state == name and e.kind in (C.KIND_TIMERS_FULL, C.KIND_TIMERS_DELTA)]
+                entries = self._rekey_job(w, uid, tdesc, files, base.max_parallelism, timers=True)
+                self._register_timers(w, uid, tdesc, entries)
+
+    @staticmethod
+    def _register_timers(w: Any, uid: str, tdesc: Any, entries: list[FileEntry]) -> None:
+        w._new_paths.extend(e.path for e in entries)
+        w._drop(uid, "timers", tdesc.name)
+        w._rewritten.add((uid, "timers", tdesc.name))
+        w.operators[uid].timer_services[tdesc.name] = tdesc
+        w._entries.extend(entries)
+
+    def _rekey_job(self, w: Any, uid: str, desc: Any, files: list[FileEntry], old_mp: int, *, timers: bool) -> list[FileEntry]:
+        """Read the old view per old key-group range, shuffle by new range, write full files per new range.
+
+        The shuffle goes through files (Arrow IPC in a scratch folder of the root), so every
+        type is kept exactly; the scratch files are removed afterwards.
+        """
+        import uuid
+
+        from pyspark_flinkstate.reader import plan_ranges
+
+        mp = w.max_parallelism
+        p = self._ranges_count(mp)
+        io: FileIO = w.io
+        scratch = f"{C.META_DIR}/tmp/{uuid.uuid4().hex}"
+        old_ranges = plan_ranges(files, old_mp) or [(0, old_mp - 1)]
+        dd = desc.to_dict()
+        kind, cid = w.kind, w.checkpoint_id
+        tasks = [json.dumps({"lo": lo, "hi": hi, "files": [e.to_dict() for e in files if not (e.key_group_end < lo or e.key_group_start > hi)]})
+                 for lo, hi in old_ranges]
+
+        def _desc() -> Any:
+            from flinkstate.descriptors import TimerServiceDescriptor, descriptor_from_dict
+
+            return TimerServiceDescriptor.from_dict(dd) if timers else descriptor_from_dict(dd)
+
+        def phase1(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            import pyarrow.ipc as ipc
+
+            from flinkstate.format.datafile import primary_key_columns
+            from flinkstate.format.merge import read_view
+            from flinkstate.keygroups import assign_key_groups
+
+            d = _desc()
+            out = []
+            for b in it:
+                for task in b.column(0).to_pylist():
+                    t = json.loads(task)
+                    ents = [FileEntry(**x) for x in t["files"]]
+                    view = read_view(io, ents, primary_key_columns(d), old_mp, key_group_range=(t["lo"], t["hi"]))
+                    if view is None or view.num_rows == 0:
+                        continue
+                    view = view.drop_columns([C.COL_KEY_GROUP])
+                    kg = assign_key_groups(view.column(C.COL_KEY), mp).to_numpy()
+                    bk = kg * p // mp
+                    for i in sorted(set(bk.tolist())):
+                        part = view.filter(pa.array(bk == i))
+                        rel = f"{scratch}/b{i:05d}-{t['lo']:05d}.arrow"
+                        with io.open(rel, "wb") as f, ipc.new_file(f, part.schema) as wr:
+                            wr.write_table(part)
+                        out.append((i, rel))
+            yield pa.RecordBatch.from_pydict({"b": [o[0] for o in out], "path": [o[1] for o in out]}, schema=pa.schema([("b", pa.int32()), ("path", pa.string())]))
+
+        def phase2(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            import pyarrow.ipc as ipc
+
+            from flinkstate.format.writer import write_state_files, write_timer_files
+            from flinkstate.keygroups import key_group_range
+
+            d = _desc()
+            groups: dict[int, list[str]] = {}
+            for b in it:
+                for i, path in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
+                    groups.setdefault(i, []).append(path)
+            res = []
+            for i, paths in sorted(groups.items()):
+                parts = []
+                for rel in sorted(paths):
+                    with io.open(rel, "rb") as f:
+                        parts.append(ipc.open_file(f).read_all())
+                t = pa.concat_tables(parts)
+                fn = write_timer_files if timers else write_state_files
+                res += fn(io, uid, d, t, checkpoint_id=cid, checkpoint_kind=kind, max_parallelism=mp, ranges=[key_group_range(mp, p, i)], seq=1 + i)
+            yield pa.RecordBatch.from_pydict({"entry": [_entry_json(e) for e in res]}, schema=pa.schema([("entry", pa.string())]))
+
+        try:
+            tdf = self.spark.createDataFrame([(t,) for t in tasks], "task string").repartition(max(1, len(tasks)))
+            with _quiet():
+                located = tdf.mapInArrow(phase1, "b int, path string")
+                out = located.repartition(p, "b").mapInArrow(phase2, "entry string").collect()
+            return [_entry(r.entry) for r in out]
+        finally:
+            try:
+                fs, root = io.fs, io.fs_path(scratch)
+                if fs.exists(root):
+                    fs.rm(root, recursive=True)
+            except OSError:
+                pass
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence PySpark's notice that pandas 3 is not fully supported (mapInArrow uses no pandas)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+        yield

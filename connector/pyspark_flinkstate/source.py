@@ -1,0 +1,59 @@
+"""The `flinkstate` Spark data source: a thin shell over the reader and writer modules."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from pyspark.sql.datasource import DataSource
+
+__all__ = ["FlinkStateDataSource"]
+
+
+def _pushdown_enabled() -> bool:
+    """Whether Spark plans this read with filter pushdown on.
+
+    PySpark refuses a reader that implements `pushFilters` when
+    `spark.sql.python.filterPushdown.enabled` is off, and does not pass that setting to
+    `DataSource.reader`; the planning worker holds it in a local variable, so look for it.
+    Without it (pushdown path, or unknown callers) the pushdown reader is used.
+    """
+    f = sys._getframe(1)
+    while f is not None:
+        if "enable_pushdown" in f.f_locals and f.f_code.co_filename.endswith("plan_data_source_read.py"):
+            return bool(f.f_locals["enable_pushdown"])
+        f = f.f_back  # type: ignore[assignment]
+    return True
+
+
+class FlinkStateDataSource(DataSource):
+    """`spark.read.format("flinkstate")` and `df.write.format("flinkstate")`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "flinkstate"
+
+    def _resolved(self) -> Any:
+        res = getattr(self, "_res", None)
+        if res is None:
+            from pyspark_flinkstate.resolve import resolve
+
+            res = self._res = resolve(dict(self.options))
+        return res
+
+    def schema(self) -> Any:
+        from pyspark_flinkstate.resolve import output_columns
+        from pyspark_flinkstate.schema import spark_schema
+
+        return spark_schema(output_columns(self._resolved()))
+
+    def reader(self, schema: Any) -> Any:
+        from pyspark_flinkstate.reader import FlinkStatePushdownReader, FlinkStateReader
+
+        cls = FlinkStatePushdownReader if _pushdown_enabled() else FlinkStateReader
+        return cls(self._resolved(), schema)
+
+    def writer(self, schema: Any, overwrite: bool) -> Any:
+        from pyspark_flinkstate.writer import FlinkStateWriter
+
+        return FlinkStateWriter(dict(self.options), schema, overwrite)

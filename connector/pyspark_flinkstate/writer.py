@@ -1,0 +1,370 @@
+"""Writing a keyed state from a DataFrame: executors write data files, the driver commits once.
+
+Planning (`FlinkStateWriter.__init__`, on the driver) opens the job root, starts a checkpoint
+with `store.begin` to pin its id, base and log version, and checks the DataFrame's columns
+against the state (or derives a new state's types from them). Each task (`write`) turns its
+Arrow batches into storage rows and writes delta files with flinkstate's writer, returning
+their manifest entries. `commit` registers them with a `CheckpointWriter` planned against
+the same log version (a concurrent commit makes it fail with CommitConflictError and
+nothing becomes visible); `abort` deletes the files.
+
+Overwrite replaces the state: its old files are dropped and the new rows are registered as
+delta files (tasks hold arbitrary keys, so their files may cover the same key groups; deltas
+merge newest-wins where full files would shadow each other). Append upserts; with
+`operation=delete` it writes tombstones.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from flinkstate.errors import InvalidArgumentError, SchemaMismatchError, StateNotFoundError
+from flinkstate.format import constants as C
+from flinkstate.format.datafile import FileEntry
+from flinkstate.io import FileIO
+
+from pyspark_flinkstate.options import WriteOptions, parse_write_options
+
+__all__ = ["FlinkStateWriter", "FlinkStateCommitMessage", "WritePlan", "plan_write", "to_storage_table", "commit_plan", "delete_entries"]
+
+
+@dataclass
+class FlinkStateCommitMessage(WriterCommitMessage):
+    """What one task wrote: its files and the key groups its rows fall in."""
+
+    entries: list[FileEntry] = field(default_factory=list)
+    key_groups: list[int] = field(default_factory=list)
+    partition_id: int = 0
+
+
+@dataclass
+class WritePlan:
+    """A write fixed at planning time (picklable)."""
+
+    io: FileIO
+    operator: str
+    desc: dict[str, Any]
+    kind: str  # checkpoint | savepoint
+    checkpoint_id: int
+    base_checkpoint_id: int | None
+    planned_version: int
+    max_parallelism: int
+    mode: str  # full | delta
+    tombstones: bool
+    flattened_list: bool
+    new_state: bool
+
+    def descriptor(self) -> Any:
+        from flinkstate.descriptors import descriptor_from_dict
+
+        return descriptor_from_dict(self.desc)
+
+
+def _arrow_schema(spark_schema: Any) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(spark_schema, timezone="UTC")
+
+
+def _new_descriptor(o: WriteOptions, schema: pa.Schema) -> Any:
+    from flinkstate.descriptors import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
+    from flinkstate.keygroups import _is_supported_type
+    from flinkstate.ttl import StateTtlConfig
+
+    from pyspark_flinkstate.schema import storage_type
+
+    names = schema.names
+    for need in ("key", "value"):
+        if need not in names:
+            raise SchemaMismatchError(f"writing new state {o.state!r} of operator {o.operator!r}: the DataFrame needs a {need!r} column; got {names}")
+    key_t = storage_type(schema.field("key").type)
+    if not _is_supported_type(key_t):
+        raise SchemaMismatchError(f"column 'key' has type {key_t}: key groups are defined for int, long, string, boolean, float, double and structs of them")
+    ns_t = storage_type(schema.field("namespace").type) if "namespace" in names else None
+    kind = o.state_kind or ("map" if "user_key" in names else "value")
+    ttl = StateTtlConfig(ttl_ms=o.ttl_ms) if o.ttl_ms else None
+    value_t = storage_type(schema.field("value").type)
+    if kind == "map":
+        if "user_key" not in names:
+            raise SchemaMismatchError(f"map state {o.state!r}: the DataFrame needs a 'user_key' column; got {names}")
+        return MapStateDescriptor(name=o.state, key_type=key_t, namespace_type=ns_t, ttl=ttl,
+                                  user_key_type=storage_type(schema.field("user_key").type), user_value_type=value_t)
+    if kind == "list":
+        elem = value_t.value_type if pa.types.is_list(value_t) else value_t
+        return ListStateDescriptor(name=o.state, key_type=key_t, namespace_type=ns_t, ttl=ttl, value_type=elem)
+    return ValueStateDescriptor(name=o.state, key_type=key_t, namespace_type=ns_t, ttl=ttl, value_type=value_t)
+
+
+def _check_columns(desc: Any, schema: pa.Schema, what: str, tombstones: bool) -> bool:
+    """Check a DataFrame against a state's types; returns True for a flattened list."""
+    from flinkstate.format.datafile import _castable
+
+    names = schema.names
+    need: list[tuple[str, pa.DataType]] = [("key", desc.key_type)]
+    if desc.namespace_type is not None:
+        need.append(("namespace", desc.namespace_type))
+    if desc.kind == "map":
+        need.append(("user_key", desc.user_key_type))
+        if not tombstones:
+            need.append(("value", desc.user_value_type))
+    elif not tombstones:
+        need.append(("value", desc.value_type))
+    flattened = False
+    allowed = {"key", "namespace", "user_key", "value", "key_group", "ttl_expires_at", "ttl_timestamp", "expired"}
+    extra = [n for n in names if n not in allowed]
+    if extra:
+        raise SchemaMismatchError(f"{what}: unexpected columns {extra}; a {desc.kind} state takes {[n for n, _ in need]}")
+    for n, t in need:
+        if n not in names:
+            raise SchemaMismatchError(f"{what}: missing column {n!r} ({t}); got columns {names}")
+        got = schema.field(n).type
+        if desc.kind == "list" and n == "value":
+            if pa.types.is_list(got) or pa.types.is_large_list(got):
+                if _castable(got, pa.list_(t)):
+                    continue
+            elif _castable(got, t):
+                flattened = True
+                continue
+            raise SchemaMismatchError(f"{what}: column 'value' has type {got}; the list state holds {t} (give elements or arrays of them)")
+        if not _castable(got, t):
+            raise SchemaMismatchError(f"{what}: column {n!r} has type {got}, the state declares {t}")
+    return flattened
+
+
+def plan_write(options: Any, spark_schema: Any, overwrite: bool) -> WritePlan:
+    """Check a write against the store and pin its checkpoint (runs on the driver)."""
+    import flinkstate
+
+    o = options if isinstance(options, WriteOptions) else parse_write_options(options)
+    if o.operation == "delete" and overwrite:
+        raise InvalidArgumentError("option operation=delete removes keys and needs mode('append'); mode('overwrite') replaces the whole state")
+    schema = _arrow_schema(spark_schema) if not isinstance(spark_schema, pa.Schema) else spark_schema
+    store = flinkstate.open(o.path, o.storage_options or None)
+    w = store.begin(kind="savepoint" if o.savepoint else "checkpoint", checkpoint_id=o.checkpoint_id)
+    try:
+        base = w.base
+        if base is not None and o.max_parallelism is not None and o.max_parallelism != base.max_parallelism:
+            raise InvalidArgumentError(
+                f"option maxParallelism={o.max_parallelism} differs from the checkpoint's {base.max_parallelism}; "
+                "change max parallelism with pyspark_flinkstate.SavepointWriter(...).set_max_parallelism()"
+            )
+        mp = base.max_parallelism if base is not None else (o.max_parallelism or w.max_parallelism)
+        op = w.operators.get(o.operator)
+        existing = op.keyed_states.get(o.state) if op is not None else None
+        what = f"operator {o.operator!r} state {o.state!r}"
+        if existing is None:
+            if o.operation == "delete":
+                states = sorted(op.keyed_states) if op is not None else []
+                raise StateNotFoundError(f"cannot delete from {what}: it does not exist; keyed states of the operator: {states}")
+            if op is not None and o.state in op.timer_services:
+                raise InvalidArgumentError(f"{what}: {o.state!r} is a timer service")
+            desc = _new_descriptor(o, schema)
+        else:
+            desc = existing
+            if o.state_kind is not None and o.state_kind != desc.kind:
+                raise SchemaMismatchError(f"{what} is a {desc.kind} state, not {o.state_kind}")
+            if desc.kind not in ("value", "list", "map", "reducing", "aggregating"):
+                raise SchemaMismatchError(f"{what}: cannot write a {desc.kind} state")
+        flattened = _check_columns(desc, schema, what, o.operation == "delete")
+        return WritePlan(
+            io=store.io, operator=o.operator, desc=desc.to_dict(), kind=w.kind, checkpoint_id=w.checkpoint_id,
+            base_checkpoint_id=None if base is None else base.checkpoint_id, planned_version=int(w.planned_version),
+            max_parallelism=mp, mode="full" if overwrite else "delta", tombstones=o.operation == "delete",
+            flattened_list=flattened, new_state=existing is None,
+        )
+    finally:
+        w.abort()  # nothing written: it only pinned the plan
+
+
+# ------------------------------------------------------------------ executors
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def to_storage_table(table: pa.Table, desc: Any, *, tombstones: bool, flattened_list: bool) -> pa.Table:
+    """DataFrame rows (Arrow) to the storage columns of a keyed state (without key_group)."""
+    names = table.column_names
+    cols: dict[str, Any] = {C.COL_KEY: table.column("key")}
+    if desc.namespace_type is not None:
+        cols[C.COL_NAMESPACE] = table.column("namespace")
+    if desc.kind == "map":
+        cols[C.COL_USER_KEY] = table.column("user_key")
+    n = table.num_rows
+    if desc.kind == "list":
+        vt = pa.list_(desc.value_type)
+    elif desc.kind == "map":
+        vt = desc.user_value_type
+    else:
+        vt = desc.value_type
+    if tombstones:
+        cols[C.COL_VALUE] = pa.nulls(n, vt)
+    else:
+        cols[C.COL_VALUE] = table.column("value")
+    ttl_ms = desc.ttl.ttl_ms if desc.ttl_enabled else None
+    if ttl_ms is not None:
+        if "ttl_timestamp" in names:
+            last = table.column("ttl_timestamp").cast(pa.int64())
+        elif "ttl_expires_at" in names and not (desc.kind == "list" and not flattened_list and not tombstones):
+            exp = table.column("ttl_expires_at").cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
+            last = pc.subtract(exp, ttl_ms)
+        else:
+            last = pa.array(np.full(n, _now_ms(), dtype=np.int64))
+        cols[C.COL_TTL] = last
+    out = pa.table(cols)
+    if desc.kind == "list" and not tombstones:
+        if flattened_list:
+            out = _collect_lists(out, desc)
+        elif ttl_ms is not None:
+            values = out.column(C.COL_VALUE).combine_chunks()
+            lengths = pc.fill_null(pc.list_value_length(values), 0).to_numpy(zero_copy_only=False)
+            last = np.asarray(out.column(C.COL_TTL).to_numpy(zero_copy_only=False), dtype=np.int64)
+            flat = np.repeat(last, lengths)
+            out = out.set_column(out.column_names.index(C.COL_TTL), C.COL_TTL,
+                                 pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)), pa.array(flat)))
+    elif desc.kind == "list" and tombstones and ttl_ms is not None:
+        out = out.set_column(out.column_names.index(C.COL_TTL), C.COL_TTL, pa.nulls(n, pa.list_(pa.int64())))
+    out = out.append_column(C.COL_TOMBSTONE, pa.array(np.full(out.num_rows, tombstones, dtype=bool)))
+    return out
+
+
+def _collect_lists(t: pa.Table, desc: Any) -> pa.Table:
+    """Flattened list rows (one per element) to one row per key (and namespace), in row order."""
+    from flinkstate.changes import _flat_columns
+
+    pk = [C.COL_KEY] + ([C.COL_NAMESPACE] if desc.namespace_type is not None else [])
+    flat = _flat_columns(t, pk)
+    names = [f"__g{i}" for i in range(len(flat))]
+    g = pa.table({**dict(zip(names, flat)), "__i": pa.array(np.arange(t.num_rows, dtype=np.int64))})
+    agg = g.group_by(names, use_threads=False).aggregate([("__i", "list")])
+    lists = agg.column("__i_list").combine_chunks()
+    order = pc.list_flatten(lists)
+    offsets = lists.offsets
+    firsts = pc.list_element(lists, 0)
+    out = t.select(pk).take(firsts)
+    out = out.append_column(C.COL_VALUE, pa.ListArray.from_arrays(offsets, t.column(C.COL_VALUE).take(order).combine_chunks()))
+    if C.COL_TTL in t.column_names:
+        out = out.append_column(C.COL_TTL, pa.ListArray.from_arrays(offsets, t.column(C.COL_TTL).take(order).combine_chunks()))
+    return out
+
+
+def write_partition(plan: WritePlan, batches: Iterator[pa.RecordBatch], partition_id: int) -> FlinkStateCommitMessage:
+    """One task: write its rows as delta files (format v1) and report them."""
+    from flinkstate.format.writer import with_key_groups, write_state_files
+
+    bl = [b for b in batches if b.num_rows]
+    if not bl:
+        return FlinkStateCommitMessage([], [], partition_id)
+    table = pa.Table.from_batches(bl)
+    desc = plan.descriptor()
+    storage = to_storage_table(table, desc, tombstones=plan.tombstones, flattened_list=plan.flattened_list)
+    kgs: list[int] = []
+    if plan.flattened_list and not plan.tombstones:  # the driver merges lists split over tasks
+        storage = with_key_groups(storage, plan.max_parallelism, f"operator {plan.operator!r} state {desc.name!r}")
+        kgs = np.unique(storage.column(C.COL_KEY_GROUP).to_numpy()).tolist()
+    entries = write_state_files(plan.io, plan.operator, desc, storage, checkpoint_id=plan.checkpoint_id, checkpoint_kind=plan.kind,
+                                max_parallelism=plan.max_parallelism, delta=True, seq=partition_id + 1, write_empty=False)
+    return FlinkStateCommitMessage(entries, kgs, partition_id)
+
+
+# ------------------------------------------------------------------ driver commit
+def delete_entries(io: FileIO, entries: list[FileEntry]) -> None:
+    """Remove files a failed write left behind (best effort)."""
+    for e in entries:
+        try:
+            io.delete(e.path)
+        except OSError:
+            continue
+
+
+def _list_fixup(plan: WritePlan, messages: list[FlinkStateCommitMessage]) -> list[FileEntry]:
+    """Flattened list rows of one key may land in several tasks: merge those keys' lists."""
+    from flinkstate.format.datafile import read_data_file
+    from flinkstate.format.writer import write_state_files
+
+    count: dict[int, int] = {}
+    for m in messages:
+        for k in m.key_groups:
+            count[k] = count.get(k, 0) + 1
+    shared = sorted(k for k, c in count.items() if c > 1)
+    if not shared:
+        return []
+    import pyarrow.dataset as ds
+
+    desc = plan.descriptor()
+    ordered = sorted((m for m in messages if set(m.key_groups) & set(shared)), key=lambda m: m.partition_id)
+    parts = []
+    for m in ordered:
+        for e in m.entries:
+            if e.key_group_end < shared[0] or e.key_group_start > shared[-1]:
+                continue
+            parts.append(read_data_file(plan.io, e, filter=ds.field(C.COL_KEY_GROUP).isin(shared)))
+    if not parts:
+        return []
+    t = pa.concat_tables(parts)
+    pk = [C.COL_KEY] + ([C.COL_NAMESPACE] if desc.namespace_type is not None else [])
+    # explode to elements (in task order), then collect again per key
+    values = t.column(C.COL_VALUE).combine_chunks()
+    parents = pc.list_parent_indices(values)
+    el = t.select(pk).take(parents).append_column(C.COL_VALUE, pc.list_flatten(values))
+    if C.COL_TTL in t.column_names:
+        el = el.append_column(C.COL_TTL, pc.list_flatten(t.column(C.COL_TTL).combine_chunks()))
+    merged = _collect_lists(el, desc)
+    merged = merged.append_column(C.COL_TOMBSTONE, pa.array(np.zeros(merged.num_rows, dtype=bool)))
+    seq = max((e.seq for m in messages for e in m.entries), default=0) + 1
+    return write_state_files(plan.io, plan.operator, desc, merged, checkpoint_id=plan.checkpoint_id, checkpoint_kind=plan.kind,
+                             max_parallelism=plan.max_parallelism, delta=True, seq=seq, ranges=[(shared[0], shared[-1])], write_empty=False)
+
+
+def commit_plan(plan: WritePlan, messages: list[Any]) -> Any:
+    """Register the tasks' files and complete the checkpoint in one commit (driver)."""
+    import flinkstate
+
+    msgs = [m for m in messages if isinstance(m, FlinkStateCommitMessage)]
+    entries = [e for m in msgs for e in m.entries]
+    store = flinkstate.open(plan.io.root, plan.io.storage_options or None)
+    try:
+        w = store.begin(kind=plan.kind, checkpoint_id=plan.checkpoint_id, base=plan.base_checkpoint_id,
+                        max_parallelism=plan.max_parallelism)
+    except BaseException:
+        delete_entries(plan.io, entries)
+        raise
+    w.planned_version = plan.planned_version  # the commit is planned against what the job read
+    try:
+        if plan.flattened_list and not plan.tombstones:
+            entries = entries + _list_fixup(plan, msgs)
+        w.add_state_files(plan.operator, plan.descriptor(), entries, mode=plan.mode)
+    except BaseException:
+        w._new_paths.extend(e.path for e in entries)
+        w.abort()
+        raise
+    return w.commit()
+
+
+class FlinkStateWriter(DataSourceArrowWriter):
+    """`df.write.format("flinkstate")`: a new checkpoint (or savepoint) with one state rewritten."""
+
+    def __init__(self, options: dict[str, str], schema: Any, overwrite: bool) -> None:
+        self.plan = plan_write(options, schema, overwrite)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> FlinkStateCommitMessage:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        pid = ctx.partitionId() if ctx is not None else 0
+        return write_partition(self.plan, iterator, pid)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        commit_plan(self.plan, list(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        for m in messages:
+            if isinstance(m, FlinkStateCommitMessage):
+                delete_entries(self.plan.io, m.entries)

@@ -1,0 +1,82 @@
+"""Helpers for the connector tests: checkpoints written with the flinkstate store API."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from typing import Any
+
+import pyarrow as pa
+
+import flinkstate as fs
+
+PROFILE = pa.struct([("name", pa.string()), ("tags", pa.list_(pa.string())), ("score", pa.decimal128(10, 2)),
+                     ("seen", pa.timestamp("us", tz="UTC"))])
+ITEM = pa.struct([("sku", pa.string()), ("qty", pa.int32())])
+
+
+def profile(i: int) -> dict[str, Any]:
+    return {"name": f"n{i}", "tags": [f"t{i % 3}", "x"], "score": decimal.Decimal(f"{i}.25"),
+            "seen": dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=i)}
+
+
+VALUE = fs.ValueStateDescriptor(name="profile", key_type=pa.string(), value_type=PROFILE)
+LIST = fs.ListStateDescriptor(name="items", key_type=pa.int64(), value_type=ITEM)
+MAP = fs.MapStateDescriptor(name="attrs", key_type=pa.string(), user_key_type=pa.string(), user_value_type=pa.map_(pa.string(), pa.float64()))
+COUNT = fs.ValueStateDescriptor(name="count", key_type=pa.string(), value_type=pa.int64())
+TIMERS = fs.TimerServiceDescriptor(name="expiry", domain="event", key_type=pa.string())
+N = 200
+
+
+def value_rows(n: int = N) -> pa.Table:
+    return pa.table({"key": [f"u{i}" for i in range(n)], "value": pa.array([profile(i) for i in range(n)], PROFILE)})
+
+
+def list_rows(n: int = 50) -> pa.Table:
+    vals = [[{"sku": f"s{i}-{j}", "qty": j} for j in range(i % 4 + 1)] for i in range(n)]
+    return pa.table({"key": pa.array(range(n), pa.int64()), "value": pa.array(vals, pa.list_(ITEM))})
+
+
+def map_rows(n: int = 30) -> pa.Table:
+    keys, uks, vals = [], [], []
+    for i in range(n):
+        for j in range(i % 3 + 1):
+            keys.append(f"u{i}")
+            uks.append(f"a{j}")
+            vals.append([("w", float(i)), ("h", float(j))])
+    return pa.table({"key": keys, "user_key": uks, "value": pa.array(vals, pa.map_(pa.string(), pa.float64()))})
+
+
+def build_job(root: str, storage_options: dict[str, Any] | None = None) -> fs.CheckpointStore:
+    """Checkpoint 1: sessions/{profile,count,items,attrs} + timers; 2: a delta on count; 3: a full rewrite of count."""
+    store = fs.open(root, storage_options)
+    with store.begin() as w:
+        w.put_state("sessions", VALUE, value_rows())
+        w.put_state("sessions", COUNT, pa.table({"key": [f"u{i}" for i in range(N)], "value": pa.array(range(N), pa.int64())}))
+        w.put_state("carts", LIST, list_rows())
+        w.put_state("carts", MAP, map_rows())
+        w.put_timers("sessions", TIMERS, pa.table({"key": [f"u{i}" for i in range(N)], "timestamp": pa.array([1000 * i for i in range(N)], pa.int64())}))
+    with store.begin() as w:
+        w.put_state("sessions", COUNT, pa.table({"key": ["u1", "u2", "new"], "value": pa.array([100, 200, 7], pa.int64()),
+                                                 "tombstone": [False, False, False]}), mode="delta")
+        w.put_state("sessions", COUNT, pa.table({"key": ["u3"], "value": pa.array([None], pa.int64()), "tombstone": [True]}), mode="delta")
+    return store
+
+
+def fmt(spark: Any, root: str, **opts: Any) -> Any:
+    """spark.read.format('flinkstate') with options."""
+    r = spark.read.format("flinkstate")
+    for k, v in opts.items():
+        r = r.option(k, v)
+    return r.load(root)
+
+
+def error_text(excinfo: Any) -> str:
+    """The whole text of an exception (Spark wraps the Python error of the planner)."""
+    e = excinfo.value
+    parts = [str(e)]
+    for attr in ("desc", "stackTrace"):
+        v = getattr(e, attr, None)
+        if v:
+            parts.append(str(v))
+    return "\n".join(parts)
