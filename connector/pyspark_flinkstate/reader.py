@@ -468,17 +468,10 @@ def _shape_list(view: pa.Table, ttl_ms: int | None, flatten: bool, include_expir
 
 def _group_map(view: pa.Table, has_ttl: bool, with_expired: bool) -> pa.Table:
     """Map state, one row per key (and namespace): value becomes map<user_key, value>."""
-    from flinkstate.changes import _flat_columns
+    from flinkstate.format.merge import group_rows
 
     group_cols = [C.COL_KEY] + ([C.COL_NAMESPACE] if C.COL_NAMESPACE in view.column_names else [])
-    flat = _flat_columns(view, group_cols)
-    names = [f"__g{i}" for i in range(len(flat))]
-    t = pa.table({**dict(zip(names, flat)), "__i": pa.array(np.arange(view.num_rows, dtype=np.int64))})
-    g = t.group_by(names, use_threads=False).aggregate([("__i", "list")])
-    lists = g.column("__i_list").combine_chunks()
-    order = pc.list_flatten(lists)
-    offsets = lists.offsets
-    firsts = pc.list_element(lists, 0)
+    firsts, order, offsets = group_rows(view, group_cols)
     base_cols = group_cols + [C.COL_KEY_GROUP]
     out = view.select(base_cols).take(firsts)
     uk = view.column(C.COL_USER_KEY).take(order).combine_chunks()
@@ -488,8 +481,9 @@ def _group_map(view: pa.Table, has_ttl: bool, with_expired: bool) -> pa.Table:
         ex = view.column("ttl_expires_at").take(order).combine_chunks()
         out = out.append_column("ttl_expires_at", pa.MapArray.from_arrays(offsets, uk, ex))
     if with_expired:
-        # a key is shown as expired when all its entries are
-        e = view.column("expired").take(order).combine_chunks()
-        per = [bool(np.all(np.asarray(x))) for x in pa.ListArray.from_arrays(offsets, e).to_pylist()]
-        out = out.append_column("expired", pa.array(per))
+        # a key is expired when every entry is: count the unexpired entries of each group
+        e = np.asarray(view.column("expired").take(order).combine_chunks().to_numpy(zero_copy_only=False), dtype=bool)
+        starts = offsets.to_numpy()[:-1]
+        live = np.add.reduceat((~e).astype(np.int64), starts) if e.size else np.zeros(0, dtype=np.int64)
+        out = out.append_column("expired", pa.array(live == 0))
     return out

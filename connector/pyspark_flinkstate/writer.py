@@ -237,17 +237,10 @@ def to_storage_table(table: pa.Table, desc: Any, *, tombstones: bool, flattened_
 
 def _collect_lists(t: pa.Table, desc: Any) -> pa.Table:
     """Flattened list rows (one per element) to one row per key (and namespace), in row order."""
-    from flinkstate.changes import _flat_columns
+    from flinkstate.format.merge import group_rows
 
     pk = [C.COL_KEY] + ([C.COL_NAMESPACE] if desc.namespace_type is not None else [])
-    flat = _flat_columns(t, pk)
-    names = [f"__g{i}" for i in range(len(flat))]
-    g = pa.table({**dict(zip(names, flat)), "__i": pa.array(np.arange(t.num_rows, dtype=np.int64))})
-    agg = g.group_by(names, use_threads=False).aggregate([("__i", "list")])
-    lists = agg.column("__i_list").combine_chunks()
-    order = pc.list_flatten(lists)
-    offsets = lists.offsets
-    firsts = pc.list_element(lists, 0)
+    firsts, order, offsets = group_rows(t, pk)
     out = t.select(pk).take(firsts)
     out = out.append_column(C.COL_VALUE, pa.ListArray.from_arrays(offsets, t.column(C.COL_VALUE).take(order).combine_chunks()))
     if C.COL_TTL in t.column_names:

@@ -19,28 +19,13 @@ import pyarrow.compute as pc
 
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry, primary_key_columns, state_schema, timer_schema
-from flinkstate.format.merge import read_view
+from flinkstate.format.merge import flat_key_columns, read_view
 
 __all__ = ["CHANGE_TYPE", "UPSERT", "DELETE", "diff_tables", "diff_state", "changed_key_group_ranges", "state_changes"]
 
 CHANGE_TYPE = "change_type"
 UPSERT = "upsert"
 DELETE = "delete"
-
-
-def _flat_columns(table: pa.Table, names: Sequence[str]) -> list[pa.ChunkedArray | pa.Array]:
-    out: list[Any] = []
-    for name in names:
-        stack = [table.column(name)]
-        while stack:
-            c = stack.pop()
-            if pa.types.is_struct(c.type):
-                flat = c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
-                for i in reversed(range(flat.type.num_fields)):
-                    stack.append(pc.struct_field(flat, [i]))
-            elif not pa.types.is_null(c.type):
-                out.append(c)
-    return out
 
 
 def _primitive(t: pa.DataType) -> bool:
@@ -90,8 +75,8 @@ def diff_tables(old: pa.Table | None, new: pa.Table | None, pk: Sequence[str]) -
     if new.schema != old.schema:
         old = old.select(new.column_names).cast(new.schema)
     n_old, n_new = old.num_rows, new.num_rows
-    keys_old = _flat_columns(old, pk)
-    keys_new = _flat_columns(new, pk)
+    keys_old = flat_key_columns(old, pk)
+    keys_new = flat_key_columns(new, pk)
     names = [f"__k{i}" for i in range(len(keys_old))]
     both = pa.table(
         {

@@ -6,8 +6,10 @@ key-grouped state, FLIP-25 TTL) producing format v1 checkpoints through a `Check
 
 from __future__ import annotations
 
-from flinkstate.backend.keyed import CompactionPolicy, KeyedSnapshot, KeyedStateBackend, system_clock
-from flinkstate.backend.states import AggregatingState, ListState, MapState, ReducingState, State, ValueState
+from flinkstate.backend.container_states import ListState, MapState
+from flinkstate.backend.keyed import KeyedStateBackend, system_clock
+from flinkstate.backend.snapshot import CompactionPolicy, KeyedSnapshot
+from flinkstate.backend.states import AggregatingState, ReducingState, State, ValueState
 from flinkstate.backend.tables import DEFAULT_BUCKETS
 from flinkstate.backend.timers import Timer, TimerService
 

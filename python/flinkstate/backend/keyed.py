@@ -21,19 +21,18 @@ asynchronously as full or incremental (delta) files into a `CheckpointWriter`:
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
-import gc
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
-from flinkstate.backend.arrow_io import arrow_to_state_items, arrow_to_timer_keys, state_to_arrow, timers_to_arrow
-from flinkstate.backend.states import STATE_CLASSES, State
-from flinkstate.backend.tables import DEFAULT_BUCKETS, FrozenTable, StateTable, VersionClock
+from flinkstate.backend.arrow_io import arrow_to_state_items, arrow_to_timer_keys
+from flinkstate.backend.container_states import ListState, MapState
+from flinkstate.backend.snapshot import CompactionPolicy, KeyedSnapshot, _Chain, _Part, gc_paused
+from flinkstate.backend.states import AggregatingState, ReducingState, State, ValueState
+from flinkstate.backend.tables import DEFAULT_BUCKETS, StateTable, VersionClock
 from flinkstate.backend.timers import Timer, TimerService
 from flinkstate.descriptors import KeyedStateDescriptor, TimerServiceDescriptor
 from flinkstate.errors import InvalidArgumentError, KeyGroupOutOfRangeError, SchemaMismatchError, StateNotFoundError
@@ -46,155 +45,18 @@ __all__ = ["KeyedStateBackend", "KeyedSnapshot", "CompactionPolicy", "system_clo
 
 _KG_CACHE_LIMIT = 1 << 20
 
-_gc_lock = threading.Lock()
-_gc_pauses = 0
-_gc_was_enabled = False
-
-
-@contextlib.contextmanager
-def gc_paused() -> Any:
-    """Pause Python's cyclic GC while millions of small lists/tuples are built (snapshot, restore).
-
-    The collector would otherwise rescan the whole state on every generation-2 pass. Nested
-    and concurrent pauses (snapshot thread plus restore) are counted; the GC comes back when
-    the last one ends, in whatever state it was before the first.
-    """
-    global _gc_pauses, _gc_was_enabled
-    with _gc_lock:
-        if _gc_pauses == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pauses += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pauses -= 1
-            if _gc_pauses == 0 and _gc_was_enabled:
-                gc.enable()
+STATE_CLASSES: dict[str, type[State]] = {
+    "value": ValueState,
+    "list": ListState,
+    "map": MapState,
+    "reducing": ReducingState,
+    "aggregating": AggregatingState,
+}
 
 
 def system_clock() -> int:
     """Processing time in epoch milliseconds."""
     return int(time.time() * 1000)
-
-
-@dataclass(frozen=True)
-class CompactionPolicy:
-    """When an incremental checkpoint writes a full file instead of one more delta.
-
-    A state's chain (its newest full file in the backend's range plus later deltas) is
-    compacted into a new full file when it has `max_deltas` deltas, or when the deltas'
-    bytes exceed `max_delta_ratio` times the full file's bytes.
-    """
-
-    max_deltas: int = 8
-    max_delta_ratio: float = 0.5
-
-    def needs_full(self, full_bytes: int, deltas: int, delta_bytes: int) -> bool:
-        """True when the chain should be compacted."""
-        if deltas >= self.max_deltas:
-            return True
-        return delta_bytes > self.max_delta_ratio * max(full_bytes, 1)
-
-
-@dataclass
-class _Chain:
-    full_bytes: int = 0
-    deltas: int = 0
-    delta_bytes: int = 0
-
-
-@dataclass
-class _Part:
-    """One state or timer service inside a snapshot."""
-
-    name: str
-    scope: str  # "keyed" or "timers"
-    desc: Any
-    frozen: FrozenTable
-    mode: str  # "full" or "delta"
-    reason: str  # why full: "requested", "first", "new-state", "compaction", "" for delta
-    rows: int = 0
-    bytes: int = 0
-    files: list[FileEntry] = field(default_factory=list)
-
-
-class KeyedSnapshot:
-    """A snapshot's synchronous result; `write` is the asynchronous part (run it on any thread)."""
-
-    def __init__(self, backend: KeyedStateBackend, checkpoint_id: int, version: int, parts: list[_Part], now: int, sync_seconds: float) -> None:
-        self.backend = backend
-        self.checkpoint_id = checkpoint_id
-        self.version = version
-        self.parts = parts
-        self.now = now
-        self.sync_seconds = sync_seconds
-        self.key_group_range = backend.key_group_range
-        self.base_checkpoint_id = backend.base_checkpoint_id
-        self.written = False
-        self._released = False
-
-    @property
-    def incremental(self) -> bool:
-        """True when at least one part is written as a delta."""
-        return any(p.mode == "delta" for p in self.parts)
-
-    def tables(self) -> dict[tuple[str, str], pa.Table]:
-        """The Arrow tables this snapshot writes, by (scope, name) (builds them; for tests/tools)."""
-        return {(p.scope, p.name): self._table(p) for p in self.parts}
-
-    def _table(self, p: _Part) -> pa.Table:
-        if p.scope == "timers":
-            return timers_to_arrow(p.desc, p.frozen, delta=p.mode == "delta")
-        ttl = p.desc.ttl if p.desc.ttl_enabled else None
-        drop = False
-        if ttl is not None and p.mode == "full":
-            drop = ttl.cleanup_full_snapshot or (p.reason == "compaction" and ttl.compaction_cleanup is not None)
-        return state_to_arrow(p.desc, p.frozen, delta=p.mode == "delta", now=self.now, drop_expired=drop)
-
-    def write(self, writer: Any, operator: str) -> list[FileEntry]:
-        """Write every state and timer service of this snapshot into `writer` (a CheckpointWriter).
-
-        Full parts replace the files of the backend's key-group range; delta parts add one
-        delta file each. Releases the frozen buckets when done (also on error).
-        """
-        if writer.max_parallelism != self.backend.max_parallelism:
-            self.release()
-            raise InvalidArgumentError(
-                f"checkpoint writer has max parallelism {writer.max_parallelism}, the backend {self.backend.max_parallelism}"
-            )
-        rng = self.key_group_range
-        out: list[FileEntry] = []
-        try:
-            for p in self.parts:
-                with gc_paused():
-                    table = self._table(p)
-                if p.mode == "delta" and table.num_rows == 0:
-                    continue
-                if p.scope == "timers":
-                    files = writer.put_timers(operator, p.desc, table, mode=p.mode, key_group_range=rng)
-                else:
-                    files = writer.put_state(operator, p.desc, table, mode=p.mode, key_group_range=rng)
-                p.files = files
-                p.rows = sum(f.rows for f in files)
-                p.bytes = sum(f.bytes for f in files)
-                out.extend(files)
-            self.written = True
-        finally:
-            self.release()
-        return out
-
-    def release(self) -> None:
-        """Let writers mutate the frozen buckets in place again (idempotent)."""
-        if not self._released:
-            self._released = True
-            with self.backend._lock:
-                self.backend._versions.release(self.version)
-
-    @property
-    def bytes(self) -> int:
-        return sum(p.bytes for p in self.parts)
 
 
 class KeyedStateBackend:
@@ -285,6 +147,7 @@ class KeyedStateBackend:
         self._namespace = namespace
 
     def get_current_namespace(self) -> Any:
+        """The backend-wide current namespace."""
         return self._namespace
 
     # ------------------------------------------------------------------ states
@@ -322,7 +185,9 @@ class KeyedStateBackend:
         return s
 
     def _new_table(self, kind: str) -> StateTable:
-        t = StateTable(self._versions, self.num_buckets, containers=kind in ("list", "map"))
+        # every kind carries per-entry versions for copy-on-write: list/map values are containers
+        # changed in place, other values are handed to user code that may mutate them
+        t = StateTable(self._versions, self.num_buckets, containers=True)
         if kind == "map":
             t.track_changes = False  # map state tracks (pk, user_key) itself
         return t
@@ -356,6 +221,7 @@ class KeyedStateBackend:
         return sorted(self._descs)
 
     def timer_service_names(self) -> list[str]:
+        """Timer services of this backend (registered or restored)."""
         return sorted(self._timer_descs)
 
     def num_entries(self, name: str | None = None) -> int:
@@ -438,7 +304,7 @@ class KeyedStateBackend:
         with self._lock:
             snap = self._pending.pop(checkpoint_id, None)
             for cid in [c for c in self._pending if c < checkpoint_id]:
-                self._pending.pop(cid).release()  # subsumed
+                self._pending.pop(cid)._release_unless_writing()  # subsumed
             if snap is None or not snap.written:
                 return
             for p in snap.parts:
@@ -458,7 +324,7 @@ class KeyedStateBackend:
         with self._lock:
             snap = self._pending.pop(checkpoint_id, None)
         if snap is not None:
-            snap.release()
+            snap._release_unless_writing()
 
     def checkpoint(self, store: Any, operator: str, *, checkpoint_id: int | None = None, full: bool = False,
                    executor: concurrent.futures.Executor | None = None) -> concurrent.futures.Future[Any]:
@@ -568,6 +434,10 @@ class KeyedStateBackend:
             chain = self._chain_of(entries)
             if chain is not None:
                 self._chains[("timers", name)] = chain
+        if view.is_savepoint:
+            # Flink's NO_CLAIM restore: the savepoint stays owned by the user, so the first
+            # checkpoint after it is full and later ones never reference its files
+            self._chains.clear()
         self.base_checkpoint_id = view.checkpoint_id
 
     def _chain_of(self, entries: list[FileEntry]) -> _Chain | None:
@@ -597,6 +467,7 @@ class _CheckpointView:
         rec = store.record(checkpoint_id)
         self.checkpoint_id = rec.checkpoint_id
         self.max_parallelism = rec.max_parallelism
+        self.is_savepoint = rec.kind == C.SAVEPOINT
         meta = store.metadata(self.checkpoint_id)
         op = meta.operators.get(operator)
         if op is None:
@@ -611,5 +482,6 @@ class _CheckpointView:
         self._files = [e for e in store.files(self.checkpoint_id) if e.operator == operator]
 
     def files(self, scope: str, name: str) -> list[FileEntry]:
+        """The checkpoint's files of one keyed state or timer service of the operator."""
         kinds = (C.KIND_FULL, C.KIND_DELTA) if scope == "keyed" else (C.KIND_TIMERS_FULL, C.KIND_TIMERS_DELTA)
         return [e for e in self._files if e.kind in kinds and e.state == name]

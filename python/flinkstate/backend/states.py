@@ -1,4 +1,6 @@
-"""Keyed state objects with Flink's method semantics, TTL included (FLIP-25).
+"""Keyed state objects with Flink's method semantics, TTL included (FLIP-25): the base class
+and the single-value states (value, reducing, aggregating); list and map state are in
+`container_states`.
 
 Each state object reads the backend's current key (and namespace) and stores entries in a
 `StateTable`. With TTL, values are stored with their last-access timestamp and follow
@@ -8,17 +10,18 @@ Flink's ``AbstractTtlState`` family:
 - reading an expired entry clears it; it is returned once only with
   ``ReturnExpiredIfNotCleanedUp``;
 - ``OnReadAndWrite`` refreshes the timestamp of unexpired entries that are read;
-- list ``get`` keeps expired elements unless all are expired (then the list is cleared) or
-  the timestamps are refreshed on read (then only unexpired ones are kept), as
-  ``TtlListState``; map iteration removes expired entries as it goes (``TtlMapState``);
-- reducing/aggregating treat an expired accumulator as absent (``TtlReduceFunction``);
+- reducing/aggregating treat an expired accumulator as absent unless expired values are
+  returned (``TtlReduceFunction``/``TtlAggregateFunction`` ``getUnexpired``), and copy an
+  accumulator a running snapshot still references before folding into it;
 - incremental cleanup checks ``cleanup_size`` entries of the state on every access
   (``TtlIncrementalCleanup``), and on every record if asked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import copy
+import datetime
+import decimal
 from typing import TYPE_CHECKING, Any
 
 from flinkstate.errors import InvalidArgumentError
@@ -30,12 +33,17 @@ if TYPE_CHECKING:
     from flinkstate.backend.keyed import KeyedStateBackend
     from flinkstate.descriptors import KeyedStateDescriptor
 
-__all__ = ["ValueState", "ListState", "MapState", "ReducingState", "AggregatingState", "State"]
+__all__ = ["State", "ValueState", "ReducingState", "AggregatingState", "is_expired"]
 
 _CLEANUP_BUCKETS_PER_ACCESS = 16
 
+# values of these types cannot be changed in place: no copy-on-read needed
+_IMMUTABLE = frozenset({int, float, str, bytes, bool, type(None), decimal.Decimal,
+                        datetime.datetime, datetime.date, datetime.time, datetime.timedelta})
 
-def _expired(ts: int, ttl: int, now: int) -> bool:
+
+def is_expired(ts: int, ttl: int, now: int) -> bool:
+    """Flink's ``TtlUtils.expired``: last access + ttl (saturating at Long.MAX_VALUE) <= now."""
     e = ts + ttl
     if e > MAX_TIMESTAMP:
         e = MAX_TIMESTAMP
@@ -67,6 +75,7 @@ class State:
 
     @property
     def name(self) -> str:
+        """The state's name (from its descriptor)."""
         return self.descriptor.name
 
     def set_current_namespace(self, namespace: Any) -> None:
@@ -125,25 +134,60 @@ class _SingleValueState(State):
     """Value, reducing and aggregating state share storage: one value per key and namespace."""
 
     def _get_raw(self) -> Any:
-        """The stored user value after the TTL read rules (None if absent or expired and hidden)."""
+        """The stored user value after the TTL read rules (None if absent or expired and hidden).
+
+        As ``CopyOnWriteStateMap.get``: while a running snapshot may reference a mutable value,
+        the caller gets (and the table keeps) a deep copy, so mutating it in place before
+        `update` cannot leak into that snapshot.
+        """
         pk = self._pk()
         t = self._t
         v = t.get(pk)
-        if v is None or self._ttl is None:
+        if v is None:
+            return None
+        if self._ttl is None:
+            if t.clock.hold >= 0 and type(v) not in _IMMUTABLE:
+                v = t.own(pk, v)
             return v
         val, ts = v
         now = self._now()
-        if _expired(ts, self._ttl_ms, now):
+        if is_expired(ts, self._ttl_ms, now):
             t.remove(pk)
-            return val if self._return_expired else None
+            if not self._return_expired:
+                return None
+            return copy.deepcopy(val) if t.clock.hold >= 0 and type(val) not in _IMMUTABLE else val
         if self._update_on_read:
-            t.put(pk, (val, now))
+            v = (val, now)
+            t.put(pk, v)
+        if t.clock.hold >= 0 and type(val) not in _IMMUTABLE:
+            val = t.own(pk, v)[0]
         return val
 
     def _cleanup_entry(self, pk: Any, now: int) -> None:
         v = self._t.get(pk)
-        if v is not None and _expired(v[1], self._ttl_ms, now):
+        if v is not None and is_expired(v[1], self._ttl_ms, now):
             self._t.remove(pk)
+
+    def _unexpired_for_update(self, pk: Any) -> Any:
+        """The stored value/accumulator a user function may fold into, or None.
+
+        As Flink's ``TtlReduceFunction``/``TtlAggregateFunction`` (``getUnexpired``): an expired
+        value counts as absent unless the visibility is ReturnExpiredIfNotCleanedUp. As
+        ``CopyOnWriteStateMap.transform``: the value is deep-copied first when a running
+        snapshot may still reference it, so a user function that mutates its argument in
+        place cannot leak into that snapshot.
+        """
+        t = self._t
+        cur = t.get(pk)
+        if cur is None:
+            return None
+        if self._ttl is not None:
+            if not self._return_expired and is_expired(cur[1], self._ttl_ms, self._now()):
+                return None
+            cur = cur[0]
+        if t.shared(pk):
+            cur = copy.deepcopy(cur)
+        return cur
 
     def clear(self) -> None:
         """Remove the value of the current key and namespace."""
@@ -162,7 +206,12 @@ class ValueState(_SingleValueState):
         if self._cleanup_size:
             self.incremental_cleanup()
         if self._ttl is None:  # fast path
-            return self._t.get(self._pk())
+            t = self._t
+            pk = self._pk()
+            v = t.get(pk)
+            if v is not None and t.clock.hold >= 0 and type(v) not in _IMMUTABLE:
+                v = t.own(pk, v)  # a running snapshot may reference it: hand out a copy
+            return v
         return self._get_raw()
 
     def update(self, value: Any) -> None:
@@ -199,15 +248,10 @@ class ReducingState(_SingleValueState):
         if value is None:
             raise InvalidArgumentError("You cannot add null to a ReducingState.")
         pk = self._pk()
-        cur = self._t.get(pk)
-        if self._ttl is None:
-            self._t.put(pk, value if cur is None else self._reduce(cur, value))
-            return
-        now = self._now()
-        if cur is None or _expired(cur[1], self._ttl_ms, now):
-            self._t.put(pk, (value, now))
-        else:
-            self._t.put(pk, (self._reduce(cur[0], value), now))
+        t = self._t
+        cur = self._unexpired_for_update(pk)
+        new = value if cur is None else self._reduce(cur, value)
+        t.put_container(pk, new if self._ttl is None else (new, self._now()))
 
 
 class AggregatingState(_SingleValueState):
@@ -231,286 +275,6 @@ class AggregatingState(_SingleValueState):
         """Add `value` to the accumulator (created on first use)."""
         self._access()
         pk = self._pk()
-        cur = self._t.get(pk)
-        if self._ttl is None:
-            acc = self._fn.create_accumulator() if cur is None else cur
-            self._t.put(pk, self._fn.add(value, acc))
-            return
-        now = self._now()
-        acc = self._fn.create_accumulator() if cur is None or _expired(cur[1], self._ttl_ms, now) else cur[0]
-        self._t.put(pk, (self._fn.add(value, acc), now))
-
-
-class ListState(State):
-    """Flink's ListState: get(), add(v), add_all(vs), update(vs), clear()."""
-
-    kind = "list"
-
-    def get(self) -> list[Any]:
-        """The elements (a new list; empty when there are none)."""
-        self._access()
-        pk = self._pk()
-        t = self._t
-        raw = t.get(pk)
-        if raw is None:
-            return []
-        if self._ttl is None:
-            return list(raw)
-        now = self._now()
-        ttl = self._ttl_ms
-        if self._update_on_read:
-            fresh = [(v, now) for v, ts in raw if not _expired(ts, ttl, now)]
-            if fresh:
-                t.put_container(pk, fresh)
-        out = []
-        any_unexpired = False
-        for v, ts in raw:
-            if not _expired(ts, ttl, now):
-                any_unexpired = True
-                out.append(v)
-            elif self._return_expired:
-                out.append(v)
-        if not any_unexpired:
-            t.remove(pk)
-        return out
-
-    def add(self, value: Any) -> None:
-        """Append one element (None is refused, as in Flink)."""
-        self._access()
-        if value is None:
-            raise InvalidArgumentError("You cannot add null to a ListState.")
-        item = value if self._ttl is None else (value, self._now())
-        pk = self._pk()
-        t = self._t
-        c = t.container_for_write(pk, list)
-        if c is None:
-            t.put_container(pk, [item])
-        else:
-            c.append(item)
-            t.changes.add(pk)
-
-    def add_all(self, values: Iterable[Any]) -> None:
-        """Append several elements (an empty list changes nothing)."""
-        self._access()
-        if values is None:
-            raise InvalidArgumentError("List of values to add cannot be null.")
-        vals = list(values)
-        if any(v is None for v in vals):
-            raise InvalidArgumentError("You cannot add null to a ListState.")
-        if not vals:
-            return
-        if self._ttl is not None:
-            now = self._now()
-            vals = [(v, now) for v in vals]
-        pk = self._pk()
-        t = self._t
-        c = t.container_for_write(pk, list)
-        if c is None:
-            t.put_container(pk, vals)
-        else:
-            c.extend(vals)
-            t.changes.add(pk)
-
-    def update(self, values: Iterable[Any]) -> None:
-        """Replace the elements (an empty list clears the state)."""
-        self._access()
-        if values is None:
-            raise InvalidArgumentError("List of values to update cannot be null.")
-        vals = list(values)
-        if any(v is None for v in vals):
-            raise InvalidArgumentError("You cannot add null to a ListState.")
-        pk = self._pk()
-        if not vals:
-            self._t.remove(pk)
-            return
-        if self._ttl is not None:
-            now = self._now()
-            vals = [(v, now) for v in vals]
-        self._t.put_container(pk, vals)
-
-    def clear(self) -> None:
-        """Remove the list of the current key and namespace."""
-        self._access()
-        self._t.remove(self._pk())
-
-    def _cleanup_entry(self, pk: Any, now: int) -> None:
-        raw = self._t.get(pk)
-        if raw is None:
-            return
-        keep = [e for e in raw if not _expired(e[1], self._ttl_ms, now)]
-        if len(keep) == len(raw):
-            return
-        if keep:
-            self._t.put_container(pk, keep)
-        else:
-            self._t.remove(pk)
-
-
-_MISSING = object()
-
-
-class MapState(State):
-    """Flink's MapState: get, put, put_all, remove, contains, keys, values, items, is_empty, clear."""
-
-    kind = "map"
-
-    def _expired_entry(self, pk: Any, uk: Any) -> None:
-        t = self._t
-        c = t.container_for_write(pk, dict)
-        if c is not None:
-            c.pop(uk, None)
-            if not c:
-                t.remove(pk)
-        t.changes.add((pk, uk))
-
-    def get(self, user_key: Any) -> Any:
-        """The value of `user_key`, or None."""
-        self._access()
-        pk = self._pk()
-        t = self._t
-        raw = t.get(pk)
-        if raw is None:
-            return None
-        e = raw.get(user_key, _MISSING)
-        if e is _MISSING:
-            return None
-        if self._ttl is None:
-            return e
-        v, ts = e
-        now = self._now()
-        if _expired(ts, self._ttl_ms, now):
-            self._expired_entry(pk, user_key)
-            return v if self._return_expired else None
-        if self._update_on_read:
-            self._write(pk, user_key, (v, now))
-        return v
-
-    def _write(self, pk: Any, user_key: Any, item: Any) -> None:
-        t = self._t
-        c = t.container_for_write(pk, dict)
-        if c is None:
-            t.put_container(pk, {user_key: item})
-        else:
-            c[user_key] = item
-        t.changes.add((pk, user_key))
-
-    def put(self, user_key: Any, value: Any) -> None:
-        """Set the value of `user_key`."""
-        self._access()
-        self._write(self._pk(), user_key, value if self._ttl is None else (value, self._now()))
-
-    def put_all(self, mapping: Mapping[Any, Any]) -> None:
-        """Set several user keys at once."""
-        self._access()
-        if not mapping:
-            return
-        pk = self._pk()
-        t = self._t
-        now = self._now() if self._ttl is not None else 0
-        items = dict(mapping) if self._ttl is None else {k: (v, now) for k, v in mapping.items()}
-        c = t.container_for_write(pk, dict)
-        if c is None:
-            t.put_container(pk, items)
-        else:
-            c.update(items)
-        for uk in items:
-            t.changes.add((pk, uk))
-
-    def remove(self, user_key: Any) -> None:
-        """Remove `user_key` (the map of the key is dropped when it becomes empty)."""
-        self._access()
-        pk = self._pk()
-        t = self._t
-        raw = t.get(pk)
-        if raw is None or user_key not in raw:
-            return
-        c = t.container_for_write(pk, dict)
-        del c[user_key]
-        if not c:
-            t.remove(pk)
-        t.changes.add((pk, user_key))
-
-    def contains(self, user_key: Any) -> bool:
-        """True when `user_key` has a (visible) entry."""
-        self._access()
-        pk = self._pk()
-        raw = self._t.get(pk)
-        if raw is None or user_key not in raw:
-            return False
-        if self._ttl is None:
-            return True
-        v, ts = raw[user_key]
-        now = self._now()
-        if _expired(ts, self._ttl_ms, now):
-            self._expired_entry(pk, user_key)
-            return self._return_expired
-        if self._update_on_read:
-            self._write(pk, user_key, (v, now))
-        return True
-
-    def items(self) -> list[tuple[Any, Any]]:
-        """(user_key, value) pairs; expired entries are removed as they are met."""
-        self._access()
-        pk = self._pk()
-        raw = self._t.get(pk)
-        if raw is None:
-            return []
-        if self._ttl is None:
-            return list(raw.items())
-        now = self._now()
-        out = []
-        for uk, (v, ts) in list(raw.items()):
-            if _expired(ts, self._ttl_ms, now):
-                self._expired_entry(pk, uk)
-                if self._return_expired:
-                    out.append((uk, v))
-            else:
-                if self._update_on_read:
-                    self._write(pk, uk, (v, now))
-                out.append((uk, v))
-        return out
-
-    def keys(self) -> list[Any]:
-        """The user keys (see `items`)."""
-        return [k for k, _ in self.items()]
-
-    def values(self) -> list[Any]:
-        """The values (see `items`)."""
-        return [v for _, v in self.items()]
-
-    def __iter__(self) -> Any:
-        return iter(self.items())
-
-    def is_empty(self) -> bool:
-        """True when the key has no map entries (as Flink: entries not yet cleaned up count)."""
-        self._access()
-        raw = self._t.get(self._pk())
-        return not raw
-
-    def clear(self) -> None:
-        """Remove every entry of the current key and namespace."""
-        self._access()
-        pk = self._pk()
-        t = self._t
-        raw = t.remove(pk)
-        if raw:
-            for uk in raw:
-                t.changes.add((pk, uk))
-
-    def _cleanup_entry(self, pk: Any, now: int) -> None:
-        raw = self._t.get(pk)
-        if raw is None:
-            return
-        limit = now - self._ttl_ms  # expired iff ts + ttl <= now (no saturation below MAX_TIMESTAMP - ttl)
-        dead = [uk for uk, e in raw.items() if e[1] <= limit and _expired(e[1], self._ttl_ms, now)]
-        for uk in dead:
-            self._expired_entry(pk, uk)
-
-
-STATE_CLASSES: dict[str, type[State]] = {
-    "value": ValueState,
-    "list": ListState,
-    "map": MapState,
-    "reducing": ReducingState,
-    "aggregating": AggregatingState,
-}
+        cur = self._unexpired_for_update(pk)
+        acc = self._fn.add(value, self._fn.create_accumulator() if cur is None else cur)
+        self._t.put_container(pk, acc if self._ttl is None else (acc, self._now()))

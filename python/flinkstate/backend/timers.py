@@ -58,10 +58,12 @@ class TimerService:
 
     @property
     def name(self) -> str:
+        """The timer service's name."""
         return self.descriptor.name
 
     @property
     def domain(self) -> str:
+        """"event" or "processing"."""
         return self.descriptor.domain
 
     def _rebuild(self) -> None:

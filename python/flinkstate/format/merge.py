@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
 
-__all__ = ["order_entries", "newest_full_order", "merge_tables"]
+__all__ = ["order_entries", "newest_full_order", "merge_tables", "read_view", "flat_key_columns", "group_rows"]
 
 _SEQ = "__fs_seq"
 
@@ -35,28 +35,41 @@ def newest_full_order(entries: Sequence[FileEntry], max_parallelism: int) -> np.
     return out
 
 
-def _group_columns(table: pa.Table, pk: list[str]) -> tuple[pa.Table, list[str]]:
-    """Flatten struct key columns so Arrow's hash group-by can use them."""
-    names = []
-    cols = {}
-    for name in pk:
-        col = table.column(name)
-        stack = [(name, col)]
+def flat_key_columns(table: pa.Table, names: Sequence[str]) -> list[pa.ChunkedArray | pa.Array]:
+    """The leaf columns of key columns (struct keys flattened, null-typed ones dropped), for hash grouping."""
+    out: list[pa.ChunkedArray | pa.Array] = []
+    for name in names:
+        stack = [table.column(name)]
         while stack:
-            n, c = stack.pop()
+            c = stack.pop()
             if pa.types.is_struct(c.type):
                 flat = c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
-                for i in range(flat.type.num_fields):
-                    stack.append((f"{n}.{flat.type.field(i).name}", pc.struct_field(flat, [i])))
-            elif pa.types.is_null(c.type):
-                continue
-            else:
-                names.append(f"__g{len(names)}")
-                cols[names[-1]] = c
-    if not names:
-        return table, []
+                for i in reversed(range(flat.type.num_fields)):
+                    stack.append(pc.struct_field(flat, [i]))
+            elif not pa.types.is_null(c.type):
+                out.append(c)
+    return out
+
+
+def group_rows(table: pa.Table, names: Sequence[str]) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """Group rows by key columns, keeping row order within a group.
+
+    Returns (first row of each group, all row indices grouped, offsets of the groups in it),
+    ready for `table.take(firsts)` and `pa.ListArray.from_arrays(offsets, column.take(order))`.
+    """
+    flat = flat_key_columns(table, names)
+    cols = [f"__g{i}" for i in range(len(flat))]
+    g = pa.table({**dict(zip(cols, flat)), "__i": pa.array(np.arange(table.num_rows, dtype=np.int64))})
+    lists = g.group_by(cols, use_threads=False).aggregate([("__i", "list")]).column("__i_list").combine_chunks()
+    return pc.list_element(lists, 0), pc.list_flatten(lists), lists.offsets
+
+
+def _group_columns(table: pa.Table, pk: list[str]) -> tuple[pa.Table, list[str]]:
+    """Append the flattened key columns so Arrow's hash group-by can use them."""
+    flat = flat_key_columns(table, pk)
+    names = [f"__g{i}" for i in range(len(flat))]
     t = table
-    for n, c in cols.items():
+    for n, c in zip(names, flat):
         t = t.append_column(n, c)
     return t, names
 

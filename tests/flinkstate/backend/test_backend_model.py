@@ -8,8 +8,10 @@ import copy
 import shutil
 import tempfile
 from typing import Any
+from unittest import mock
 
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -17,6 +19,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 import flinkstate
 from flinkstate import ListStateDescriptor, MapStateDescriptor, StateTtlConfig, TimerServiceDescriptor, ValueStateDescriptor
 from flinkstate.backend import CompactionPolicy, KeyedStateBackend
+from flinkstate.errors import CommitConflictError
+from flinkstate.format.manifest import DeltaCatalog
 from flinkstate.keygroups import assign_key_group, key_group_range, operator_index_for_key_group
 
 TTL = 100
@@ -216,16 +220,28 @@ class BackendModel(RuleBasedStateMachine):
     def checkpoint(self, full: bool) -> None:
         self._checkpoint(full, False)
 
-    @rule(full=st.sampled_from([False, False, True]))
-    def failed_checkpoint(self, full: bool) -> None:
-        self._checkpoint(full, True)
+    @rule(full=st.sampled_from([False, False, True]), how=st.sampled_from(["commit", "abort"]))
+    def failed_checkpoint(self, full: bool, how: str) -> None:
+        self._checkpoint(full, how)
 
     @rule(p=st.integers(1, 3))
     def checkpoint_then_restore(self, p: int) -> None:
         self._checkpoint(False, False)
         self.restore(p)
 
-    def _checkpoint(self, full: bool, fail: bool) -> None:
+    @rule(p=st.integers(1, 3), key=KEYS, val=INTS, how=st.sampled_from(["commit", "abort"]))
+    def change_fail_checkpoint_restore(self, p: int, key: str, val: int, how: str) -> None:
+        """The sequence that catches lost changes: change, checkpoint fails, incremental checkpoint, restore."""
+        self.value_update(key, val)
+        self.list_add(key, val)
+        self.map_put(key, "x", val)
+        self.timer_register(key, 1_000)
+        self._checkpoint(False, how)
+        self._checkpoint(False, False)
+        self.restore(p)
+
+    def _checkpoint(self, full: bool, fail: bool | str) -> None:
+        """One checkpoint of all subtasks; `fail`: "abort" aborts the writer, "commit" makes its commit fail."""
         self.cid += 1
         cid = self.cid
         snaps = [be.snapshot(cid, full=full) for be, _, _ in self.backends]
@@ -234,8 +250,14 @@ class BackendModel(RuleBasedStateMachine):
         w = self.store.begin(checkpoint_id=cid, base=bases.pop(), max_parallelism=MAXP)
         for s in snaps:
             s.write(w, OP)
+        if fail == "commit":
+            with mock.patch.object(DeltaCatalog, "commit_log", side_effect=CommitConflictError("injected commit failure")), \
+                    pytest.raises(CommitConflictError):
+                w.commit()
+            fail = True
         if fail:
-            w.abort()
+            if not w._done:
+                w.abort()
             for be, _, _ in self.backends:
                 be.notify_checkpoint_aborted(cid)
             return
@@ -265,7 +287,7 @@ class BackendModel(RuleBasedStateMachine):
 
 
 BackendModel.TestCase.settings = settings(
-    max_examples=35, stateful_step_count=40, deadline=None,
+    max_examples=25, stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 TestBackendModel = BackendModel.TestCase
