@@ -22,6 +22,7 @@ from flinkstate.format.datafile import (
     conform,
     coordinator_schema,
     operator_state_schema,
+    sort_for_kind,
     state_schema,
     timer_schema,
     write_data_file,
@@ -81,15 +82,17 @@ def _slices(table: pa.Table, ranges: Sequence[tuple[int, int]], what: str) -> li
     if any(a > b for a, b in rs):
         raise KeyGroupOutOfRangeError(f"{what}: empty key-group range in {rs}")
     kg = table.column(C.COL_KEY_GROUP).to_numpy()
-    order = np.argsort(kg, kind="stable")
-    skg = kg[order]
+    presorted = bool(kg.size < 2 or np.all(kg[:-1] <= kg[1:]))
+    order = None if presorted else np.argsort(kg, kind="stable")
+    skg = kg if order is None else kg[order]
     out = []
     covered = 0
     for r in ranges:
-        a = np.searchsorted(skg, r[0], side="left")
-        b = np.searchsorted(skg, r[1], side="right")
-        covered += int(b - a)
-        out.append(((int(r[0]), int(r[1])), table.take(pa.array(order[a:b]))))
+        a = int(np.searchsorted(skg, r[0], side="left"))
+        b = int(np.searchsorted(skg, r[1], side="right"))
+        covered += b - a
+        part = table.slice(a, b - a) if order is None else table.take(pa.array(order[a:b]))
+        out.append(((int(r[0]), int(r[1])), part))
     if covered != table.num_rows:
         starts = np.array([a for a, _ in rs])
         ends = np.array([b for _, b in rs])
@@ -121,6 +124,8 @@ def _write_ranged(
     """Key groups, conform, split by range, one file per range."""
     table = with_key_groups(table, max_parallelism, what)
     table = conform(table, schema, what)
+    # one sort of the whole table (key group first): every range is then a zero-copy slice
+    table = sort_for_kind(table, kind)
     if ranges is None:
         ranges = split_ranges(max_parallelism, table.num_rows)
     base = data_dir(checkpoint_kind, checkpoint_id)
@@ -132,7 +137,7 @@ def _write_ranged(
         path = file_path(base, operator, sub, checkpoint_id, kind, r)
         out.append(
             write_data_file(io, path, part, kind=kind, operator=operator, state=name, key_group_start=r[0], key_group_end=r[1],
-                            checkpoint_id=checkpoint_id, seq=seq, extra_metadata=meta)
+                            checkpoint_id=checkpoint_id, seq=seq, extra_metadata=meta, sort=False)
         )
     return out
 
