@@ -20,6 +20,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
+from flinkstate.ttl import expiry_timestamps
 
 from pyspark_flinkstate.resolve import Resolved
 
@@ -390,10 +391,6 @@ class FlinkStatePushdownReader(FlinkStateReader):
 
 
 # ------------------------------------------------------------------ shaping
-def _expiry(ttl_ts: pa.Array | pa.ChunkedArray, ttl_ms: int) -> np.ndarray:
-    a = np.asarray(pc.fill_null(ttl_ts, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
-    limit = np.iinfo(np.int64).max - ttl_ms
-    return np.where(a > limit, np.iinfo(np.int64).max, a + ttl_ms)
 
 
 def _ts(ms: np.ndarray) -> pa.Array:
@@ -409,7 +406,7 @@ def shape_state(view: pa.Table, desc: Any, opts: Any, reference_ms: int, *, chan
     if kind == "list":
         return _shape_list(view, ttl_ms, flatten, include_expired, reference_ms, changes)
     if ttl_ms is not None:
-        exp = _expiry(view.column(C.COL_TTL), ttl_ms)
+        exp = expiry_timestamps(view.column(C.COL_TTL), ttl_ms)
         expired = exp <= reference_ms
         view = view.drop_columns([C.COL_TTL]).append_column("ttl_expires_at", _ts(exp))
         if include_expired:
@@ -427,7 +424,7 @@ def _shape_list(view: pa.Table, ttl_ms: int | None, flatten: bool, include_expir
     if ttl_ms is not None:
         ttl_lists = view.column(C.COL_TTL).combine_chunks()
         flat_ttl = pc.list_flatten(ttl_lists)
-        exp = _expiry(flat_ttl, ttl_ms)
+        exp = expiry_timestamps(flat_ttl, ttl_ms)
         expired = exp <= reference_ms
     parents = pc.list_parent_indices(values).to_numpy(zero_copy_only=False)
     flat_values = pc.list_flatten(values)

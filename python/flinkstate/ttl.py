@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
 from flinkstate.errors import InvalidArgumentError
 
 __all__ = [
@@ -19,6 +21,8 @@ __all__ = [
     "UpdateType",
     "StateVisibility",
     "expiry_timestamp",
+    "expiry_timestamps",
+    "is_expired",
     "MAX_TIMESTAMP",
 ]
 
@@ -32,6 +36,23 @@ def expiry_timestamp(last_access_ms: int, ttl_ms: int) -> int:
     """Flink's TtlUtils.expired arithmetic: last access + ttl, saturating at Long.MAX_VALUE."""
     total = last_access_ms + ttl_ms
     return MAX_TIMESTAMP if total > MAX_TIMESTAMP else total
+
+
+def is_expired(last_access_ms: int, ttl_ms: int, now_ms: int) -> bool:
+    """Flink's TtlUtils.expired: the (saturating) expiry time is at or before now."""
+    total = last_access_ms + ttl_ms  # inlined expiry_timestamp: this runs on every state access
+    return (MAX_TIMESTAMP if total > MAX_TIMESTAMP else total) <= now_ms
+
+
+def expiry_timestamps(last_access_ms: Any, ttl_ms: int) -> np.ndarray:
+    """Vectorized `expiry_timestamp` over an Arrow or NumPy array of last-access times (null as 0)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(last_access_ms, (pa.Array, pa.ChunkedArray)):
+        last_access_ms = pc.fill_null(last_access_ms, 0).to_numpy(zero_copy_only=False)
+    a = np.asarray(last_access_ms, dtype=np.int64)
+    return np.where(a > MAX_TIMESTAMP - ttl_ms, MAX_TIMESTAMP, a + ttl_ms)
 
 
 @dataclass(frozen=True)

@@ -15,16 +15,9 @@ from flinkstate.backend.tables import FrozenTable
 from flinkstate.descriptors import KeyedStateDescriptor, TimerServiceDescriptor
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import state_schema, timer_schema
-from flinkstate.ttl import MAX_TIMESTAMP
+from flinkstate.ttl import is_expired
 
 __all__ = ["state_to_arrow", "timers_to_arrow", "arrow_to_state_items", "arrow_to_timer_keys", "to_hashable"]
-
-
-def _alive(ts: int, ttl: int, now: int) -> bool:
-    e = ts + ttl
-    if e > MAX_TIMESTAMP:
-        e = MAX_TIMESTAMP
-    return e > now
 
 
 def _split_pk(pks: list[Any], namespaced: bool) -> tuple[list[Any], list[Any] | None]:
@@ -90,7 +83,7 @@ def state_to_arrow(
                 for pk, m in b.items():
                     for uk, e in m.items():
                         if ttl_on:
-                            if filt and not _alive(e[1], ttl_ms, now):  # type: ignore[arg-type]
+                            if filt and is_expired(e[1], ttl_ms, now):  # type: ignore[arg-type]
                                 continue
                             values.append(e[0])
                             ttls.append(e[1])
@@ -102,7 +95,7 @@ def state_to_arrow(
         def emit(pk: Any, lst: list[Any]) -> bool:
             if ttl_on:
                 if filt:
-                    lst = [e for e in lst if _alive(e[1], ttl_ms, now)]  # type: ignore[arg-type]
+                    lst = [e for e in lst if not is_expired(e[1], ttl_ms, now)]  # type: ignore[arg-type]
                     if not lst:
                         return False
                 values.append([e[0] for e in lst])
@@ -145,7 +138,7 @@ def state_to_arrow(
         elif ttl_on and filt:
             for b in frozen.buckets:
                 for pk, (v, ts) in b.items():
-                    if not _alive(ts, ttl_ms, now):  # type: ignore[arg-type]
+                    if is_expired(ts, ttl_ms, now):  # type: ignore[arg-type]
                         continue
                     pks.append(pk)
                     values.append(v)

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from flinkstate.backend.states import State, is_expired
+from flinkstate.backend.states import State
 from flinkstate.errors import InvalidArgumentError
+from flinkstate.ttl import is_expired
 
 __all__ = ["ListState", "MapState"]
 

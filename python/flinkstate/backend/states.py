@@ -25,7 +25,7 @@ import decimal
 from typing import TYPE_CHECKING, Any
 
 from flinkstate.errors import InvalidArgumentError
-from flinkstate.ttl import MAX_TIMESTAMP
+from flinkstate.ttl import is_expired
 
 from flinkstate.backend.tables import StateTable
 
@@ -33,21 +33,13 @@ if TYPE_CHECKING:
     from flinkstate.backend.keyed import KeyedStateBackend
     from flinkstate.descriptors import KeyedStateDescriptor
 
-__all__ = ["State", "ValueState", "ReducingState", "AggregatingState", "is_expired"]
+__all__ = ["State", "ValueState", "ReducingState", "AggregatingState"]
 
 _CLEANUP_BUCKETS_PER_ACCESS = 16
 
 # values of these types cannot be changed in place: no copy-on-read needed
 _IMMUTABLE = frozenset({int, float, str, bytes, bool, type(None), decimal.Decimal,
                         datetime.datetime, datetime.date, datetime.time, datetime.timedelta})
-
-
-def is_expired(ts: int, ttl: int, now: int) -> bool:
-    """Flink's ``TtlUtils.expired``: last access + ttl (saturating at Long.MAX_VALUE) <= now."""
-    e = ts + ttl
-    if e > MAX_TIMESTAMP:
-        e = MAX_TIMESTAMP
-    return e <= now
 
 
 class State:
