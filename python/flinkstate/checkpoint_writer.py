@@ -357,7 +357,7 @@ class CheckpointWriter:
 
     def _drop_shadowed(self) -> None:
         """Stop referencing files every key group of which a newer full file replaces."""
-        from flinkstate.format.merge import newest_full_order, order_entries
+        from flinkstate.format.merge import live_positions, newest_full_order, order_entries
 
         groups: dict[tuple[str, str, str | None], list[FileEntry]] = {}
         for e in self._entries:
@@ -368,8 +368,7 @@ class CheckpointWriter:
                 keep += entries
                 continue
             ordered = order_entries(entries)
-            full = newest_full_order(ordered, self.max_parallelism)
-            keep += [e for pos, e in enumerate(ordered) if pos >= full[e.key_group_start : e.key_group_end + 1].min()]
+            keep += [ordered[pos] for pos in live_positions(ordered, newest_full_order(ordered, self.max_parallelism))]
         self._entries = keep
 
     def _own_files(self) -> None:

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
 
-__all__ = ["order_entries", "newest_full_order", "merge_tables", "read_view", "flat_key_columns", "group_rows"]
+__all__ = ["order_entries", "newest_full_order", "merge_tables", "read_view", "live_positions", "flat_key_columns", "group_rows"]
 
 _SEQ = "__fs_seq"
 
@@ -33,6 +33,11 @@ def newest_full_order(entries: Sequence[FileEntry], max_parallelism: int) -> np.
         if e.kind not in C.DELTA_KINDS:
             out[e.key_group_start : e.key_group_end + 1] = i
     return out
+
+
+def live_positions(ordered: Sequence[FileEntry], full_order: np.ndarray) -> list[int]:
+    """Positions of the (ordered) files not wholly shadowed: some key group of theirs has no newer full file."""
+    return [pos for pos, e in enumerate(ordered) if pos >= full_order[e.key_group_start : e.key_group_end + 1].min()]
 
 
 def flat_key_columns(table: pa.Table, names: Sequence[str]) -> list[pa.ChunkedArray | pa.Array]:
@@ -136,11 +141,9 @@ def read_view(
     ordered = order_entries(entries)
     full_order = newest_full_order(ordered, max_parallelism)
     tables, positions = [], []
-    for pos, e in enumerate(ordered):
+    for pos in live_positions(ordered, full_order):
+        e = ordered[pos]
         if key_group_range is not None and (e.key_group_end < key_group_range[0] or e.key_group_start > key_group_range[1]):
-            continue
-        # skip files wholly shadowed by a newer full file
-        if pos < full_order[e.key_group_start : e.key_group_end + 1].min():
             continue
         expr = filter
         if key_group_range is not None and (e.key_group_start < key_group_range[0] or e.key_group_end > key_group_range[1]):
