@@ -12,6 +12,7 @@ from flinkstate.descriptors import (
     TimerServiceDescriptor,
     descriptor_from_dict,
 )
+from flinkstate.errors import OperatorNotFoundError
 from flinkstate.format.constants import FORMAT_VERSION
 
 __all__ = ["CheckpointInfo", "OperatorMetadata", "CheckpointMetadata"]
@@ -103,6 +104,13 @@ class CheckpointMetadata:
     info: CheckpointInfo
     operators: dict[str, OperatorMetadata]
     properties: dict[str, str] = field(default_factory=dict)
+
+    def operator(self, uid: str) -> OperatorMetadata:
+        """One operator's metadata; OperatorNotFoundError lists the operators that exist."""
+        op = self.operators.get(uid)
+        if op is None:
+            raise OperatorNotFoundError(f"operator {uid!r} is not in checkpoint {self.info.checkpoint_id}; operators: {sorted(self.operators)}")
+        return op
 
     @staticmethod
     def encode(operators: dict[str, OperatorMetadata], properties: dict[str, str]) -> dict[str, Any]:

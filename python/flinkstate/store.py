@@ -15,7 +15,6 @@ from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor
 from flinkstate.errors import (
     CheckpointNotFoundError,
     InvalidArgumentError,
-    OperatorNotFoundError,
     StateNotFoundError,
 )
 from flinkstate.format import constants as C
@@ -108,13 +107,7 @@ class CheckpointStore:
     # ------------------------------------------------------------------ lookups
     def operator(self, operator: str, checkpoint_id: int | None = None) -> OperatorMetadata:
         """One operator's metadata; OperatorNotFoundError lists the operators that exist."""
-        meta = self.metadata(checkpoint_id)
-        op = meta.operators.get(operator)
-        if op is None:
-            raise OperatorNotFoundError(
-                f"operator {operator!r} is not in checkpoint {meta.info.checkpoint_id}; operators: {sorted(meta.operators)}"
-            )
-        return op
+        return self.metadata(checkpoint_id).operator(operator)
 
     def state_descriptor(self, operator: str, state: str, checkpoint_id: int | None = None) -> KeyedStateDescriptor:
         """A keyed state's descriptor; StateNotFoundError lists the states that exist."""

@@ -461,19 +461,12 @@ class _CheckpointView:
     """One checkpoint's record, operator metadata and files, read once for several restores."""
 
     def __init__(self, store: Any, operator: str, checkpoint_id: int | None) -> None:
-        from flinkstate.errors import OperatorNotFoundError
-
         self.store = store
-        rec = store.record(checkpoint_id)
-        self.checkpoint_id = rec.checkpoint_id
-        self.max_parallelism = rec.max_parallelism
-        self.is_savepoint = rec.kind == C.SAVEPOINT
-        meta = store.metadata(self.checkpoint_id)
-        op = meta.operators.get(operator)
-        if op is None:
-            raise OperatorNotFoundError(
-                f"operator {operator!r} is not in checkpoint {self.checkpoint_id}; operators: {sorted(meta.operators)}")
-        self.op = op
+        meta = store.metadata(checkpoint_id)
+        self.checkpoint_id = meta.info.checkpoint_id
+        self.max_parallelism = meta.info.max_parallelism
+        self.is_savepoint = meta.info.kind == C.SAVEPOINT
+        op = self.op = meta.operator(operator)
         self.properties = dict(meta.properties)
         key_types = {str(d.key_type): d.key_type for d in [*op.keyed_states.values(), *op.timer_services.values()]}
         if len(key_types) > 1:
