@@ -125,11 +125,13 @@ class FileIO:
         """Size of a file in bytes."""
         return int(self.fs.size(self.fs_path(rel)))
 
-    def delete(self, rel: str) -> None:
-        """Delete a file if it exists."""
+    def delete(self, rel: str) -> bool:
+        """Delete a file if it exists; True when it did."""
         path = self.fs_path(rel)
-        if self.fs.exists(path):
-            self.fs.rm(path)
+        if not self.fs.exists(path):
+            return False
+        self.fs.rm(path)
+        return True
 
     def copy(self, src_rel: str, dst_rel: str) -> None:
         """Copy one file inside the root."""

@@ -73,7 +73,6 @@ def collect_garbage(store: CheckpointStore) -> list[str]:
     for path in sorted(candidates - live):
         if not path.startswith(C.SHARED_DIR + "/"):
             continue  # savepoint files are owned by their savepoint
-        if store.io.exists(path):
-            store.io.delete(path)
+        if store.io.delete(path):
             deleted.append(path)
     return deleted

@@ -296,12 +296,3 @@ class DeltaCatalog:
             ) from e
         self._maybe_checkpoint(C.LOG_TABLE, planned_version + 1)
         return planned_version + 1
-
-    def completed_ids(self, version: int | None = None) -> set[int]:
-        """Ids with a COMPLETED event (at a log version)."""
-        t = self._table(C.LOG_TABLE, version)
-        if t is None:
-            return set()
-        tbl = self._read(t, C.LOG_TABLE, columns=["checkpoint_id", "event"])
-        mask = pc.equal(tbl.column("event"), C.EVENT_COMPLETED)
-        return set(tbl.column("checkpoint_id").filter(mask).to_pylist())

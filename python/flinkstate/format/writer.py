@@ -74,7 +74,8 @@ def split_ranges(max_parallelism: int, rows: int, rows_per_file: int = C.DEFAULT
 
 
 def _slices(table: pa.Table, ranges: Sequence[tuple[int, int]], what: str) -> list[tuple[tuple[int, int], pa.Table]]:
-    """Split rows by key-group range; every row must fall in exactly one of the (disjoint) ranges."""
+    """Split rows (sorted by key group) into zero-copy slices by key-group range; every row must
+    fall in exactly one of the (disjoint) ranges."""
     rs = sorted((int(a), int(b)) for a, b in ranges)
     for (a, b), (c, _) in zip(rs, rs[1:]):
         if c <= b:
@@ -82,17 +83,13 @@ def _slices(table: pa.Table, ranges: Sequence[tuple[int, int]], what: str) -> li
     if any(a > b for a, b in rs):
         raise KeyGroupOutOfRangeError(f"{what}: empty key-group range in {rs}")
     kg = table.column(C.COL_KEY_GROUP).to_numpy()
-    presorted = bool(kg.size < 2 or np.all(kg[:-1] <= kg[1:]))
-    order = None if presorted else np.argsort(kg, kind="stable")
-    skg = kg if order is None else kg[order]
     out = []
     covered = 0
     for r in ranges:
-        a = int(np.searchsorted(skg, r[0], side="left"))
-        b = int(np.searchsorted(skg, r[1], side="right"))
+        a = int(np.searchsorted(kg, r[0], side="left"))
+        b = int(np.searchsorted(kg, r[1], side="right"))
         covered += b - a
-        part = table.slice(a, b - a) if order is None else table.take(pa.array(order[a:b]))
-        out.append(((int(r[0]), int(r[1])), part))
+        out.append(((int(r[0]), int(r[1])), table.slice(a, b - a)))
     if covered != table.num_rows:
         starts = np.array([a for a, _ in rs])
         ends = np.array([b for _, b in rs])
@@ -124,7 +121,7 @@ def _write_ranged(
     """Key groups, conform, split by range, one file per range."""
     table = with_key_groups(table, max_parallelism, what)
     table = conform(table, schema, what)
-    # one sort of the whole table (key group first): every range is then a zero-copy slice
+    # one sort of the whole table, key group first: what _slices needs
     table = sort_for_kind(table, kind)
     if ranges is None:
         ranges = split_ranges(max_parallelism, table.num_rows)
