@@ -148,16 +148,18 @@ class DeltaCatalog:
             out = out.filter(pc.equal(out.column("checkpoint_id"), checkpoint_id))
         return out.select(columns) if columns else out
 
-    def _maybe_checkpoint(self, rel: str, version: int) -> None:
-        """Write a Delta checkpoint every DELTA_CHECKPOINT_INTERVAL commits (best effort)."""
-        if version % DELTA_CHECKPOINT_INTERVAL:
+    @staticmethod
+    def _maybe_checkpoint(table: Any) -> None:
+        """Write a Delta checkpoint every DELTA_CHECKPOINT_INTERVAL commits (best effort).
+
+        `table` is the DeltaTable the commit went through: it is already at the new version.
+        """
+        if table.version() % DELTA_CHECKPOINT_INTERVAL:
             return
-        t = self._table(rel, version)
-        if t is not None:
-            try:
-                t.create_checkpoint()
-            except _delta_errors():
-                return  # an optimisation only: the log stays valid without it
+        try:
+            table.create_checkpoint()
+        except _delta_errors():
+            return  # an optimisation only: the log stays valid without it
 
     def exists(self) -> bool:
         """True when the job root has a checkpoint log."""
@@ -266,10 +268,11 @@ class DeltaCatalog:
             for k in ("operator", "state", "kind", "path", "key_group_start", "key_group_end", "created_by_checkpoint_id", "seq", "rows", "bytes"):
                 cols[k].append(getattr(e, k))
         table = pa.table(cols, schema=MANIFEST_SCHEMA)
-        write_deltalake(self._uri(C.MANIFEST_TABLE), table, mode="append", storage_options=self.io.delta_storage_options())
-        t = self._table(C.MANIFEST_TABLE)
-        if t is not None:
-            self._maybe_checkpoint(C.MANIFEST_TABLE, int(t.version()))
+        target = self._table(C.MANIFEST_TABLE)
+        write_deltalake(target if target is not None else self._uri(C.MANIFEST_TABLE), table, mode="append",
+                        storage_options=self.io.delta_storage_options())
+        if target is not None:
+            self._maybe_checkpoint(target)
 
     def commit_log(self, row: dict[str, Any] | list[dict[str, Any]], planned_version: int) -> int:
         """Append log events in one commit at exactly `planned_version + 1`; raise CommitConflictError otherwise."""
@@ -294,5 +297,5 @@ class DeltaCatalog:
                 f"checkpoint {rows[0]['checkpoint_id']}: another writer committed to {self.io.url(C.LOG_TABLE)} "
                 f"after version {planned_version} that this commit was planned against; nothing of this attempt is visible"
             ) from e
-        self._maybe_checkpoint(C.LOG_TABLE, planned_version + 1)
+        self._maybe_checkpoint(table)
         return planned_version + 1
