@@ -89,14 +89,12 @@ class SavepointWriter:
         """Write every change and commit once; returns the new CheckpointInfo."""
         kind = "savepoint" if savepoint else "checkpoint"
         w = self.store.begin(kind=kind, checkpoint_id=checkpoint_id, base=self.base, max_parallelism=self._max_parallelism)
-        w._fs_renames = {}
         try:
             replaced: set[tuple[str, str]] = set()
             for what, args in self._ops:
                 if what == "rename":
                     old, new = args
                     w.rename_operator(old, new)
-                    w._fs_renames[new] = w._fs_renames.pop(old, old)
                 elif what == "remove_operator":
                     w.remove_operator(args[0])
                 elif what == "remove_state":
@@ -173,7 +171,7 @@ class SavepointWriter:
             return
         old_files = self.store.files(base.checkpoint_id)
         for uid, op in list(w.operators.items()):
-            src = w._fs_renames.get(uid, uid)
+            src = w.base_uid(uid)
             for name, desc in list(op.keyed_states.items()):
                 if (uid, name) in replaced:
                     continue

@@ -105,6 +105,7 @@ class CheckpointWriter:
             self.properties = dict(base_rec.metadata.get("properties", {}))
             self._entries = list(catalog.manifest(base_rec.checkpoint_id, base_rec.attempt_id))
         self._new_paths: list[str] = []
+        self._renamed_from: dict[str, str] = {}  # new uid -> uid in the base checkpoint
         self._seq = 0
         self._done = False
 
@@ -289,6 +290,11 @@ class CheckpointWriter:
         self.operators[new] = op.copy(uid=new)
         del self.operators[old]
         self._entries = [_replace(e, operator=new) if e.operator == old else e for e in self._entries]
+        self._renamed_from[new] = self._renamed_from.pop(old, old)
+
+    def base_uid(self, operator: str) -> str:
+        """The uid an operator of this writer has in the base checkpoint (renames followed back)."""
+        return self._renamed_from.get(operator, operator)
 
     def entries(self) -> list[FileEntry]:
         """The files the new checkpoint will use (so far)."""

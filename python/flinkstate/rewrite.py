@@ -37,7 +37,7 @@ def rescale_into(writer: Any, *, skip: set[tuple[str, str]] | None = None) -> No
     skip = skip or set()
     bid = base.checkpoint_id
     for uid, op in list(writer.operators.items()):
-        src_uid = _source_uid(writer, uid)
+        src_uid = writer.base_uid(uid)
         for name, desc in list(op.keyed_states.items()):
             if (uid, name) in skip:
                 continue
@@ -48,11 +48,6 @@ def rescale_into(writer: Any, *, skip: set[tuple[str, str]] | None = None) -> No
                 continue
             t = store.read_timers(src_uid, name, bid)
             writer.put_timers(uid, tdesc, rekey(t, writer.max_parallelism), mode="full")
-
-
-def _source_uid(writer: Any, uid: str) -> str:
-    renames = getattr(writer, "_fs_renames", {})
-    return renames.get(uid, uid)
 
 
 def rescale(
