@@ -122,9 +122,9 @@ def _overlapping(entries: Sequence[FileEntry], r: tuple[int, int] | None) -> lis
 
 
 def changed_key_group_ranges(
-    old_entries: Sequence[FileEntry], new_entries: Sequence[FileEntry], ranges: Sequence[tuple[int, int]]
-) -> list[tuple[int, int]]:
-    """The ranges whose files differ between the two checkpoints (others cannot have changed)."""
+    old_entries: Sequence[FileEntry], new_entries: Sequence[FileEntry], ranges: Sequence[tuple[int, int] | None]
+) -> list[tuple[int, int] | None]:
+    """The ranges whose files differ between the two checkpoints (others cannot have changed; None: every key group)."""
     out = []
     for r in ranges:
         a = {e.path for e in _overlapping(old_entries, r)}
@@ -155,9 +155,7 @@ def diff_state(
     empty = schema.empty_table().add_column(0, CHANGE_TYPE, pa.array([], pa.string()))
     same_mp = old_max_parallelism == new_max_parallelism
     if old_entries is not None and new_entries is not None and same_mp:
-        a = {e.path for e in _overlapping(old_entries, key_group_range)}
-        b = {e.path for e in _overlapping(new_entries, key_group_range)}
-        if a == b:
+        if not changed_key_group_ranges(old_entries, new_entries, [key_group_range]):
             return empty
     r_old = key_group_range if same_mp else None
     old = None if old_entries is None else read_view(io, old_entries, pk, old_max_parallelism, key_group_range=r_old)
@@ -172,8 +170,6 @@ def diff_state(
 
 def state_changes(store: Any, operator: str, state: str, from_checkpoint_id: int, to_checkpoint_id: int) -> pa.Table:
     """Changes of a keyed state between two committed checkpoints (whole state, one process)."""
-    from flinkstate.errors import StateNotFoundError
-
     r_from, r_to = store.record(from_checkpoint_id), store.record(to_checkpoint_id)
     try:
         desc = store.state_descriptor(operator, state, to_checkpoint_id)
@@ -184,6 +180,6 @@ def state_changes(store: Any, operator: str, state: str, from_checkpoint_id: int
     try:
         store.state_descriptor(operator, state, from_checkpoint_id)
         old_entries: list[FileEntry] | None = store.state_files(operator, state, from_checkpoint_id)
-    except (StateNotFoundError, LookupError):
+    except LookupError:  # StateNotFoundError, OperatorNotFoundError
         old_entries = None
     return diff_state(store.io, desc, old_entries, new_entries, r_from.max_parallelism, r_to.max_parallelism)
