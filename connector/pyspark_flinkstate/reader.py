@@ -20,6 +20,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
+from flinkstate.format.merge import overlaps
 from flinkstate.ttl import expiry_timestamps
 
 from pyspark_flinkstate.resolve import Resolved
@@ -65,10 +66,6 @@ class StatePartition(InputPartition):
         self.whole = whole
 
 
-def _overlaps(e: FileEntry, lo: int, hi: int) -> bool:
-    return not (e.key_group_end < lo or e.key_group_start > hi)
-
-
 def _elementary(entries: Sequence[FileEntry], lo: int, hi: int) -> list[tuple[int, int]]:
     """[lo, hi] cut at the starts of the full files (of the deltas when there is no full file)."""
     base = [e for e in entries if e.kind not in C.DELTA_KINDS] or list(entries)
@@ -79,7 +76,7 @@ def _elementary(entries: Sequence[FileEntry], lo: int, hi: int) -> list[tuple[in
 def _estimate(entries: Sequence[FileEntry], lo: int, hi: int) -> int:
     r = 0
     for e in entries:
-        if _overlaps(e, lo, hi):
+        if overlaps(e, lo, hi):
             span = e.key_group_end - e.key_group_start + 1
             r += e.rows * (min(hi, e.key_group_end) - max(lo, e.key_group_start) + 1) // max(1, span)
     return r
@@ -162,7 +159,7 @@ class FlinkStateReader(DataSourceReader):
         ranges = plan_ranges(res.entries, res.max_parallelism, allowed)
         parts = []
         for lo, hi in ranges:
-            files = [e for e in res.entries if _overlaps(e, lo, hi)]
+            files = [e for e in res.entries if overlaps(e, lo, hi)]
             kgs = None if allowed is None else sorted(k for k in allowed if lo <= k <= hi)
             parts.append(StatePartition(lo, hi, files, kgs))
         return parts  # type: ignore[return-value]
@@ -177,7 +174,7 @@ class FlinkStateReader(DataSourceReader):
         ranges = plan_ranges(list(new) + list(old), res.max_parallelism)
         parts = []
         for lo, hi in changed_key_group_ranges(old, new, ranges):
-            parts.append(StatePartition(lo, hi, [e for e in new if _overlaps(e, lo, hi)], None, [e for e in old if _overlaps(e, lo, hi)]))
+            parts.append(StatePartition(lo, hi, [e for e in new if overlaps(e, lo, hi)], None, [e for e in old if overlaps(e, lo, hi)]))
         return parts  # type: ignore[return-value]
 
     # ---------------------------------------------------------------- executors
@@ -248,13 +245,13 @@ class FlinkStateReader(DataSourceReader):
         """Merge per range of one full file: full files of disjoint ranges need no de-duplication."""
         from flinkstate.format.merge import read_view
 
-        files = [e for e in p.entries if _overlaps(e, p.key_group_start, p.key_group_end)]
+        files = [e for e in p.entries if overlaps(e, p.key_group_start, p.key_group_end)]
         _METRICS["files_opened"] += len(files)
         parts = []
         for lo, hi in _elementary(files, p.key_group_start, p.key_group_end):
             if p.key_groups is not None and not any(lo <= k <= hi for k in p.key_groups):
                 continue
-            sub = [e for e in files if _overlaps(e, lo, hi)]
+            sub = [e for e in files if overlaps(e, lo, hi)]
             v = read_view(self.res.io, sub, pk, self.res.max_parallelism, key_group_range=(lo, hi), filter=filter)
             if v is not None and v.num_rows:
                 parts.append(v)
@@ -290,7 +287,7 @@ class FlinkStateReader(DataSourceReader):
         parts = []
         for sd in self.res.timer_services:
             s = TimerServiceDescriptor.from_dict(sd)
-            files = [e for e in p.entries if e.state == s.name and _overlaps(e, p.key_group_start, p.key_group_end)]
+            files = [e for e in p.entries if e.state == s.name and overlaps(e, p.key_group_start, p.key_group_end)]
             if not files:
                 continue
             _METRICS["files_opened"] += len(files)

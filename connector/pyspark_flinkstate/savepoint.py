@@ -26,6 +26,7 @@ import pyarrow as pa
 from flinkstate.errors import InvalidArgumentError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
+from flinkstate.format.merge import overlaps
 from flinkstate.io import FileIO
 
 __all__ = ["SavepointWriter"]
@@ -211,7 +212,7 @@ class SavepointWriter:
         old_ranges = plan_ranges(files, old_mp) or [(0, old_mp - 1)]
         dd = desc.to_dict()
         kind, cid = w.kind, w.checkpoint_id
-        tasks = [json.dumps({"lo": lo, "hi": hi, "files": [e.to_dict() for e in files if not (e.key_group_end < lo or e.key_group_start > hi)]})
+        tasks = [json.dumps({"lo": lo, "hi": hi, "files": [e.to_dict() for e in files if overlaps(e, lo, hi)]})
                  for lo, hi in old_ranges]
 
         def _desc() -> Any:

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry, primary_key_columns, state_schema, timer_schema
-from flinkstate.format.merge import flat_key_columns, read_view
+from flinkstate.format.merge import flat_key_columns, overlaps, read_view
 
 __all__ = ["CHANGE_TYPE", "UPSERT", "DELETE", "diff_tables", "diff_state", "changed_key_group_ranges", "state_changes"]
 
@@ -118,7 +118,7 @@ def _chunks(a: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
 def _overlapping(entries: Sequence[FileEntry], r: tuple[int, int] | None) -> list[FileEntry]:
     if r is None:
         return list(entries)
-    return [e for e in entries if not (e.key_group_end < r[0] or e.key_group_start > r[1])]
+    return [e for e in entries if overlaps(e, *r)]
 
 
 def changed_key_group_ranges(

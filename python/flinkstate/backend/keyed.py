@@ -38,7 +38,7 @@ from flinkstate.descriptors import KeyedStateDescriptor, TimerServiceDescriptor
 from flinkstate.errors import InvalidArgumentError, KeyGroupOutOfRangeError, SchemaMismatchError, StateNotFoundError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry, primary_key_columns
-from flinkstate.format.merge import order_entries, read_view
+from flinkstate.format.merge import order_entries, overlaps, read_view
 from flinkstate.keygroups import assign_key_group, key_group_range as _kg_range
 
 __all__ = ["KeyedStateBackend", "KeyedSnapshot", "CompactionPolicy", "system_clock"]
@@ -445,7 +445,7 @@ class KeyedStateBackend:
         rng = self.key_group_range
         mine = [e for e in order_entries(entries) if (e.key_group_start, e.key_group_end) == rng]
         if not mine or any(
-            not (e.key_group_end < rng[0] or e.key_group_start > rng[1]) and (e.key_group_start, e.key_group_end) != rng
+            overlaps(e, *rng) and (e.key_group_start, e.key_group_end) != rng
             for e in entries
         ):
             return None

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
 
-__all__ = ["order_entries", "newest_full_order", "merge_tables", "read_view", "live_positions", "flat_key_columns", "group_rows"]
+__all__ = ["order_entries", "newest_full_order", "merge_tables", "read_view", "overlaps", "live_positions", "flat_key_columns", "group_rows"]
 
 _SEQ = "__fs_seq"
 
@@ -33,6 +33,11 @@ def newest_full_order(entries: Sequence[FileEntry], max_parallelism: int) -> np.
         if e.kind not in C.DELTA_KINDS:
             out[e.key_group_start : e.key_group_end + 1] = i
     return out
+
+
+def overlaps(e: FileEntry, lo: int, hi: int) -> bool:
+    """True when a file's key-group range meets [lo, hi]."""
+    return not (e.key_group_end < lo or e.key_group_start > hi)
 
 
 def live_positions(ordered: Sequence[FileEntry], full_order: np.ndarray) -> list[int]:
@@ -143,7 +148,7 @@ def read_view(
     tables, positions = [], []
     for pos in live_positions(ordered, full_order):
         e = ordered[pos]
-        if key_group_range is not None and (e.key_group_end < key_group_range[0] or e.key_group_start > key_group_range[1]):
+        if key_group_range is not None and not overlaps(e, *key_group_range):
             continue
         expr = filter
         if key_group_range is not None and (e.key_group_start < key_group_range[0] or e.key_group_end > key_group_range[1]):
