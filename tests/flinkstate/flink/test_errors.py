@@ -1,0 +1,141 @@
+"""Corrupt, truncated and unsupported Flink savepoints give typed errors that name the culprit."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURE
+
+from flinkstate.errors import CorruptFileError
+from flinkstate.flink import (
+    UnsupportedFlinkFormatError,
+    UnsupportedSerializerError,
+    parse_metadata,
+    read_keyed_state,
+    read_metadata,
+)
+
+LONG = "org.apache.flink.api.common.typeutils.base.LongSerializer$LongSerializerSnapshot"
+KRYO = "org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
+
+
+def utf(s: str) -> bytes:
+    """writeUTF of an ASCII string."""
+    return struct.pack(">H", len(s)) + s.encode()
+
+
+def metadata(keyed: bytes = b"\x00", version: int = 6, channels: int = 0) -> bytes:
+    """A one-operator ('op'), one-subtask `_metadata` with the given managed keyed handle bytes."""
+    out = struct.pack(">Iiqi", 0x4960672D, version, 1, 0) + struct.pack(">i", 1)
+    if version >= 5:
+        out += utf("op") + utf("op")
+    out += struct.pack(">qqii", 1, 2, 1, 128) + b"\x00"  # operator id, parallelism, max parallelism, no coordinator
+    out += struct.pack(">iiii", 1, 0, 0, 0)  # one subtask (index 0), no operator state
+    out += keyed + b"\x00" + struct.pack(">ii", channels, 0)
+    return out
+
+
+def inline_keyed(data: bytes) -> bytes:
+    """A KeyGroupsSavepointStateHandle over all 128 key groups (no data offsets) with inline bytes."""
+    return b"\x07" + struct.pack(">ii", 0, 128) + bytes(8 * 128) + b"\x01" + utf("file:/gone/state") + struct.pack(">i", len(data)) + data
+
+
+def copy_fixture(tmp_path: Path, variant: str = "files") -> Path:
+    """A writable copy of a checked-in savepoint directory."""
+    dst = tmp_path / variant
+    shutil.copytree(FIXTURE / variant / "savepoint", dst)
+    return dst
+
+
+def keyed_file(sp: Path, uid: str, subtask: int = 0) -> tuple[Path, list[int], int]:
+    """The file of an operator subtask's keyed state, its key groups with data and their offsets."""
+    h = read_metadata(str(sp)).operator(uid).subtasks[subtask].managed_keyed
+    kgs = [h.start + i for i, o in enumerate(h.offsets) if o > 0]
+    return sp / h.stream.path, kgs, [int(o) for o in h.offsets if o > 0]
+
+
+def test_truncated_keyed_file_names_file_and_key_group(tmp_path: Path) -> None:
+    sp = copy_fixture(tmp_path)
+    path, kgs, offsets = keyed_file(sp, "long-keyed")
+    path.write_bytes(path.read_bytes()[: offsets[-1] + 20])
+    with pytest.raises(CorruptFileError, match=rf"{path.name}.*key group {kgs[-1]}\b"):
+        read_keyed_state(read_metadata(str(sp)), "long-keyed")
+
+
+def test_corrupt_record_length_names_key_group(tmp_path: Path) -> None:
+    sp = copy_fixture(tmp_path)
+    path, kgs, offsets = keyed_file(sp, "string-keyed", 1)
+    data = bytearray(path.read_bytes())
+    data[offsets[2] + 2 : offsets[2] + 6] = b"\xff\xff\xff\xff"  # the first key's length
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptFileError, match=rf"{path.name}.*key group {kgs[2]}\b"):
+        read_keyed_state(read_metadata(str(sp)), "string-keyed")
+
+
+def test_key_in_wrong_key_group_is_caught(tmp_path: Path) -> None:
+    sp = copy_fixture(tmp_path)
+    path, kgs, offsets = keyed_file(sp, "long-keyed")
+    data = bytearray(path.read_bytes())
+    data[offsets[0] + 2 + 4 + 1 + 7] ^= 0x01  # last byte of the first Long key: same framing, other hash
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptFileError, match=rf"stored in key group {kgs[0]} but hashes to key group"):
+        read_keyed_state(read_metadata(str(sp)), "long-keyed")
+
+
+def test_truncated_snappy_key_group(tmp_path: Path) -> None:
+    sp = copy_fixture(tmp_path, "snappy")
+    path, kgs, offsets = keyed_file(sp, "long-keyed")
+    path.write_bytes(path.read_bytes()[: offsets[-1] + 12])
+    with pytest.raises(CorruptFileError, match=rf"{path.name}.*key group {kgs[-1]}\b"):
+        read_keyed_state(read_metadata(str(sp)), "long-keyed")
+
+
+def test_missing_state_file_names_handle(tmp_path: Path) -> None:
+    sp = copy_fixture(tmp_path)
+    path, _, _ = keyed_file(sp, "long-keyed", 1)
+    path.unlink()
+    with pytest.raises(CorruptFileError, match=rf"{path.name}.*missing"):
+        read_keyed_state(read_metadata(str(sp)), "long-keyed")
+
+
+def test_truncated_metadata(tmp_path: Path) -> None:
+    sp = copy_fixture(tmp_path)
+    meta = sp / "_metadata"
+    meta.write_bytes(meta.read_bytes()[:700])
+    with pytest.raises(CorruptFileError, match=r"_metadata: truncated"):
+        read_metadata(str(sp))
+
+
+def test_unsupported_metadata_version() -> None:
+    with pytest.raises(UnsupportedFlinkFormatError, match=r"metadata version 7"):
+        parse_metadata(metadata(version=7))
+
+
+def test_rocksdb_incremental_handle_refused_when_read() -> None:
+    handle = b"\x0b" + struct.pack(">q", 3) + utf("uuid") + struct.pack(">iiq", 0, 128, 10) + b"\x00" + struct.pack(">ii", 0, 0) + utf("id")
+    meta = parse_metadata(metadata(handle))
+    assert meta.operator("op").max_parallelism == 128
+    with pytest.raises(UnsupportedFlinkFormatError, match=r"operator op subtask 0 uses IncrementalRemoteKeyedStateHandle"):
+        read_keyed_state(meta, "op")
+
+
+def test_changelog_handle_refused() -> None:
+    with pytest.raises(UnsupportedFlinkFormatError, match=r"operator op subtask 0 uses ChangelogStateBackendHandle"):
+        parse_metadata(metadata(b"\x08"))
+
+
+def test_unaligned_channel_state_refused() -> None:
+    with pytest.raises(UnsupportedFlinkFormatError, match=r"InputChannelStateHandle"):
+        parse_metadata(metadata(channels=1))
+
+
+def test_kryo_serializer_names_operator_state_and_class() -> None:
+    header = struct.pack(">i?i", 6, False, 2) + utf(LONG) + struct.pack(">ih", 3, 1)
+    header += utf("kryo-state") + struct.pack(">ii", 0, 1) + utf("KEYED_STATE_TYPE") + utf("VALUE")
+    header += struct.pack(">i", 2) + utf("VALUE_SERIALIZER") + struct.pack(">i", 2) + utf(KRYO) + struct.pack(">i", 2)
+    meta = parse_metadata(metadata(inline_keyed(header)))
+    with pytest.raises(UnsupportedSerializerError, match=rf"operator op, state 'kryo-state'.*{KRYO}"):
+        read_keyed_state(meta, "op")
