@@ -103,14 +103,14 @@ def read_type(r: DataReader, ctx: str) -> TypeNode:
         return TypeNode(_SIMPLE[cls], cls)
     if cls in _COMPOSITE:
         kind, outer = _COMPOSITE[cls]
-        return _composite(r, ctx, cls, kind, outer, version)
+        return _composite(r, ctx, cls, kind, outer)
     if cls == _POJO:
         return _pojo(r, ctx, cls)
     raise UnsupportedSerializerError(f"{ctx}: serializer snapshot {cls} (version {version}) is not supported; "
                                      "Kryo, Avro and custom serializers cannot be decoded")
 
 
-def _composite(r: DataReader, ctx: str, cls: str, kind: str, outer: str | None, version: int) -> TypeNode:
+def _composite(r: DataReader, ctx: str, cls: str, kind: str, outer: str | None) -> TypeNode:
     legacy = False
     if r.i32() != _COMPOSITE_MAGIC:
         raise CorruptFileError(f"{r.where}: {ctx}: bad composite serializer snapshot magic in {cls}")
@@ -123,7 +123,6 @@ def _composite(r: DataReader, ctx: str, cls: str, kind: str, outer: str | None, 
     names: tuple[str, ...] = ()
     if kind in ("row", "tuple"):
         names = tuple(f"f{i}" for i in range(len(children)))
-    del version
     return TypeNode(kind, cls, children, names, legacy)
 
 

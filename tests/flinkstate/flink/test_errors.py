@@ -139,3 +139,19 @@ def test_kryo_serializer_names_operator_state_and_class() -> None:
     meta = parse_metadata(metadata(inline_keyed(header)))
     with pytest.raises(UnsupportedSerializerError, match=rf"operator op, state 'kryo-state'.*{KRYO}"):
         read_keyed_state(meta, "op")
+
+
+@pytest.mark.parametrize("scheme", ["", "file:", "file://"])
+def test_absolute_file_state_handle(tmp_path: Path, scheme: str) -> None:
+    """A FileStateHandle (absolute path, as in retained checkpoints) is read like a relative one."""
+    sp = copy_fixture(tmp_path)
+    h = read_metadata(str(sp)).operator("long-keyed").subtasks[0].managed_keyed
+    moved = tmp_path / "elsewhere" / "state-file"
+    moved.parent.mkdir()
+    shutil.move(str(sp / h.stream.path), moved)
+    handle = b"\x07" + struct.pack(">ii", h.start, len(h.offsets)) + h.offsets.astype(">i8").tobytes()
+    handle += b"\x02" + struct.pack(">q", moved.stat().st_size) + utf(scheme + str(moved))
+    got = read_keyed_state(parse_metadata(metadata(handle), str(tmp_path / "_metadata")), "op")
+    want = read_keyed_state(read_metadata(str(FIXTURE / "files" / "savepoint")), "long-keyed")
+    for name, table in want.states.items():
+        assert got.states[name].to_pylist() == [r for r in table.to_pylist() if r["key_group"] <= h.end], name
