@@ -108,6 +108,14 @@ public class StateGenJob {
         transient ValueState<Integer> ints;
         transient ValueState<Double> dbl;
         transient ValueState<Boolean> bool;
+        transient ValueState<Short> shorts;
+        transient ValueState<Byte> bytes1;
+        transient ValueState<Float> floats;
+        transient ValueState<Character> chars;
+        transient ValueState<byte[]> blob;
+        transient ListState<Long> ttlList;
+        /** key -> {first before, last after} of ttlList.add(), the bracket of its elements' TTL timestamps. */
+        static final Map<Long, long[]> TTL_LIST_BOUNDS = new ConcurrentHashMap<>();
 
         @Override
         public void open(OpenContext ctx) {
@@ -122,6 +130,14 @@ public class StateGenJob {
             ints = getRuntimeContext().getState(new ValueStateDescriptor<>("ints", Types.INT));
             dbl = getRuntimeContext().getState(new ValueStateDescriptor<>("double", Types.DOUBLE));
             bool = getRuntimeContext().getState(new ValueStateDescriptor<>("bool", Types.BOOLEAN));
+            shorts = getRuntimeContext().getState(new ValueStateDescriptor<>("shorts", Types.SHORT));
+            bytes1 = getRuntimeContext().getState(new ValueStateDescriptor<>("bytes1", Types.BYTE));
+            floats = getRuntimeContext().getState(new ValueStateDescriptor<>("floats", Types.FLOAT));
+            chars = getRuntimeContext().getState(new ValueStateDescriptor<>("chars", Types.CHAR));
+            blob = getRuntimeContext().getState(new ValueStateDescriptor<>("blob", byte[].class));
+            ListStateDescriptor<Long> ttlListDesc = new ListStateDescriptor<>("ttl_list", Types.LONG);
+            ttlListDesc.enableTimeToLive(StateTtlConfig.newBuilder(Duration.ofDays(3650)).build());
+            ttlList = getRuntimeContext().getListState(ttlListDesc);
         }
 
         @Override
@@ -161,6 +177,30 @@ public class StateGenJob {
             put(op + "/double/" + k, head(op, "double", "value", k, kg) + ",\"value\":" + dbl.value() + "}");
             bool.update(v % 2 == 0);
             put(op + "/bool/" + k, head(op, "bool", "value", k, kg) + ",\"value\":" + bool.value() + "}");
+            shorts.update((short) (v * 1000));
+            put(op + "/shorts/" + k, head(op, "shorts", "value", k, kg) + ",\"value\":" + shorts.value() + "}");
+            bytes1.update((byte) (v * 7));
+            put(op + "/bytes1/" + k, head(op, "bytes1", "value", k, kg) + ",\"value\":" + bytes1.value() + "}");
+            floats.update(v / 4.0f - 10);
+            put(op + "/floats/" + k, head(op, "floats", "value", k, kg) + ",\"value\":" + floats.value() + "}");
+            chars.update(v % 5 == 0 ? '\u00e9' : (char) ('A' + v % 26));
+            put(op + "/chars/" + k, head(op, "chars", "value", k, kg) + ",\"value\":" + q(String.valueOf(chars.value())) + "}");
+            byte[] bl = new byte[(int) (v % 4)];
+            for (int i = 0; i < bl.length; i++) bl[i] = (byte) (v + i * 100);
+            blob.update(bl);
+            StringBuilder hex = new StringBuilder();
+            for (byte x : blob.value()) hex.append(String.format("%02x", x));
+            put(op + "/blob/" + k, head(op, "blob", "value", k, kg) + ",\"value\":" + q(hex.toString()) + "}");
+            if (v % 3 == 0) {
+                long b0 = System.currentTimeMillis();
+                ttlList.add(v);
+                long b1 = System.currentTimeMillis();
+                long[] bounds = TTL_LIST_BOUNDS.computeIfAbsent(key, x -> new long[] {b0, b1});
+                bounds[1] = b1;
+                StringBuilder tl = new StringBuilder("[");
+                for (Long e : ttlList.get()) { if (tl.length() > 1) tl.append(','); tl.append(e); }
+                put(op + "/ttl_list/" + k, head(op, "ttl_list", "list", k, kg) + ",\"value\":" + tl + "],\"ttl_min\":" + bounds[0] + ",\"ttl_max\":" + bounds[1] + "}");
+            }
             long t = 1_000_000_000_000L + v * 1000;
             ctx.timerService().registerEventTimeTimer(t);
             put(op + "/timer/" + k + "/" + t, "{\"operator\":" + q(op) + ",\"service\":\"event_user-timers\",\"kind\":\"timer\",\"key\":" + k + ",\"key_group\":" + kg + ",\"timestamp\":" + t + "}");
@@ -172,11 +212,15 @@ public class StateGenJob {
     public static class StringKeyed extends KeyedProcessFunction<String, Long, Long> {
         transient ValueState<String> last;
         transient MapState<String, Long> map;
+        transient MapState<String, String> ttlMap;
 
         @Override
         public void open(OpenContext ctx) {
             last = getRuntimeContext().getState(new ValueStateDescriptor<>("last", Types.STRING));
             map = getRuntimeContext().getMapState(new MapStateDescriptor<>("map", Types.STRING, Types.LONG));
+            MapStateDescriptor<String, String> ttlMapDesc = new MapStateDescriptor<>("ttl_map", Types.STRING, Types.STRING);
+            ttlMapDesc.enableTimeToLive(StateTtlConfig.newBuilder(Duration.ofDays(3650)).build());
+            ttlMap = getRuntimeContext().getMapState(ttlMapDesc);
         }
 
         @Override
@@ -192,6 +236,11 @@ public class StateGenJob {
             String uk = "u" + (v % 3);
             map.put(uk, v * 31 - 500);  // no null values: the heap backend cannot write them to a canonical savepoint
             put(op + "/map/" + key + "/" + uk, head(op, "map", "map", q(key), kg) + ",\"user_key\":" + q(uk) + ",\"value\":" + map.get(uk) + "}");
+            String tk = "t" + (v % 2);
+            long m0 = System.currentTimeMillis();
+            ttlMap.put(tk, "v" + v);
+            long m1 = System.currentTimeMillis();
+            put(op + "/ttl_map/" + key + "/" + tk, head(op, "ttl_map", "map", q(key), kg) + ",\"user_key\":" + q(tk) + ",\"value\":" + q(ttlMap.get(tk)) + ",\"ttl_min\":" + m0 + ",\"ttl_max\":" + m1 + "}");
             STRING_DONE.incrementAndGet();
         }
     }
@@ -253,6 +302,7 @@ public class StateGenJob {
 
     static void runVariant(Path out, String variant) throws Exception {
         DUMP.clear();
+        LongKeyed.TTL_LIST_BOUNDS.clear();
         LONG_DONE.set(0); STRING_DONE.set(0); OPSTATE_DONE.set(0); BROADCAST_DONE.set(0);
         Configuration conf = new Configuration();
         conf.setString("state.backend.type", "hashmap");

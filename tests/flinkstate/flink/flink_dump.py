@@ -23,16 +23,18 @@ def check_savepoint(savepoint: Path, expected: Path) -> int:
     dump = load_dump(expected)
     meta = read_metadata(str(savepoint))
     want: dict[tuple[str, str], dict[Any, Any]] = defaultdict(dict)
-    ttl_bounds: dict[Any, tuple[int, int]] = {}
+    ttl_bounds: dict[tuple[str, str, Any], tuple[int, int]] = {}
     kgs: dict[tuple[str, Any], int] = {}
     for d in dump:
         kind = d["kind"]
         if kind in ("value", "list"):
             want[(d["operator"], d["state"])][d["key"]] = d["value"]
             if "ttl_min" in d:
-                ttl_bounds[d["key"]] = (d["ttl_min"], d["ttl_max"])
+                ttl_bounds[(d["operator"], d["state"], d["key"])] = (d["ttl_min"], d["ttl_max"])
         elif kind == "map":
             want[(d["operator"], d["state"])][(d["key"], d["user_key"])] = d["value"]
+            if "ttl_min" in d:
+                ttl_bounds[(d["operator"], d["state"], (d["key"], d["user_key"]))] = (d["ttl_min"], d["ttl_max"])
         elif kind == "timer":
             want[(d["operator"], d["service"])][(d["key"], d["timestamp"])] = True
         elif kind in ("split", "union"):
@@ -50,6 +52,8 @@ def check_savepoint(savepoint: Path, expected: Path) -> int:
             got: dict[Any, Any] = {}
             kind = ks.meta.get(name, ks.meta.get("_timer_state/" + name)).keyed_type
             for r in rows:
+                if isinstance(r.get("value"), bytes):
+                    r["value"] = r["value"].hex()  # the dump writes byte[] as hex
                 assert r["key_group"] == kgs[(uid, r["key"])], (uid, name, r)
                 if kind == "LIST":
                     got.setdefault(r["key"], []).append(r["value"])
@@ -60,7 +64,7 @@ def check_savepoint(savepoint: Path, expected: Path) -> int:
                 else:
                     got[r["key"]] = r["value"]
                 if "ttl_last_access" in r:
-                    lo, hi = ttl_bounds[r["key"]]
+                    lo, hi = ttl_bounds[(uid, name, (r["key"], r["user_key"]) if kind == "MAP" else r["key"])]
                     assert lo <= r["ttl_last_access"] <= hi, (uid, name, r, lo, hi)
                     checked += 1
             assert got == want.get((uid, name), {}), (uid, name)

@@ -105,7 +105,7 @@ def test_truncated_metadata(tmp_path: Path) -> None:
     sp = copy_fixture(tmp_path)
     meta = sp / "_metadata"
     meta.write_bytes(meta.read_bytes()[:700])
-    with pytest.raises(CorruptFileError, match=r"_metadata: truncated"):
+    with pytest.raises(CorruptFileError, match=r"/_metadata: (truncated|invalid number of \w+ \(\d+\))"):
         read_metadata(str(sp))
 
 
