@@ -73,8 +73,13 @@ def compile_job() -> Path:
     return classes
 
 
-def run_job(out: Path, n: int = 100, variants: tuple[str, ...] = VARIANTS, timeout: float = 600) -> None:
-    """Run the generator job: OUT/<variant>/savepoint and OUT/<variant>/expected.jsonl per variant."""
+def run_job(
+    out: Path, n: int = 100, variants: tuple[str, ...] = VARIANTS, timeout: float = 600, props: dict[str, int] | None = None
+) -> None:
+    """Run the generator job: OUT/<variant>/savepoint and OUT/<variant>/expected.jsonl per variant.
+
+    props sets the job's system properties flinkstate.keys / skeys / rate (distinct keys, records/s).
+    """
     classes = compile_job()
     cp = os.pathsep.join([str(classes)] + [str(p) for p in classpath(flink_lib())])
     out = Path(out).resolve()
@@ -83,7 +88,7 @@ def run_job(out: Path, n: int = 100, variants: tuple[str, ...] = VARIANTS, timeo
         shutil.rmtree(out / v, ignore_errors=True)
     cmd = [
         "java", "--add-opens", "java.base/java.util=ALL-UNNAMED", "--add-opens", "java.base/java.lang=ALL-UNNAMED",
-        "-Dlog4j2.level=ERROR", "-cp", cp, "StateGenJob", str(out), str(n), *variants,
+        "-Dlog4j2.level=ERROR", *(f"-Dflinkstate.{k}={v}" for k, v in (props or {}).items()), "-cp", cp, "StateGenJob", str(out), str(n), *variants,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:

@@ -57,6 +57,10 @@ import org.apache.flink.util.Collector;
 public class StateGenJob {
     static final int MAX_PARALLELISM = 128;
     static long n;
+    /** Distinct Long keys, String keys and the input rate (records/s): system properties flinkstate.keys, .skeys, .rate. */
+    static final long KEYS = Long.getLong("flinkstate.keys", 37L);
+    static final long SKEYS = Long.getLong("flinkstate.skeys", 23L);
+    static final long RATE = Long.getLong("flinkstate.rate", 2000L);
     static final AtomicLong LONG_DONE = new AtomicLong();
     static final AtomicLong STRING_DONE = new AtomicLong();
     static final AtomicLong OPSTATE_DONE = new AtomicLong();
@@ -318,18 +322,18 @@ public class StateGenJob {
         final long count = n;
         // Index < n: a real record (its value); later indices: -1 fillers, dropped, so the job never finishes.
         GeneratorFunction<Long, Long> gen = i -> i < count ? i : -1L;
-        DataGeneratorSource<Long> source = new DataGeneratorSource<>(gen, Long.MAX_VALUE, RateLimiterStrategy.perSecond(2000), Types.LONG);
+        DataGeneratorSource<Long> source = new DataGeneratorSource<>(gen, Long.MAX_VALUE, RateLimiterStrategy.perSecond(RATE), Types.LONG);
         DataStream<Long> all = env.fromSource(source, WatermarkStrategy.noWatermarks(), "gen").setParallelism(1).uid("source").name("gen");
         DataStream<Long> real = all.filter(v -> v >= 0).setParallelism(1).uid("real").name("real");
-        real.keyBy(v -> v % 37, Types.LONG).process(new LongKeyed()).uid("long-keyed").name("long-keyed").sinkTo(new DiscardingSink<>());
-        real.keyBy(v -> "k" + (v % 23), Types.STRING).process(new StringKeyed()).uid("string-keyed").name("string-keyed").sinkTo(new DiscardingSink<>());
+        real.keyBy(v -> v % KEYS, Types.LONG).process(new LongKeyed()).uid("long-keyed").name("long-keyed").sinkTo(new DiscardingSink<>());
+        real.keyBy(v -> "k" + (v % SKEYS), Types.STRING).process(new StringKeyed()).uid("string-keyed").name("string-keyed").sinkTo(new DiscardingSink<>());
         Partitioner<Long> byParity = (Long key, int nPartitions) -> (int) (key % nPartitions);
         real.partitionCustom(byParity, v -> v).map(new OpState()).uid("opstate").name("opstate").sinkTo(new DiscardingSink<>());
         BroadcastStream<Long> b = real.broadcast(BCAST);
         real.connect(b).process(new Bcast()).uid("bcast").name("bcast").sinkTo(new DiscardingSink<>());
 
         JobClient client = env.executeAsync("flinkstate-gen-" + variant);
-        long deadline = System.currentTimeMillis() + 120_000;
+        long deadline = System.currentTimeMillis() + 120_000 + 1000 * n / RATE;
         while (LONG_DONE.get() < n || STRING_DONE.get() < n || OPSTATE_DONE.get() < n || BROADCAST_DONE.get() < 2 * n) {
             if (System.currentTimeMillis() > deadline) throw new IllegalStateException("records not processed in time");
             Thread.sleep(50);
