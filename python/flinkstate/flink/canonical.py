@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from flinkstate.errors import InvalidArgumentError
+from flinkstate.flink._fastpath import fixed_run_spec
 from flinkstate.flink._io import DataReader, snappy_unframe
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
 from flinkstate.flink.metadata import CheckpointMetadata, KeyGroupsHandle, OperatorState, UnsupportedKeyedHandle
@@ -90,6 +91,7 @@ class _StateDecoder:
         self.elem_node = elem
         if self.ttl:
             self.rows["ttl_last_access"] = []
+        self.fast = fixed_run_spec(self.kind, prefix, self.key_node, self.ns_node, self.value_node)
 
     def _skip_len(self, key: bytes, pos: int, start: int) -> int:
         n = pos - start
@@ -177,7 +179,12 @@ class _StateDecoder:
         if "value" in self.rows:
             types["value"] = arrow_type(self.elem_node)
         order = ["key_group", "key", "namespace", "user_key", "timestamp", "value", "ttl_last_access"]
-        cols = {c: pa.array(self.rows[c], type=types[c]) for c in order if c in self.rows}
+        chunks = self.fast.chunks if self.fast is not None else {}
+        cols = {
+            c: pa.array(np.concatenate(chunks[c]) if c in chunks else self.rows[c], type=types[c])
+            for c in order
+            if c in self.rows
+        }
         return pa.table(cols)
 
 
@@ -227,10 +234,18 @@ def _decode_key_group(buf: bytes, pos: int, kg: int, prefix: int, decoders: dict
     sid = _U16.unpack_from(buf, pos)[0]
     pos += 2
     n_states = len(decoders)
+    arr = np.frombuffer(buf, dtype=np.uint8)
     while True:
         if sid >= n_states:
             raise ValueError(f"state id {sid} is not in the header ({n_states} states)")
         dec = decoders[sid]
+        if dec.fast is not None:  # a whole run of fixed-width records at once
+            pos = dec.fast.run(arr, pos, kg)
+            sid = _U16.unpack_from(buf, pos)[0]
+            pos += 2
+            if sid == _END_OF_KEY_GROUP:
+                return
+            continue
         klen = unpack_i32(buf, pos)[0]
         pos += 4
         if klen <= 0 or pos + klen > len(buf):
