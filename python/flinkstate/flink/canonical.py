@@ -33,6 +33,7 @@ _I32 = struct.Struct(">i")
 _U16 = struct.Struct(">H")
 _U64 = struct.Struct(">Q")
 _SIGN = 1 << 63
+_LIST_DTYPES = {"long": ">i8", "int": ">i4", "short": ">i2", "byte": "i1", "double": ">f8", "float": ">f4", "bool": "u1"}
 
 
 @dataclass
@@ -92,6 +93,11 @@ class _StateDecoder:
         if self.ttl:
             self.rows["ttl_last_access"] = []
         self.fast = fixed_run_spec(self.kind, prefix, self.key_node, self.ns_node, self.value_node)
+        # LIST of fixed-width elements without TTL: values are kept whole and split with numpy in table().
+        self.list_width = 0
+        if self.kind == "LIST" and not self.ttl and elem is not None and elem.kind in _LIST_DTYPES:
+            self.list_width = np.dtype(_LIST_DTYPES[elem.kind]).itemsize
+        self.list_raw: list[bytes] = []
 
     def _skip_len(self, key: bytes, pos: int, start: int) -> int:
         n = pos - start
@@ -135,6 +141,12 @@ class _StateDecoder:
                 v, vpos = self.elem_reader(value, 1)
             self._row(kg, k, ns, v, vpos, len(value))
             rows["user_key"].append(uk)
+        elif self.list_width:
+            if len(value) % (self.list_width + 1) != self.list_width:
+                raise ValueError(f"a list value of {len(value)} bytes is not ','-delimited {self.list_width}-byte elements")
+            rows["key_group"].append(kg)
+            rows["key"].append(k)
+            self.list_raw.append(value)
         elif self.kind == "LIST":
             vpos = 0
             n = len(value)
@@ -179,6 +191,8 @@ class _StateDecoder:
         if "value" in self.rows:
             types["value"] = arrow_type(self.elem_node)
         order = ["key_group", "key", "namespace", "user_key", "timestamp", "value", "ttl_last_access"]
+        if self.list_width:
+            return self._list_table(types)
         chunks = self.fast.chunks if self.fast is not None else {}
         cols = {
             c: pa.array(np.concatenate(chunks[c]) if c in chunks else self.rows[c], type=types[c])
@@ -186,6 +200,24 @@ class _StateDecoder:
             if c in self.rows
         }
         return pa.table(cols)
+
+
+    def _list_table(self, types: dict[str, pa.DataType]) -> pa.Table:
+        """Split the kept list values (elements joined by ',') into one row per element with numpy."""
+        w = self.list_width
+        lens = np.fromiter((len(v) for v in self.list_raw), dtype=np.int64, count=len(self.list_raw))
+        counts = (lens + 1) // (w + 1)
+        cells = np.frombuffer(b",".join(self.list_raw) + b",", dtype=np.uint8).reshape(-1, w + 1)
+        if (cells[:, w] != 0x2C).any():
+            raise CorruptFileError(f"{self.ctx}: list elements are not ','-delimited")
+        values = np.ascontiguousarray(cells[:, :w]).view(_LIST_DTYPES[self.elem_node.kind]).ravel()
+        values = values != 0 if self.elem_node.kind == "bool" else values.astype(values.dtype.newbyteorder("="))
+        rows = pa.array(np.repeat(np.arange(len(counts)), counts))
+        return pa.table({
+            "key_group": pa.array(self.rows["key_group"], pa.int32()).take(rows),
+            "key": pa.array(self.rows["key"], types["key"]).take(rows),
+            "value": pa.array(values, type=arrow_type(self.elem_node)),
+        })
 
 
 def _key_group_streams(data: bytes, handle: KeyGroupsHandle, compressed: bool, where: str):
