@@ -1,6 +1,6 @@
 """Decode throughput of a canonical Flink savepoint (entries/s per keyed operator, one core).
 
-    python flinkjobs/harness.py /tmp/fl 100000 files   # with props keys=100000 (see flinkjobs/README.md)
+    python flinkjobs/harness.py /tmp/fl 100000 files keys=100000 skeys=50000 rate=50000
     python bench/flink_canonical_decode.py /tmp/fl/files/savepoint
 """
 

@@ -4,7 +4,7 @@ Stdlib only. The jars come from the `apache-flink-libraries` wheel (downloaded o
 into a cache directory and unpacked there); the project's own Java job is compiled with javac
 against flink-dist and run with java 17.
 
-    python flinkjobs/harness.py OUT_DIR [N] [files|inline|snappy ...]
+    python flinkjobs/harness.py OUT_DIR [N] [files|inline|snappy ...] [keys=K skeys=K rate=R]
 """
 
 from __future__ import annotations
@@ -96,12 +96,14 @@ def run_job(
 
 
 def main(argv: list[str]) -> int:
-    """Command line: OUT_DIR [N] [variants...]."""
+    """Command line: OUT_DIR [N] [variants...] [name=value job properties]."""
     if not argv:
         print(__doc__)
         return 2
     n = int(argv[1]) if len(argv) > 1 else 100
-    run_job(Path(argv[0]), n, tuple(argv[2:]) or VARIANTS)
+    props = {k: int(v) for k, _, v in (a.partition("=") for a in argv[2:] if "=" in a)}
+    variants = tuple(a for a in argv[2:] if "=" not in a) or VARIANTS
+    run_job(Path(argv[0]), n, variants, props=props)
     return 0
 
 
