@@ -55,7 +55,8 @@ import org.apache.flink.util.Collector;
  * Each variant writes OUT_DIR/VARIANT/savepoint/ and OUT_DIR/VARIANT/expected.jsonl.
  */
 public class StateGenJob {
-    static final int MAX_PARALLELISM = 128;
+    /** maxParallelism (system property flinkstate.maxp): above 128 keys carry a 2-byte key-group prefix. */
+    static final int MAX_PARALLELISM = Integer.getInteger("flinkstate.maxp", 128);
     static long n;
     /** Distinct Long keys, String keys and the input rate (records/s): system properties flinkstate.keys, .skeys, .rate. */
     static final long KEYS = Long.getLong("flinkstate.keys", 37L);

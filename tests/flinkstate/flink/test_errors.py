@@ -155,3 +155,14 @@ def test_absolute_file_state_handle(tmp_path: Path, scheme: str) -> None:
     want = read_keyed_state(read_metadata(str(FIXTURE / "files" / "savepoint")), "long-keyed")
     for name, table in want.states.items():
         assert got.states[name].to_pylist() == [r for r in table.to_pylist() if r["key_group"] <= h.end], name
+
+
+@pytest.mark.parametrize("version", [3, 4, 5, 6])
+def test_metadata_versions_3_to_6(version: int) -> None:
+    """Versions 3 and 4 have no operator name/uid (the operator is found by its hex id); 5 and 6 have both."""
+    meta = parse_metadata(metadata(version=version))
+    assert meta.version == version
+    op = meta.operators[0]
+    assert op.operator_id == "0000000000000001" + "0000000000000002"
+    assert (op.uid, op.name) == (("op", "op") if version >= 5 else (None, None))
+    assert meta.operator(op.operator_id) is op
