@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from flinkstate.errors import InvalidArgumentError
+from flinkstate.errors import InvalidArgumentError, StateNotFoundError
 from flinkstate.flink._fastpath import fixed_run_spec
 from flinkstate.flink._io import DataReader, snappy_unframe
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
@@ -319,8 +319,6 @@ def read_keyed_state(meta: CheckpointMetadata, uid: str, verify_key_groups: bool
         if sub.raw_keyed is not None:
             raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} has raw keyed state, which is not supported")
     if key_type is None or decoders is None:
-        from flinkstate.errors import StateNotFoundError
-
         raise StateNotFoundError(f"{meta.path}: operator {op.label} has no keyed state")
     out = KeyedState(key_type)
     for dec in decoders.values():

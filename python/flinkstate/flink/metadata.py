@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from flinkstate.errors import OperatorNotFoundError
 from flinkstate.flink._io import DataReader
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
 
@@ -160,8 +161,6 @@ class CheckpointMetadata:
         for op in self.operators:
             if op.name == uid_or_name:
                 return op
-        from flinkstate.errors import OperatorNotFoundError
-
         known = ", ".join(op.label for op in self.operators)
         raise OperatorNotFoundError(f"operator {uid_or_name!r} is not in {self.path} (operators: {known})")
 

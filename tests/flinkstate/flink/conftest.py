@@ -12,7 +12,6 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 ROOT = Path(__file__).resolve().parents[3]
-FIXTURE = ROOT / "tests" / "fixtures" / "flink-2.3-canonical"
 
 
 def _harness():

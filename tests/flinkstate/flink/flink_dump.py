@@ -9,6 +9,7 @@ from typing import Any
 
 from flinkstate.flink import operator_state_names, read_keyed_state, read_metadata, read_operator_state
 
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "flink-2.3-canonical"
 KEYED_OPERATORS = ("long-keyed", "string-keyed")
 OPERATOR_STATES = {"opstate": ("split", "union"), "bcast": ("bcast",)}
 

@@ -7,7 +7,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURE
+from flink_dump import FIXTURE
 
 from flinkstate.errors import CorruptFileError
 from flinkstate.flink import (

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import FIXTURE
-from flink_dump import check_savepoint
+from flink_dump import FIXTURE, check_savepoint
 
 from flinkstate.flink import read_keyed_state, read_metadata
 
