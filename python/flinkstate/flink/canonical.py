@@ -239,9 +239,13 @@ def _key_group_streams(data: bytes, handle: KeyGroupsHandle, compressed: bool, w
 
 
 def decode_keyed_handle(
-    handle: KeyGroupsHandle, base_dir: str, op: OperatorState, decoders: dict[int, _StateDecoder] | None = None
-) -> tuple[TypeNode, list[StateMeta], dict[int, _StateDecoder]]:
-    """Decode one subtask's canonical keyed-state stream, adding its entries to decoders (by state id)."""
+    handle: KeyGroupsHandle, base_dir: str, op: OperatorState, decoders: dict[str, _StateDecoder] | None = None
+) -> tuple[TypeNode, list[StateMeta], dict[str, _StateDecoder]]:
+    """Decode one subtask's canonical keyed-state stream, adding its entries to decoders (by state name).
+
+    Subtasks may list their states in different orders (states registered lazily): the state ids
+    of each file are mapped by name; one state with different serializers in two files is refused.
+    """
     data = handle.stream.read(base_dir)
     where = handle.stream.location(base_dir) if handle.stream.kind != "inline" else f"inline state {handle.stream.path}"
     ctx = f"operator {op.label}"
@@ -249,19 +253,24 @@ def decode_keyed_handle(
     compressed, key_type, metas = read_keyed_header(r, ctx)
     prefix = 1 if op.max_parallelism <= 128 else 2
     if decoders is None:
-        decoders = {i: _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}") for i, m in enumerate(metas)}
-    names = [d.meta.name for d in decoders.values()]
-    if [m.name for m in metas] != names:
-        raise CorruptFileError(f"{where}: {ctx}: subtasks declare different states ({[m.name for m in metas]} vs {names})")
+        decoders = {}
+    by_id = []
+    for m in metas:
+        dec = decoders.get(m.name)
+        if dec is None:
+            dec = decoders[m.name] = _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}")
+        elif dec.meta != m:
+            raise UnsupportedFlinkFormatError(f"{where}: {ctx}: state {m.name!r} has different serializers in different subtasks")
+        by_id.append(dec)
     for kg, buf, pos in _key_group_streams(data, handle, compressed, where):
         try:
-            _decode_key_group(buf, pos, kg, prefix, decoders)
+            _decode_key_group(buf, pos, kg, prefix, by_id)
         except (IndexError, ValueError, struct.error, UnicodeDecodeError) as e:
             raise CorruptFileError(f"{where}: {ctx}: key group {kg} is corrupt or truncated: {e}") from e
     return key_type, metas, decoders
 
 
-def _decode_key_group(buf: bytes, pos: int, kg: int, prefix: int, decoders: dict[int, _StateDecoder]) -> None:
+def _decode_key_group(buf: bytes, pos: int, kg: int, prefix: int, decoders: list[_StateDecoder]) -> None:
     unpack_i32 = _I32.unpack_from
     sid = _U16.unpack_from(buf, pos)[0]
     pos += 2

@@ -166,3 +166,46 @@ def test_metadata_versions_3_to_6(version: int) -> None:
     assert op.operator_id == "0000000000000001" + "0000000000000002"
     assert (op.uid, op.name) == (("op", "op") if version >= 5 else (None, None))
     assert meta.operator(op.operator_id) is op
+
+
+def long_state_meta(name: str) -> bytes:
+    """A StateMetaInfoSnapshot of a VALUE state of Long in VoidNamespace."""
+    void = "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot"
+    out = utf(name) + struct.pack(">ii", 0, 1) + utf("KEYED_STATE_TYPE") + utf("VALUE") + struct.pack(">i", 2)
+    out += utf("VALUE_SERIALIZER") + struct.pack(">i", 2) + utf(LONG) + struct.pack(">i", 3)
+    return out + utf("NAMESPACE_SERIALIZER") + struct.pack(">i", 2) + utf(void) + struct.pack(">i", 3)
+
+
+def keyed_file_bytes(states: list[str], key: int, kg: int, values: dict[str, int]) -> tuple[bytes, int]:
+    """A canonical keyed-state stream: header listing states, one key group kg holding key's values; (bytes, offset)."""
+    header = struct.pack(">i?i", 6, False, 2) + utf(LONG) + struct.pack(">ih", 3, len(states))
+    header += b"".join(long_state_meta(s) for s in states)
+    body = b""
+    for i, s in enumerate(states):
+        k = bytes([kg | 0x80]) + struct.pack(">q", key) + b"\x00"  # every run has one record: flagged
+        body += (struct.pack(">H", i) if i == 0 else b"") + struct.pack(">i", len(k)) + k + struct.pack(">iq", 8, values[s])
+        body += struct.pack(">H", i + 1 if i + 1 < len(states) else 0xFFFF)
+    return header + body, len(header)
+
+
+def test_subtasks_listing_states_in_different_orders() -> None:
+    """State ids are per file: each subtask's ids are mapped to states by name."""
+    from flinkstate.keygroups import assign_key_group
+
+    handles = b""
+    for index, (states, key) in enumerate([(["a", "b"], 1), (["b", "a"], 2)]):
+        kg = assign_key_group(key, 128)
+        data, offset = keyed_file_bytes(states, key, kg, {"a": 10 * key, "b": 100 * key})
+        offsets = [0] * 128
+        offsets[kg] = offset
+        handles += struct.pack(">i", index) + struct.pack(">ii", 0, 0)
+        handles += b"\x07" + struct.pack(">ii", 0, 128) + struct.pack(">128q", *offsets)
+        handles += b"\x01" + utf(f"inline-{index}") + struct.pack(">i", len(data)) + data + b"\x00" + struct.pack(">ii", 0, 0)
+    raw = metadata()
+    head = raw[: raw.index(struct.pack(">qqii", 1, 2, 1, 128))] + struct.pack(">qqii", 1, 2, 2, 128) + b"\x00"
+    ks = read_keyed_state(parse_metadata(head + struct.pack(">i", 2) + handles), "op")
+    assert sorted(ks.states["a"].to_pylist(), key=lambda r: r["key"]) == [
+        {"key_group": assign_key_group(1, 128), "key": 1, "value": 10},
+        {"key_group": assign_key_group(2, 128), "key": 2, "value": 20},
+    ]
+    assert sorted(r["value"] for r in ks.states["b"].to_pylist()) == [100, 200]
