@@ -1,0 +1,370 @@
+import java.io.File;
+import java.io.PrintWriter;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentSkipListMap;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.functions.Partitioner;
+import org.apache.flink.api.common.state.BroadcastState;
+import org.apache.flink.api.common.state.ListState;
+import org.apache.flink.api.common.state.ListStateDescriptor;
+import org.apache.flink.api.common.state.MapState;
+import org.apache.flink.api.common.state.MapStateDescriptor;
+import org.apache.flink.api.common.state.StateTtlConfig;
+import org.apache.flink.api.common.state.ValueState;
+import org.apache.flink.api.common.state.ValueStateDescriptor;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
+import org.apache.flink.api.java.tuple.Tuple2;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.connector.datagen.source.DataGeneratorSource;
+import org.apache.flink.connector.datagen.source.GeneratorFunction;
+import org.apache.flink.core.execution.JobClient;
+import org.apache.flink.core.execution.SavepointFormatType;
+import org.apache.flink.runtime.state.FunctionInitializationContext;
+import org.apache.flink.runtime.state.FunctionSnapshotContext;
+import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
+import org.apache.flink.streaming.api.checkpoint.CheckpointedFunction;
+import org.apache.flink.streaming.api.datastream.BroadcastStream;
+import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
+import org.apache.flink.streaming.api.functions.co.BroadcastProcessFunction;
+import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
+import org.apache.flink.api.common.functions.RichMapFunction;
+import org.apache.flink.types.Row;
+import org.apache.flink.util.Collector;
+
+/**
+ * flinkstate's generator job: deterministic input, every keyed/operator state kind the
+ * decoder must read, a savepoint per variant and a JSON-lines dump of what the job holds.
+ *
+ * Usage: StateGenJob OUT_DIR N VARIANT... where VARIANT is files | inline | snappy.
+ * Each variant writes OUT_DIR/VARIANT/savepoint/ and OUT_DIR/VARIANT/expected.jsonl.
+ */
+public class StateGenJob {
+    /** maxParallelism (system property flinkstate.maxp): above 128 keys carry a 2-byte key-group prefix. */
+    static final int MAX_PARALLELISM = Integer.getInteger("flinkstate.maxp", 128);
+    static long n;
+    /** Distinct Long keys, String keys and the input rate (records/s): system properties flinkstate.keys, .skeys, .rate. */
+    static final long KEYS = Long.getLong("flinkstate.keys", 37L);
+    static final long SKEYS = Long.getLong("flinkstate.skeys", 23L);
+    static final long RATE = Long.getLong("flinkstate.rate", 2000L);
+    static final AtomicLong LONG_DONE = new AtomicLong();
+    static final AtomicLong STRING_DONE = new AtomicLong();
+    static final AtomicLong OPSTATE_DONE = new AtomicLong();
+    static final AtomicLong BROADCAST_DONE = new AtomicLong();
+    /** line key -> JSON line; the mirror of what each state holds, read back from Flink. */
+    static final Map<String, String> DUMP = new ConcurrentSkipListMap<>();
+
+    /** A POJO value: public fields, sorted by name in Flink's PojoSerializer. */
+    public static class Pojo {
+        public long id;
+        public String name;
+        public Integer score;
+        public Pojo() {}
+    }
+
+    static String q(String s) {
+        if (s == null) return "null";
+        StringBuilder b = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            if (c == '"' || c == '\\') b.append('\\').append(c);
+            else if (c < 0x20 || c > 0x7e) b.append(String.format("\\u%04x", (int) c));
+            else b.append(c);
+        }
+        return b.append('"').toString();
+    }
+
+    static String str(long i) {
+        // ASCII, Latin-1, BMP and a surrogate pair, and one null every 13.
+        if (i % 13 == 0) return null;
+        String[] tails = {"", "\u00e9", "\u20ac", "\ud83d\ude00", ""};
+        return "s" + i + tails[(int) (i % tails.length)];
+    }
+
+    static void put(String id, String json) { DUMP.put(id, json); }
+
+    static String head(String op, String state, String kind, String key, int kg) {
+        return "{\"operator\":" + q(op) + ",\"state\":" + q(state) + ",\"kind\":" + q(kind)
+            + ",\"key\":" + key + ",\"key_group\":" + kg;
+    }
+
+    /** Long-keyed states: value Long, value Row, value Tuple2, value POJO, list Long, TTL value, event timers. */
+    public static class LongKeyed extends KeyedProcessFunction<Long, Long, Long> {
+        transient ValueState<Long> count;
+        transient ValueState<Row> row;
+        transient ValueState<Tuple2<Long, String>> tuple;
+        transient ValueState<Pojo> pojo;
+        transient ListState<Long> list;
+        transient ValueState<Long> ttl;
+        transient ValueState<Integer> ints;
+        transient ValueState<Double> dbl;
+        transient ValueState<Boolean> bool;
+        transient ValueState<Short> shorts;
+        transient ValueState<Byte> bytes1;
+        transient ValueState<Float> floats;
+        transient ValueState<Character> chars;
+        transient ValueState<byte[]> blob;
+        transient ListState<Long> ttlList;
+        /** key -> {first before, last after} of ttlList.add(), the bracket of its elements' TTL timestamps. */
+        static final Map<Long, long[]> TTL_LIST_BOUNDS = new ConcurrentHashMap<>();
+
+        @Override
+        public void open(OpenContext ctx) {
+            count = getRuntimeContext().getState(new ValueStateDescriptor<>("count", Types.LONG));
+            row = getRuntimeContext().getState(new ValueStateDescriptor<>("row", Types.ROW(Types.LONG, Types.STRING)));
+            tuple = getRuntimeContext().getState(new ValueStateDescriptor<>("tuple", Types.TUPLE(Types.LONG, Types.STRING)));
+            pojo = getRuntimeContext().getState(new ValueStateDescriptor<>("pojo", Types.POJO(Pojo.class)));
+            list = getRuntimeContext().getListState(new ListStateDescriptor<>("list", Types.LONG));
+            ValueStateDescriptor<Long> ttlDesc = new ValueStateDescriptor<>("ttl", Types.LONG);
+            ttlDesc.enableTimeToLive(StateTtlConfig.newBuilder(Duration.ofDays(3650)).build());
+            ttl = getRuntimeContext().getState(ttlDesc);
+            ints = getRuntimeContext().getState(new ValueStateDescriptor<>("ints", Types.INT));
+            dbl = getRuntimeContext().getState(new ValueStateDescriptor<>("double", Types.DOUBLE));
+            bool = getRuntimeContext().getState(new ValueStateDescriptor<>("bool", Types.BOOLEAN));
+            shorts = getRuntimeContext().getState(new ValueStateDescriptor<>("shorts", Types.SHORT));
+            bytes1 = getRuntimeContext().getState(new ValueStateDescriptor<>("bytes1", Types.BYTE));
+            floats = getRuntimeContext().getState(new ValueStateDescriptor<>("floats", Types.FLOAT));
+            chars = getRuntimeContext().getState(new ValueStateDescriptor<>("chars", Types.CHAR));
+            blob = getRuntimeContext().getState(new ValueStateDescriptor<>("blob", byte[].class));
+            ListStateDescriptor<Long> ttlListDesc = new ListStateDescriptor<>("ttl_list", Types.LONG);
+            ttlListDesc.enableTimeToLive(StateTtlConfig.newBuilder(Duration.ofDays(3650)).build());
+            ttlList = getRuntimeContext().getListState(ttlListDesc);
+        }
+
+        @Override
+        public void processElement(Long v, Context ctx, Collector<Long> out) throws Exception {
+            long key = ctx.getCurrentKey();
+            int kg = KeyGroupRangeAssignment.assignToKeyGroup(key, MAX_PARALLELISM);
+            String op = "long-keyed";
+            String k = Long.toString(key);
+            Long c = count.value();
+            count.update(c == null ? v : c + v);
+            put(op + "/count/" + k, head(op, "count", "value", k, kg) + ",\"value\":" + count.value() + "}");
+            row.update(Row.of(v * 10, str(v)));
+            Row r = row.value();
+            put(op + "/row/" + k, head(op, "row", "value", k, kg) + ",\"value\":{\"f0\":" + r.getField(0) + ",\"f1\":" + q((String) r.getField(1)) + "}}");
+            String ts = str(v + 1) == null ? "t" : str(v + 1);
+            tuple.update(Tuple2.of(-v, ts));
+            put(op + "/tuple/" + k, head(op, "tuple", "value", k, kg) + ",\"value\":{\"f0\":" + tuple.value().f0 + ",\"f1\":" + q(tuple.value().f1) + "}}");
+            if (v % 11 != 3) {
+                Pojo p = new Pojo();
+                p.id = v;
+                p.name = str(v + 2);
+                p.score = v % 4 == 0 ? null : (int) (v * 3);
+                pojo.update(p);
+                put(op + "/pojo/" + k, head(op, "pojo", "value", k, kg) + ",\"value\":{\"id\":" + p.id + ",\"name\":" + q(p.name) + ",\"score\":" + p.score + "}}");
+            }
+            list.add(v);
+            StringBuilder lb = new StringBuilder("[");
+            for (Long e : list.get()) { if (lb.length() > 1) lb.append(','); lb.append(e); }
+            put(op + "/list/" + k, head(op, "list", "list", k, kg) + ",\"value\":" + lb + "]}");
+            long before = System.currentTimeMillis();
+            ttl.update(v * 7);
+            long after = System.currentTimeMillis();
+            put(op + "/ttl/" + k, head(op, "ttl", "value", k, kg) + ",\"value\":" + ttl.value() + ",\"ttl_min\":" + before + ",\"ttl_max\":" + after + "}");
+            ints.update((int) (v * 1000003L));
+            put(op + "/ints/" + k, head(op, "ints", "value", k, kg) + ",\"value\":" + ints.value() + "}");
+            dbl.update(v / 8.0 - 3.25);
+            put(op + "/double/" + k, head(op, "double", "value", k, kg) + ",\"value\":" + dbl.value() + "}");
+            bool.update(v % 2 == 0);
+            put(op + "/bool/" + k, head(op, "bool", "value", k, kg) + ",\"value\":" + bool.value() + "}");
+            shorts.update((short) (v * 1000));
+            put(op + "/shorts/" + k, head(op, "shorts", "value", k, kg) + ",\"value\":" + shorts.value() + "}");
+            bytes1.update((byte) (v * 7));
+            put(op + "/bytes1/" + k, head(op, "bytes1", "value", k, kg) + ",\"value\":" + bytes1.value() + "}");
+            floats.update(v / 4.0f - 10);
+            put(op + "/floats/" + k, head(op, "floats", "value", k, kg) + ",\"value\":" + floats.value() + "}");
+            chars.update(v % 5 == 0 ? '\u00e9' : (char) ('A' + v % 26));
+            put(op + "/chars/" + k, head(op, "chars", "value", k, kg) + ",\"value\":" + q(String.valueOf(chars.value())) + "}");
+            byte[] bl = new byte[(int) (v % 4)];
+            for (int i = 0; i < bl.length; i++) bl[i] = (byte) (v + i * 100);
+            blob.update(bl);
+            StringBuilder hex = new StringBuilder();
+            for (byte x : blob.value()) hex.append(String.format("%02x", x));
+            put(op + "/blob/" + k, head(op, "blob", "value", k, kg) + ",\"value\":" + q(hex.toString()) + "}");
+            if (v % 3 == 0) {
+                long b0 = System.currentTimeMillis();
+                ttlList.add(v);
+                long b1 = System.currentTimeMillis();
+                long[] bounds = TTL_LIST_BOUNDS.computeIfAbsent(key, x -> new long[] {b0, b1});
+                bounds[1] = b1;
+                StringBuilder tl = new StringBuilder("[");
+                for (Long e : ttlList.get()) { if (tl.length() > 1) tl.append(','); tl.append(e); }
+                put(op + "/ttl_list/" + k, head(op, "ttl_list", "list", k, kg) + ",\"value\":" + tl + "],\"ttl_min\":" + bounds[0] + ",\"ttl_max\":" + bounds[1] + "}");
+            }
+            long t = 1_000_000_000_000L + v * 1000;
+            ctx.timerService().registerEventTimeTimer(t);
+            put(op + "/timer/" + k + "/" + t, "{\"operator\":" + q(op) + ",\"service\":\"event_user-timers\",\"kind\":\"timer\",\"key\":" + k + ",\"key_group\":" + kg + ",\"timestamp\":" + t + "}");
+            LONG_DONE.incrementAndGet();
+        }
+    }
+
+    /** String-keyed states: value String, map String -> Long. */
+    public static class StringKeyed extends KeyedProcessFunction<String, Long, Long> {
+        transient ValueState<String> last;
+        transient MapState<String, Long> map;
+        transient MapState<String, String> ttlMap;
+
+        @Override
+        public void open(OpenContext ctx) {
+            last = getRuntimeContext().getState(new ValueStateDescriptor<>("last", Types.STRING));
+            map = getRuntimeContext().getMapState(new MapStateDescriptor<>("map", Types.STRING, Types.LONG));
+            MapStateDescriptor<String, String> ttlMapDesc = new MapStateDescriptor<>("ttl_map", Types.STRING, Types.STRING);
+            ttlMapDesc.enableTimeToLive(StateTtlConfig.newBuilder(Duration.ofDays(3650)).build());
+            ttlMap = getRuntimeContext().getMapState(ttlMapDesc);
+        }
+
+        @Override
+        public void processElement(Long v, Context ctx, Collector<Long> out) throws Exception {
+            String key = ctx.getCurrentKey();
+            int kg = KeyGroupRangeAssignment.assignToKeyGroup(key, MAX_PARALLELISM);
+            String op = "string-keyed";
+            String s = str(v);
+            if (s != null) {
+                last.update(s);
+                put(op + "/last/" + key, head(op, "last", "value", q(key), kg) + ",\"value\":" + q(last.value()) + "}");
+            }
+            String uk = "u" + (v % 3);
+            map.put(uk, v * 31 - 500);  // no null values: the heap backend cannot write them to a canonical savepoint
+            put(op + "/map/" + key + "/" + uk, head(op, "map", "map", q(key), kg) + ",\"user_key\":" + q(uk) + ",\"value\":" + map.get(uk) + "}");
+            String tk = "t" + (v % 2);
+            long m0 = System.currentTimeMillis();
+            ttlMap.put(tk, "v" + v);
+            long m1 = System.currentTimeMillis();
+            put(op + "/ttl_map/" + key + "/" + tk, head(op, "ttl_map", "map", q(key), kg) + ",\"user_key\":" + q(tk) + ",\"value\":" + q(ttlMap.get(tk)) + ",\"ttl_min\":" + m0 + ",\"ttl_max\":" + m1 + "}");
+            STRING_DONE.incrementAndGet();
+        }
+    }
+
+    /** Operator state: a split list and a union list, both written in snapshotState. */
+    public static class OpState extends RichMapFunction<Long, Long> implements CheckpointedFunction {
+        transient ListState<Long> split;
+        transient ListState<String> union;
+        final List<Long> seen = new ArrayList<>();
+
+        @Override
+        public Long map(Long v) {
+            seen.add(v);
+            OPSTATE_DONE.incrementAndGet();
+            return v;
+        }
+
+        @Override
+        public void snapshotState(FunctionSnapshotContext ctx) throws Exception {
+            int sub = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
+            split.update(seen);
+            List<String> u = new ArrayList<>();
+            for (int i = 0; i < 3; i++) u.add("sub" + sub + "-" + i + "-" + seen.size());
+            union.update(u);
+            int i = 0;
+            for (Long e : split.get()) {
+                put(String.format("opstate/split/%d/%06d", sub, i++), "{\"operator\":\"opstate\",\"state\":\"split\",\"kind\":\"split\",\"subtask\":" + sub + ",\"value\":" + e + "}");
+            }
+            i = 0;
+            for (String e : union.get()) {
+                put(String.format("opstate/union/%d/%06d", sub, i++), "{\"operator\":\"opstate\",\"state\":\"union\",\"kind\":\"union\",\"subtask\":" + sub + ",\"value\":" + q(e) + "}");
+            }
+        }
+
+        @Override
+        public void initializeState(FunctionInitializationContext ctx) throws Exception {
+            split = ctx.getOperatorStateStore().getListState(new ListStateDescriptor<>("split", Types.LONG));
+            union = ctx.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("union", Types.STRING));
+        }
+    }
+
+    static final MapStateDescriptor<String, Long> BCAST = new MapStateDescriptor<>("bcast", Types.STRING, Types.LONG);
+
+    /** Broadcast state String -> Long, the same on every subtask. */
+    public static class Bcast extends BroadcastProcessFunction<Long, Long, Long> {
+        @Override
+        public void processElement(Long v, ReadOnlyContext ctx, Collector<Long> out) {}
+
+        @Override
+        public void processBroadcastElement(Long v, Context ctx, Collector<Long> out) throws Exception {
+            int sub = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
+            BroadcastState<String, Long> st = ctx.getBroadcastState(BCAST);
+            String k = "b" + (v % 5);
+            st.put(k, v);
+            put("bcast/" + sub + "/" + k, "{\"operator\":\"bcast\",\"state\":\"bcast\",\"kind\":\"broadcast\",\"subtask\":" + sub + ",\"user_key\":" + q(k) + ",\"value\":" + st.get(k) + "}");
+            BROADCAST_DONE.incrementAndGet();
+        }
+    }
+
+    static void runVariant(Path out, String variant) throws Exception {
+        DUMP.clear();
+        LongKeyed.TTL_LIST_BOUNDS.clear();
+        LONG_DONE.set(0); STRING_DONE.set(0); OPSTATE_DONE.set(0); BROADCAST_DONE.set(0);
+        Configuration conf = new Configuration();
+        conf.setString("state.backend.type", "hashmap");
+        conf.setString("execution.checkpointing.data-inline-threshold", variant.equals("inline") ? "20kb" : "0b");
+        conf.setString("execution.checkpointing.snapshot-compression", variant.equals("snappy") ? "true" : "false");
+        conf.setString("rest.bind-port", "0");
+        // File-system checkpoint storage: the JobManager storage would inline everything.
+        conf.setString("execution.checkpointing.storage", "filesystem");
+        conf.setString("execution.checkpointing.dir", out.resolve("checkpoints").toUri().toString());
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
+        env.setParallelism(2);
+        env.setMaxParallelism(MAX_PARALLELISM);
+        final long count = n;
+        // Index < n: a real record (its value); later indices: -1 fillers, dropped, so the job never finishes.
+        GeneratorFunction<Long, Long> gen = i -> i < count ? i : -1L;
+        DataGeneratorSource<Long> source = new DataGeneratorSource<>(gen, Long.MAX_VALUE, RateLimiterStrategy.perSecond(RATE), Types.LONG);
+        DataStream<Long> all = env.fromSource(source, WatermarkStrategy.noWatermarks(), "gen").setParallelism(1).uid("source").name("gen");
+        DataStream<Long> real = all.filter(v -> v >= 0).setParallelism(1).uid("real").name("real");
+        real.keyBy(v -> v % KEYS, Types.LONG).process(new LongKeyed()).uid("long-keyed").name("long-keyed").sinkTo(new DiscardingSink<>());
+        real.keyBy(v -> "k" + (v % SKEYS), Types.STRING).process(new StringKeyed()).uid("string-keyed").name("string-keyed").sinkTo(new DiscardingSink<>());
+        Partitioner<Long> byParity = (Long key, int nPartitions) -> (int) (key % nPartitions);
+        real.partitionCustom(byParity, v -> v).map(new OpState()).uid("opstate").name("opstate").sinkTo(new DiscardingSink<>());
+        BroadcastStream<Long> b = real.broadcast(BCAST);
+        real.connect(b).process(new Bcast()).uid("bcast").name("bcast").sinkTo(new DiscardingSink<>());
+
+        JobClient client = env.executeAsync("flinkstate-gen-" + variant);
+        long deadline = System.currentTimeMillis() + 120_000 + 1000 * n / RATE;
+        while (LONG_DONE.get() < n || STRING_DONE.get() < n || OPSTATE_DONE.get() < n || BROADCAST_DONE.get() < 2 * n) {
+            if (System.currentTimeMillis() > deadline) throw new IllegalStateException("records not processed in time");
+            Thread.sleep(50);
+        }
+        Path tmp = out.resolve(variant + "-tmp");
+        String sp = client.triggerSavepoint(tmp.toUri().toString(), SavepointFormatType.CANONICAL).get();
+        client.cancel().get();
+        Path dir = out.resolve(variant);
+        Files.createDirectories(dir);
+        Path target = dir.resolve("savepoint");
+        Files.move(Paths.get(new java.net.URI(sp)), target, StandardCopyOption.REPLACE_EXISTING);
+        Files.delete(tmp);
+        try (PrintWriter w = new PrintWriter(dir.resolve("expected.jsonl").toFile(), StandardCharsets.UTF_8)) {
+            for (String line : DUMP.values()) w.println(line);
+        }
+        deleteTree(out.resolve("checkpoints"));
+        System.out.println("wrote " + target + " (" + DUMP.size() + " dump lines)");
+    }
+
+    static void deleteTree(Path p) throws Exception {
+        if (!Files.exists(p)) return;
+        try (var walk = Files.walk(p)) {
+            walk.sorted(java.util.Comparator.reverseOrder()).forEach(q -> q.toFile().delete());
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        Path out = Paths.get(args[0]).toAbsolutePath();
+        n = Long.parseLong(args[1]);
+        for (int i = 2; i < args.length; i++) runVariant(out, args[i]);
+        System.exit(0);
+    }
+}

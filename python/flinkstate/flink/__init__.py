@@ -1,0 +1,39 @@
+"""Read real Apache Flink savepoints: the self-contained decoding layer (no pyspark).
+
+Supported now:
+- `_metadata` versions 3 to 6 (`metadata.read_metadata`): operators with uid, name, operator id,
+  parallelism, max parallelism, coordinator state bytes, and per subtask the managed keyed and
+  operator state handles (inline ByteStreamStateHandle, FileStateHandle, RelativeFileStateHandle,
+  KeyGroupsStateHandle / KeyGroupsSavepointStateHandle with per-key-group offsets).
+- Canonical keyed state of any backend (`canonical.read_keyed_state`), snappy compressed or not:
+  one Arrow table per state with key_group, key, [namespace], [user_key], value and, for TTL
+  state, ttl_last_access (epoch ms); list state one row per element, map state one row per entry;
+  timers per timer service named without `_timer_state/` (key_group, key, [namespace], timestamp).
+  Every key's key group is checked against Flink's assignment for the declared key type.
+- Serializers (`serializers`, `values`): Long, Integer, Short, Byte, Double, Float, Boolean, Char,
+  String, byte[], Row, Tuple, POJO, List, Map, the TTL wrapper, timers, VoidNamespace.
+- Operator state (`operator_state.read_operator_state`): split and union list state, broadcast state.
+
+Refused with a typed error naming them: RocksDB native/incremental handles, changelog handles,
+file-merging segments, unaligned channel state, metadata versions outside 3..6 (UnsupportedFlinkFormatError);
+Kryo, Avro and other serializers (UnsupportedSerializerError, naming operator, state and class).
+Corrupt or truncated files raise CorruptFileError naming the file and the key group.
+Not yet: heap-native and RocksDB-native formats, window namespaces beyond generic decoding, PyFlink coders.
+"""
+
+from flinkstate.flink.canonical import KeyedState, read_keyed_state
+from flinkstate.flink.errors import UnsupportedFlinkFormatError, UnsupportedSerializerError
+from flinkstate.flink.metadata import CheckpointMetadata, parse_metadata, read_metadata
+from flinkstate.flink.operator_state import operator_state_names, read_operator_state
+
+__all__ = [
+    "CheckpointMetadata",
+    "KeyedState",
+    "UnsupportedFlinkFormatError",
+    "UnsupportedSerializerError",
+    "operator_state_names",
+    "parse_metadata",
+    "read_keyed_state",
+    "read_metadata",
+    "read_operator_state",
+]

@@ -1,0 +1,360 @@
+"""Decode Flink's canonical (FLIP-41) keyed-state savepoint files into Arrow tables, one per state.
+
+Sources: `FullSnapshotAsyncWriter`, `FullSnapshotRestoreOperation`, `HeapKeyValueStateIterator`,
+`CompositeKeySerializationUtils`, `SnappyStreamCompressionDecorator`. Per key group with data, at
+its offset: u16 state id, then (i32 len, key, i32 len, value) pairs; the high bit of a key's first
+byte says a u16 follows (the next state id, or 0xFFFF at the end of the key group). Keys are
+key-group prefix + key + namespace [+ map user key]; list values are elements joined by ','; map
+values are a null flag + value; timers are keys of prefix + (timestamp ^ sign bit) + key + namespace.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from flinkstate.errors import InvalidArgumentError, StateNotFoundError
+from flinkstate.flink._fastpath import fixed_run_spec
+from flinkstate.flink._io import DataReader, snappy_unframe
+from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
+from flinkstate.flink.metadata import CheckpointMetadata, KeyGroupsHandle, OperatorState, UnsupportedKeyedHandle
+from flinkstate.flink.serializers import StateMeta, TypeNode, arrow_type, read_keyed_header
+from flinkstate.flink.values import Reader, make_reader
+from flinkstate.keygroups import assign_key_groups
+
+__all__ = ["KeyedState", "TIMER_PREFIX", "decode_keyed_handle", "read_keyed_state"]
+
+TIMER_PREFIX = "_timer_state/"
+_END_OF_KEY_GROUP = 0xFFFF
+_I32 = struct.Struct(">i")
+_U16 = struct.Struct(">H")
+_U64 = struct.Struct(">Q")
+_SIGN = 1 << 63
+_LIST_DTYPES = {"long": ">i8", "int": ">i4", "short": ">i2", "byte": "i1", "double": ">f8", "float": ">f4", "bool": "u1"}
+
+
+@dataclass
+class KeyedState:
+    """The keyed state of an operator: a table per state and per timer service, with their metadata."""
+
+    key_type: TypeNode
+    states: dict[str, pa.Table] = field(default_factory=dict)
+    timers: dict[str, pa.Table] = field(default_factory=dict)
+    meta: dict[str, StateMeta] = field(default_factory=dict)
+
+
+class _StateDecoder:
+    """Accumulates the decoded entries of one state across key groups."""
+
+    def __init__(self, meta: StateMeta, key_type: TypeNode, prefix: int, ctx: str) -> None:
+        self.meta = meta
+        self.ctx = ctx
+        self.prefix = prefix
+        self.timer = meta.backend_type == "PRIORITY_QUEUE"
+        self.rows: dict[str, list] = {"key_group": [], "key": []}
+        if self.timer:
+            node = meta.serializers["VALUE_SERIALIZER"]
+            if node.kind != "timer":
+                raise UnsupportedFlinkFormatError(f"{ctx}: priority queue state {meta.name!r} is not a timer service ({node.cls})")
+            self.key_node, self.ns_node = node.children
+            self.value_node = None
+            if self.ns_node.kind != "void":
+                self.rows["namespace"] = []
+            self.rows["timestamp"] = []
+        else:
+            self.key_node = key_type
+            self.ns_node = meta.serializers["NAMESPACE_SERIALIZER"]
+            self.value_node = meta.serializers["VALUE_SERIALIZER"]
+            if self.ns_node.kind != "void":
+                self.rows["namespace"] = []
+        self.kind = "TIMER" if self.timer else meta.keyed_type
+        self.key_reader = make_reader(self.key_node, ctx)
+        self.ns_reader = make_reader(self.ns_node, ctx)
+        self.ambiguous = self.key_node.fixed_width < 0 and self.ns_node.fixed_width < 0
+        self.user_key_reader: Reader | None = None
+        self.ttl = False
+        elem = self.value_node
+        if self.kind == "MAP":
+            self.rows["user_key"] = []
+            self.user_key_reader = make_reader(elem.children[0], ctx)
+            elem = elem.children[1]
+        elif self.kind == "LIST":
+            elem = elem.children[0]
+        if elem is not None:
+            self.elem_reader = make_reader(elem, ctx)  # a TTL wrapper reads (timestamp, value)
+            self.rows["value"] = []
+        if elem is not None and elem.kind == "ttl":
+            self.ttl = True
+            elem = elem.children[1]
+        self.elem_node = elem
+        if self.ttl:
+            self.rows["ttl_last_access"] = []
+        self.fast = fixed_run_spec(self.kind, prefix, self.key_node, self.ns_node, self.value_node)
+        # LIST of fixed-width elements without TTL: values are kept whole and split with numpy in table().
+        self.list_width = 0
+        if self.kind == "LIST" and not self.ttl and elem is not None and elem.kind in _LIST_DTYPES:
+            self.list_width = np.dtype(_LIST_DTYPES[elem.kind]).itemsize
+        self.list_raw: list[bytes] = []
+
+    def _skip_len(self, key: bytes, pos: int, start: int) -> int:
+        n = pos - start
+        pos += 1
+        n >>= 8
+        while n:
+            pos += 1
+            n >>= 8
+        return pos
+
+    def add(self, kg: int, key: bytes, value: bytes) -> None:
+        """Decode one (key, value) record of key group kg."""
+        rows = self.rows
+        pos = self.prefix
+        if self.timer:
+            ts = _U64.unpack_from(key, pos)[0] ^ _SIGN
+            if ts >= _SIGN:
+                ts -= 1 << 64
+            k, pos = self.key_reader(key, pos + 8)
+            ns, pos = self.ns_reader(key, pos)
+            rows["key_group"].append(kg)
+            rows["key"].append(k)
+            if "namespace" in rows:
+                rows["namespace"].append(ns)
+            rows["timestamp"].append(ts)
+            return
+        start = pos
+        k, pos = self.key_reader(key, pos)
+        if self.ambiguous:
+            pos = self._skip_len(key, pos, start)
+        start = pos
+        ns, pos = self.ns_reader(key, pos)
+        if self.ambiguous:
+            pos = self._skip_len(key, pos, start)
+        if self.kind == "MAP":
+            uk, pos = self.user_key_reader(key, pos)
+            if value[0]:
+                v = None
+                vpos = 1
+            else:
+                v, vpos = self.elem_reader(value, 1)
+            self._row(kg, k, ns, v, vpos, len(value))
+            rows["user_key"].append(uk)
+        elif self.list_width:
+            if len(value) % (self.list_width + 1) != self.list_width:
+                raise ValueError(f"a list value of {len(value)} bytes is not ','-delimited {self.list_width}-byte elements")
+            rows["key_group"].append(kg)
+            rows["key"].append(k)
+            self.list_raw.append(value)
+        elif self.kind == "LIST":
+            vpos = 0
+            n = len(value)
+            while vpos < n:
+                v, vpos = self.elem_reader(value, vpos)
+                self._row(kg, k, ns, v, vpos, vpos)
+                if vpos < n:
+                    if value[vpos] != 0x2C:
+                        raise ValueError("list elements are not ','-delimited")
+                    vpos += 1
+        else:
+            v, vpos = self.elem_reader(value, 0)
+            self._row(kg, k, ns, v, vpos, len(value))
+        if pos != len(key):
+            raise ValueError(f"{len(key) - pos} unread bytes in a key")
+
+    def _row(self, kg: int, k: object, ns: object, v: object, vpos: int, vend: int) -> None:
+        if vpos != vend:
+            raise ValueError(f"{vend - vpos} unread bytes in a value")
+        rows = self.rows
+        rows["key_group"].append(kg)
+        rows["key"].append(k)
+        if "namespace" in rows:
+            rows["namespace"].append(ns)
+        if self.ttl:
+            if v is None:
+                rows["ttl_last_access"].append(None)
+                rows["value"].append(None)
+            else:
+                rows["ttl_last_access"].append(v[0])
+                rows["value"].append(v[1])
+        else:
+            rows["value"].append(v)
+
+    def table(self) -> pa.Table:
+        """The decoded entries as an Arrow table."""
+        types = {"key_group": pa.int32(), "key": arrow_type(self.key_node), "timestamp": pa.int64(), "ttl_last_access": pa.int64()}
+        if "namespace" in self.rows:
+            types["namespace"] = arrow_type(self.ns_node)
+        if "user_key" in self.rows:
+            types["user_key"] = arrow_type(self.value_node.children[0])
+        if "value" in self.rows:
+            types["value"] = arrow_type(self.elem_node)
+        order = ["key_group", "key", "namespace", "user_key", "timestamp", "value", "ttl_last_access"]
+        if self.list_width:
+            return self._list_table(types)
+        chunks = self.fast.chunks if self.fast is not None else {}
+        cols = {
+            c: pa.array(np.concatenate(chunks[c]) if c in chunks else self.rows[c], type=types[c])
+            for c in order
+            if c in self.rows
+        }
+        return pa.table(cols)
+
+
+    def _list_table(self, types: dict[str, pa.DataType]) -> pa.Table:
+        """Split the kept list values (elements joined by ',') into one row per element with numpy."""
+        w = self.list_width
+        lens = np.fromiter((len(v) for v in self.list_raw), dtype=np.int64, count=len(self.list_raw))
+        counts = (lens + 1) // (w + 1)
+        cells = np.frombuffer(b",".join(self.list_raw) + b",", dtype=np.uint8).reshape(-1, w + 1)
+        if (cells[:, w] != 0x2C).any():
+            raise CorruptFileError(f"{self.ctx}: list elements are not ','-delimited")
+        values = np.ascontiguousarray(cells[:, :w]).view(_LIST_DTYPES[self.elem_node.kind]).ravel()
+        values = values != 0 if self.elem_node.kind == "bool" else values.astype(values.dtype.newbyteorder("="))
+        rows = pa.array(np.repeat(np.arange(len(counts)), counts))
+        return pa.table({
+            "key_group": pa.array(self.rows["key_group"], pa.int32()).take(rows),
+            "key": pa.array(self.rows["key"], types["key"]).take(rows),
+            "value": pa.array(values, type=arrow_type(self.elem_node)),
+        })
+
+
+def _key_group_streams(data: bytes, handle: KeyGroupsHandle, compressed: bool, where: str):
+    """Yield (key group, buffer, start) for each key group with data."""
+    offsets = handle.offsets
+    present = np.flatnonzero(offsets > 0)
+    ends = np.sort(offsets[present])
+    for i in present:
+        kg = handle.start + int(i)
+        off = int(offsets[i])
+        if off >= len(data):
+            raise CorruptFileError(f"{where}: key group {kg}: offset {off} is past the end of the file ({len(data)} bytes)")
+        if compressed:
+            j = np.searchsorted(ends, off, side="right")
+            end = int(ends[j]) if j < len(ends) else len(data)
+            yield kg, snappy_unframe(memoryview(data)[off:end], f"{where} key group {kg}"), 0
+        else:
+            yield kg, data, off
+
+
+def decode_keyed_handle(
+    handle: KeyGroupsHandle, base_dir: str, op: OperatorState, decoders: dict[str, _StateDecoder] | None = None
+) -> tuple[TypeNode, list[StateMeta], dict[str, _StateDecoder]]:
+    """Decode one subtask's canonical keyed-state stream, adding its entries to decoders (by state name).
+
+    Subtasks may list their states in different orders (states registered lazily): the state ids
+    of each file are mapped by name; one state with different serializers in two files is refused.
+    """
+    data = handle.stream.read(base_dir)
+    where = handle.stream.location(base_dir) if handle.stream.kind != "inline" else f"inline state {handle.stream.path}"
+    ctx = f"operator {op.label}"
+    r = DataReader(data, where=where)
+    compressed, key_type, metas = read_keyed_header(r, ctx)
+    prefix = 1 if op.max_parallelism <= 128 else 2
+    if decoders is None:
+        decoders = {}
+    by_id = []
+    for m in metas:
+        dec = decoders.get(m.name)
+        if dec is None:
+            dec = decoders[m.name] = _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}")
+        elif dec.meta != m:
+            raise UnsupportedFlinkFormatError(f"{where}: {ctx}: state {m.name!r} has different serializers in different subtasks")
+        by_id.append(dec)
+    for kg, buf, pos in _key_group_streams(data, handle, compressed, where):
+        try:
+            _decode_key_group(buf, pos, kg, prefix, by_id)
+        except (IndexError, ValueError, struct.error, UnicodeDecodeError) as e:
+            raise CorruptFileError(f"{where}: {ctx}: key group {kg} is corrupt or truncated: {e}") from e
+    return key_type, metas, decoders
+
+
+def _decode_key_group(buf: bytes, pos: int, kg: int, prefix: int, decoders: list[_StateDecoder]) -> None:
+    unpack_i32 = _I32.unpack_from
+    sid = _U16.unpack_from(buf, pos)[0]
+    pos += 2
+    n_states = len(decoders)
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    while True:
+        if sid >= n_states:
+            raise ValueError(f"state id {sid} is not in the header ({n_states} states)")
+        dec = decoders[sid]
+        if dec.fast is not None:  # a whole run of fixed-width records at once
+            pos = dec.fast.run(arr, pos, kg)
+            sid = _U16.unpack_from(buf, pos)[0]
+            pos += 2
+            if sid == _END_OF_KEY_GROUP:
+                return
+            continue
+        klen = unpack_i32(buf, pos)[0]
+        pos += 4
+        if klen <= 0 or pos + klen > len(buf):
+            raise IndexError(f"key length {klen} at offset {pos - 4}")
+        key = buf[pos : pos + klen]
+        pos += klen
+        vlen = unpack_i32(buf, pos)[0]
+        pos += 4
+        if vlen < 0 or pos + vlen > len(buf):
+            raise IndexError(f"value length {vlen} at offset {pos - 4}")
+        value = buf[pos : pos + vlen]
+        pos += vlen
+        follows = key[0] & 0x80
+        if follows:
+            key = bytes([key[0] & 0x7F]) + key[1:]
+        stored = int.from_bytes(key[:prefix], "big")
+        if stored != kg:
+            raise ValueError(f"a key carries key group {stored}")
+        dec.add(kg, key, value)
+        if follows:
+            sid = _U16.unpack_from(buf, pos)[0]
+            pos += 2
+            if sid == _END_OF_KEY_GROUP:
+                return
+
+
+def read_keyed_state(meta: CheckpointMetadata, uid: str, verify_key_groups: bool = True) -> KeyedState:
+    """Decode every keyed state and timer service of an operator of a canonical savepoint into Arrow tables."""
+    op = meta.operator(uid)
+    decoders = None
+    key_type = None
+    for sub in op.subtasks:
+        h = sub.managed_keyed
+        if h is None:
+            continue
+        if isinstance(h, UnsupportedKeyedHandle):
+            raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} uses {h.kind}, which is not supported")
+        key_type, _, decoders = decode_keyed_handle(h, meta.directory, op, decoders)
+        if sub.raw_keyed is not None:
+            raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} has raw keyed state, which is not supported")
+    if key_type is None or decoders is None:
+        raise StateNotFoundError(f"{meta.path}: operator {op.label} has no keyed state")
+    out = KeyedState(key_type)
+    for dec in decoders.values():
+        table = dec.table()
+        if verify_key_groups:
+            _verify(table, op, meta.path, dec.meta.name)
+        if dec.timer:
+            out.timers[dec.meta.name.removeprefix(TIMER_PREFIX)] = table
+        else:
+            out.states[dec.meta.name] = table
+        out.meta[dec.meta.name] = dec.meta
+    return out
+
+
+def _verify(table: pa.Table, op: OperatorState, path: str, state: str) -> None:
+    """Every key's group must be Flink's assignment for the declared key type."""
+    if table.num_rows == 0:
+        return
+    try:
+        expected = assign_key_groups(table.column("key"), op.max_parallelism)
+    except InvalidArgumentError:
+        return  # key type without a Java hashCode model here (e.g. a Row key): not checked
+    got = table.column("key_group").to_numpy()
+    bad = np.flatnonzero(np.asarray(expected.to_numpy(zero_copy_only=False)) != got)
+    if len(bad):
+        i = int(bad[0])
+        raise CorruptFileError(
+            f"{path}: operator {op.label}, state {state!r}: key {table.column('key')[i].as_py()!r} is stored in key group "
+            f"{int(got[i])} but hashes to key group {expected[i].as_py()}"
+        )

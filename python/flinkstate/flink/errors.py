@@ -1,0 +1,15 @@
+"""Typed errors of the Flink savepoint decoder (subclasses of flinkstate's FlinkStateError)."""
+
+from __future__ import annotations
+
+from flinkstate.errors import CorruptFileError, FlinkStateError
+
+__all__ = ["CorruptFileError", "UnsupportedFlinkFormatError", "UnsupportedSerializerError"]
+
+
+class UnsupportedFlinkFormatError(FlinkStateError, NotImplementedError):
+    """A Flink handle kind, metadata version or state layout this decoder does not read (named)."""
+
+
+class UnsupportedSerializerError(FlinkStateError, NotImplementedError):
+    """A serializer (Kryo, Avro, user-defined...) whose bytes cannot be decoded: names operator, state, class."""

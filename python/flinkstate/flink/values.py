@@ -1,0 +1,220 @@
+"""Decode serialized Flink values (the serializers' byte formats) into Python values for Arrow.
+
+Formats: `LongSerializer` and the other base serializers (big-endian), `StringValue.writeString`
+(length+1 and UTF-16 units as 7-bit varints), `RowSerializer` (RowKind + null mask, MSB first),
+`TupleSerializer` (fields back to back), `PojoSerializer` (flags byte, then per field a null flag
+and the value), `ListSerializer`/`MapSerializer` (i32 count), `TtlSerializer` (i64 + value).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from flinkstate.flink.errors import UnsupportedSerializerError
+from flinkstate.flink.serializers import TypeNode
+
+__all__ = ["Reader", "make_reader", "read_java_string"]
+
+Reader = Callable[[bytes, int], tuple[Any, int]]
+
+_FIXED = {
+    "long": struct.Struct(">q"), "int": struct.Struct(">i"), "short": struct.Struct(">h"), "byte": struct.Struct(">b"),
+    "double": struct.Struct(">d"), "float": struct.Struct(">f"), "bool": struct.Struct(">?"), "char": struct.Struct(">H"),
+}
+
+
+def _unpacker(s: struct.Struct) -> Reader:
+    size = s.size
+    unpack = s.unpack_from
+
+    def read(buf: bytes, pos: int) -> tuple[Any, int]:
+        if pos + size > len(buf):
+            raise IndexError("value runs past the end of its record")
+        return unpack(buf, pos)[0], pos + size
+
+    return read
+
+
+def read_java_string(buf: bytes, pos: int) -> tuple[str | None, int]:
+    """StringValue.readString: varint(length+1) (0 = null) then UTF-16 units as 7-bit varints."""
+    n = 0
+    shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+    if n == 0:
+        return None, pos
+    n -= 1
+    chunk = buf[pos : pos + n]
+    if len(chunk) == n and chunk.isascii():
+        return chunk.decode("ascii"), pos + n
+    units = []
+    for _ in range(n):
+        c = buf[pos]
+        pos += 1
+        if c >= 0x80:
+            shift = 7
+            c &= 0x7F
+            while True:
+                b = buf[pos]
+                pos += 1
+                c |= (b & 0x7F) << shift
+                if b < 0x80:
+                    break
+                shift += 7
+        units.append(c)
+    raw = struct.pack(f"<{n}H", *units)
+    return raw.decode("utf-16-le", "surrogatepass"), pos
+
+
+def _read_char(buf: bytes, pos: int) -> tuple[str, int]:
+    return chr(int.from_bytes(buf[pos : pos + 2], "big")), pos + 2
+
+
+def _read_bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
+    n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+    end = pos + 4 + n
+    if n < 0 or end > len(buf):
+        raise IndexError("byte[] runs past the end of its record")
+    return bytes(buf[pos + 4 : end]), end
+
+
+def _read_void(buf: bytes, pos: int) -> tuple[None, int]:
+    return None, pos + 1
+
+
+def make_reader(node: TypeNode, ctx: str) -> Reader:
+    """A function (buf, pos) -> (value, new pos) for this serializer; ctx names operator and state in errors."""
+    kind = node.kind
+    if kind == "char":
+        return _read_char
+    if kind in _FIXED:
+        return _unpacker(_FIXED[kind])
+    if kind == "string":
+        return read_java_string
+    if kind == "bytes":
+        return _read_bytes
+    if kind == "void":
+        return _read_void
+    if kind == "tuple":
+        return _tuple_reader(node, ctx)
+    if kind == "row":
+        return _row_reader(node, ctx)
+    if kind == "pojo":
+        return _pojo_reader(node, ctx)
+    if kind == "list":
+        return _list_reader(node, ctx)
+    if kind == "map":
+        return _map_reader(node, ctx)
+    if kind == "ttl":
+        return _ttl_reader(node, ctx)
+    raise UnsupportedSerializerError(f"{ctx}: values of serializer {node.cls} cannot be decoded")
+
+
+def _tuple_reader(node: TypeNode, ctx: str) -> Reader:
+    fields = [(n, make_reader(c, ctx)) for n, c in zip(node.names, node.children, strict=True)]
+
+    def read(buf: bytes, pos: int) -> tuple[dict[str, Any], int]:
+        out = {}
+        for name, rd in fields:
+            out[name], pos = rd(buf, pos)
+        return out, pos
+
+    return read
+
+
+def _row_reader(node: TypeNode, ctx: str) -> Reader:
+    fields = [(n, make_reader(c, ctx)) for n, c in zip(node.names, node.children, strict=True)]
+    offset = 0 if node.legacy_row else 2
+    mask_bytes = (len(fields) + offset + 7) // 8
+
+    def read(buf: bytes, pos: int) -> tuple[dict[str, Any], int]:
+        mask = int.from_bytes(buf[pos : pos + mask_bytes], "big")
+        pos += mask_bytes
+        top = 8 * mask_bytes - 1 - offset
+        out = {}
+        for i, (name, rd) in enumerate(fields):
+            if (mask >> (top - i)) & 1:
+                out[name] = None
+            else:
+                out[name], pos = rd(buf, pos)
+        return out, pos
+
+    return read
+
+
+def _pojo_reader(node: TypeNode, ctx: str) -> Reader:
+    fields = [(n, make_reader(c, ctx)) for n, c in zip(node.names, node.children, strict=True)]
+
+    def read(buf: bytes, pos: int) -> tuple[dict[str, Any] | None, int]:
+        flags = buf[pos]
+        pos += 1
+        if flags & 1:
+            return None, pos
+        if not flags & 2:
+            raise UnsupportedSerializerError(f"{ctx}: a value is a subclass of POJO {node.cls}; subclasses are not supported")
+        out = {}
+        for name, rd in fields:
+            isnull = buf[pos]
+            pos += 1
+            if isnull:
+                out[name] = None
+            else:
+                out[name], pos = rd(buf, pos)
+        return out, pos
+
+    return read
+
+
+def _list_reader(node: TypeNode, ctx: str) -> Reader:
+    elem = make_reader(node.children[0], ctx)
+
+    def read(buf: bytes, pos: int) -> tuple[list[Any], int]:
+        n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+        pos += 4
+        out = []
+        for _ in range(n):
+            v, pos = elem(buf, pos)
+            out.append(v)
+        return out, pos
+
+    return read
+
+
+def _map_reader(node: TypeNode, ctx: str) -> Reader:
+    kr = make_reader(node.children[0], ctx)
+    vr = make_reader(node.children[1], ctx)
+
+    def read(buf: bytes, pos: int) -> tuple[list[tuple[Any, Any]], int]:
+        n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+        pos += 4
+        out = []
+        for _ in range(n):
+            k, pos = kr(buf, pos)
+            isnull = buf[pos]
+            pos += 1
+            v = None
+            if not isnull:
+                v, pos = vr(buf, pos)
+            out.append((k, v))
+        return out, pos
+
+    return read
+
+
+def _ttl_reader(node: TypeNode, ctx: str) -> Reader:
+    ts = _unpacker(_FIXED["long"])
+    user = make_reader(node.children[1], ctx)
+
+    def read(buf: bytes, pos: int) -> tuple[tuple[int, Any], int]:
+        t, pos = ts(buf, pos)
+        v, pos = user(buf, pos)
+        return (t, v), pos
+
+    return read

@@ -1,0 +1,38 @@
+"""Fixtures of the Flink decoder tests: the checked-in savepoints and, for the `flink` tier, fresh ones."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _harness():
+    spec = importlib.util.spec_from_file_location("flinkjobs_harness", ROOT / "flinkjobs" / "harness.py")
+    harness = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(harness)
+    return harness
+
+
+@pytest.fixture(scope="session")
+def flink_fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Savepoints written by real Flink 2.3.0 in this test session (flinkjobs/harness.py)."""
+    out = tmp_path_factory.mktemp("flink-savepoints")
+    _harness().run_job(out, 150)
+    return out
+
+
+@pytest.fixture(scope="session")
+def flink_fresh_maxp300(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A savepoint of real Flink with maxParallelism 300 (2-byte key-group prefixes) and 500 Long keys."""
+    out = tmp_path_factory.mktemp("flink-savepoints-maxp300")
+    _harness().run_job(out, 1000, ("files",), props={"maxp": 300, "keys": 500, "rate": 5000})
+    return out
