@@ -31,6 +31,8 @@ def normalize_root(path: str | os.PathLike[str]) -> str:
     p = os.fspath(path)
     if not isinstance(p, str) or not p:
         raise InvalidArgumentError(f"path must be a non-empty string, got {path!r}")
+    if "\0" in p:
+        raise InvalidArgumentError(f"path {p!r} contains a NUL character: no filesystem or object store can hold it")
     parsed = urlparse(p)
     scheme = parsed.scheme.lower()
     if scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt"):

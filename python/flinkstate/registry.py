@@ -11,13 +11,13 @@ import datetime as dt
 import re
 from typing import TYPE_CHECKING
 
-from flinkstate.errors import InvalidArgumentError
+from flinkstate.errors import CorruptFileError, InvalidArgumentError
 from flinkstate.format import constants as C
 
 if TYPE_CHECKING:
     from flinkstate.store import CheckpointStore
 
-__all__ = ["discard_checkpoints", "collect_garbage"]
+__all__ = ["discard_checkpoints", "collect_garbage", "check_collectable"]
 
 _CKID = re.compile(r"/(\d{10})-[a-z-]+-kg\d+-\d+-[0-9a-f]+\.parquet$")
 
@@ -26,6 +26,7 @@ def discard_checkpoints(store: CheckpointStore, checkpoint_ids: list[int]) -> li
     """Mark checkpoints discarded in one log commit, then delete files nothing retained uses."""
     catalog = store.catalog
     version = catalog.log_version()
+    check_collectable(store)  # refuse before the log changes, not halfway through
     if version is None:
         raise InvalidArgumentError(f"no checkpoints at {store.root}")
     recs = {r.checkpoint_id: r for r in catalog.records(version) if r.status == C.STATUS_COMPLETED}
@@ -51,14 +52,11 @@ def discard_checkpoints(store: CheckpointStore, checkpoint_ids: list[int]) -> li
 def collect_garbage(store: CheckpointStore) -> list[str]:
     """Delete shared files that no retained checkpoint uses and no running attempt may still commit."""
     catalog = store.catalog
+    live = check_collectable(store)
     all_recs = catalog.records()
-    retained = [r for r in all_recs if r.status == C.STATUS_COMPLETED]
     latest = max((r.checkpoint_id for r in all_recs), default=None)
     if latest is None:
         return []
-    live: set[str] = set()
-    for r in retained:
-        live.update(e.path for e in catalog.manifest(r.checkpoint_id, r.attempt_id))
     manifest = catalog.manifest_table().to_pylist()
     candidates: set[str] = set()
     for row in manifest:
@@ -76,3 +74,42 @@ def collect_garbage(store: CheckpointStore) -> list[str]:
         if store.io.delete(path):
             deleted.append(path)
     return deleted
+
+
+def check_collectable(store: CheckpointStore) -> set[str]:
+    """Every path the log says a retained checkpoint or savepoint uses; CorruptFileError (GC refused)
+    unless the log and the manifest can be read in full and agree on every retained checkpoint."""
+    catalog = store.catalog
+    try:
+        recs = catalog.records()
+        events = catalog.log_events().to_pylist()
+        completed = {(e["checkpoint_id"], e["attempt_id"]) for e in events if e["event"] == C.EVENT_COMPLETED}
+        discarded = {e["checkpoint_id"] for e in events if e["event"] == C.EVENT_DISCARDED}
+        parsed = {(r.checkpoint_id, r.attempt_id) for r in recs}
+        unparsed = sorted(cid for cid, aid in completed - parsed if cid not in discarded)
+        if unparsed:
+            raise CorruptFileError(f"checkpoints {unparsed} are in the log {store.io.url(C.LOG_TABLE)} but cannot be read")
+        live: set[str] = set()
+        for r in recs:
+            if r.status != C.STATUS_COMPLETED:
+                continue
+            entries = catalog.manifest(r.checkpoint_id, r.attempt_id)
+            if len(entries) != r.files or sum(e.bytes for e in entries) != r.bytes:
+                raise CorruptFileError(
+                    f"checkpoint {r.checkpoint_id}: the log records {r.files} files ({r.bytes} bytes) but the manifest "
+                    f"{store.io.url(C.MANIFEST_TABLE)} lists {len(entries)} ({sum(e.bytes for e in entries)} bytes)"
+                )
+            live.update(e.path for e in entries)
+    except CorruptFileError as e:
+        raise CorruptFileError(f"garbage collection refused at {store.root}, nothing deleted: {e}") from e
+    except (OSError, ValueError, _delta_error()) as e:  # a table file gone or unreadable mid-read
+        raise CorruptFileError(
+            f"garbage collection refused at {store.root}, nothing deleted: the checkpoint log or manifest cannot be fully read: {e}"
+        ) from e
+    return live
+
+
+def _delta_error() -> type[Exception]:
+    from deltalake.exceptions import DeltaError
+
+    return DeltaError

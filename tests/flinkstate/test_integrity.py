@@ -1,0 +1,182 @@
+"""Damage suite: a damaged or missing part is named in a typed error and nothing is deleted or overwritten.
+
+Every scenario runs on a local root and on s3:// (a moto server); each damages a real store
+the way object stores, partial copies and operators' mistakes do, then checks that reads,
+writes and garbage collection refuse with a typed error naming the culprit, and that no
+file of the store was deleted or changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import flinkstate as fs
+from flinkstate.format import constants as C
+
+COUNT = fs.ValueStateDescriptor(name="count", value_type=pa.int64())
+GAP = fs.TimerServiceDescriptor(name="gap")
+
+
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+    """A job root (local or s3://) with its storage options."""
+    if request.param == "local":
+        return {"root": str(tmp_path / "job"), "storage_options": None}
+    s3 = request.getfixturevalue("s3")
+    return {"root": s3["root"], "storage_options": s3["storage_options"]}
+
+
+def _open(where: dict[str, Any]) -> fs.CheckpointStore:
+    return fs.open(where["root"], where["storage_options"])
+
+
+@pytest.fixture()
+def store(where: dict[str, Any]) -> fs.CheckpointStore:
+    """Checkpoint 1 (full state + timers), checkpoint 2 (a delta on top)."""
+    s = _open(where)
+    with s.begin(max_parallelism=32) as w:
+        w.put_state("sessions", COUNT, pa.table({"key": ["a", "b"], "value": [1, 2]}))
+        w.put_timers("sessions", GAP, pa.table({"key": ["a"], "timestamp": [5]}))
+    with s.begin() as w:
+        w.put_state("sessions", COUNT, pa.table({"key": ["c"], "value": [3], "tombstone": [False]}), mode="delta")
+    return s
+
+
+def _fs(store: fs.CheckpointStore) -> Any:
+    return store.io.fs
+
+
+def files_of(store: fs.CheckpointStore) -> dict[str, str]:
+    """Every file below the root (relative path -> sha256 of its bytes)."""
+    fsys, base = _fs(store), store.io.fs_path("x")[:-1]
+    if store.io.scheme == "s3":
+        fsys.invalidate_cache()
+        base = base[len("s3://"):]
+    out = {}
+    for p in fsys.find(base):
+        out[str(p)[len(base):]] = hashlib.sha256(fsys.cat_file(p)).hexdigest()
+    return out
+
+
+def remove(store: fs.CheckpointStore, rel: str) -> None:
+    """Delete a file or a whole folder below the root (the damage)."""
+    _fs(store).rm(store.io.fs_path(rel), recursive=True)
+    if store.io.scheme == "s3":
+        _fs(store).invalidate_cache()
+
+
+def write(store: fs.CheckpointStore, rel: str, data: bytes) -> None:
+    """Overwrite a file below the root (the damage)."""
+    with store.io.open(rel, "wb") as f:
+        f.write(data)
+
+
+def log_commits(store: fs.CheckpointStore) -> list[str]:
+    return sorted(p for p in store.io.list_files(C.LOG_TABLE + "/_delta_log") if p.endswith(".json"))
+
+
+@pytest.fixture()
+def unchanged(store: fs.CheckpointStore) -> Iterator[Any]:
+    """Call it after damaging the store: the test then checks no file was deleted or changed."""
+    holder: dict[str, Any] = {}
+
+    def mark() -> None:
+        holder["before"] = files_of(store)
+
+    yield mark
+    if "before" in holder:
+        after = files_of(store)
+        lost = {p for p in holder["before"] if p not in after}
+        changed = {p for p in holder["before"] if p in after and after[p] != holder["before"][p]}
+        assert not lost, f"files deleted: {sorted(lost)}"
+        assert not changed, f"files changed: {sorted(changed)}"
+
+
+def refuses_everything(store: fs.CheckpointStore, err: type[Exception], culprit: str) -> None:
+    """Writes and GC (and a fresh handle's writes and GC) refuse with `err` naming `culprit`."""
+    for s in (store, fs.open(store.root, store.io.storage_options or None)):
+        with pytest.raises(err, match=culprit):
+            with s.begin() as w:
+                w.put_state("sessions", COUNT, pa.table({"key": ["z"], "value": [9]}))
+        with pytest.raises(err, match=culprit):
+            s.retain(1)
+
+
+# ---------------------------------------------------------------------- 1. log missing
+
+
+def test_deleted_log_is_not_an_empty_root(store: fs.CheckpointStore, unchanged: Any) -> None:
+    remove(store, C.LOG_TABLE + "/_delta_log")
+    unchanged()
+    with pytest.raises(fs.CorruptFileError, match=r"_flinkstate/log/_delta_log.*missing"):
+        store.checkpoints()
+    refuses_everything(store, fs.CorruptFileError, r"_flinkstate/log/_delta_log.*missing")
+
+
+def test_deleted_log_folder_is_not_an_empty_root(store: fs.CheckpointStore, unchanged: Any) -> None:
+    remove(store, C.LOG_TABLE)
+    unchanged()
+    refuses_everything(store, fs.CorruptFileError, r"_flinkstate/log.*missing")
+
+
+def test_an_empty_root_and_a_fresh_root_still_work(where: dict[str, Any]) -> None:
+    s = _open(where)
+    assert s.checkpoints() == []
+    assert s.retain(1) == [] if s.catalog.exists() else True
+    with s.begin(max_parallelism=8) as w:
+        w.put_state("sessions", COUNT, pa.table({"key": ["a"], "value": [1]}))
+    assert [c.checkpoint_id for c in _open(where).checkpoints()] == [1]
+
+
+# ---------------------------------------------------------------------- 2. manifest missing
+
+
+def test_deleted_manifest_is_not_recreated(store: fs.CheckpointStore, unchanged: Any) -> None:
+    remove(store, C.MANIFEST_TABLE)
+    unchanged()
+    refuses_everything(store, fs.CorruptFileError, r"_flinkstate/manifest.*missing")
+    assert [c.checkpoint_id for c in store.checkpoints()] == [1, 2]
+
+
+def test_deleted_manifest_delta_log_is_not_recreated(store: fs.CheckpointStore, unchanged: Any) -> None:
+    remove(store, C.MANIFEST_TABLE + "/_delta_log")
+    unchanged()
+    refuses_everything(store, fs.CorruptFileError, r"_flinkstate/manifest.*missing")
+
+
+# ---------------------------------------------------------------------- 3. zero-byte commit
+
+
+def test_zero_byte_latest_log_commit_is_named_not_skipped(store: fs.CheckpointStore, unchanged: Any) -> None:
+    latest = log_commits(store)[-1]
+    write(store, latest, b"")
+    unchanged()
+    culprit = latest.rsplit("/", 1)[1].replace(".", r"\.") + r".*(empty|zero)"
+    with pytest.raises(fs.CorruptFileError, match=culprit):
+        store.checkpoints()
+    with pytest.raises(fs.CorruptFileError, match=culprit):
+        fs.open(store.root, store.io.storage_options or None).latest_checkpoint_id()
+    refuses_everything(store, fs.CorruptFileError, culprit)
+
+
+# ---------------------------------------------------------------------- 10. bad store paths
+
+
+def test_store_path_that_is_a_regular_file_is_refused(where: dict[str, Any]) -> None:
+    s = _open(where)
+    with s.io.fs.open(s.io.fs_path("x")[:-2], "wb") as f:  # the root itself becomes a file
+        f.write(b"not a folder")
+    for call in (lambda: _open(where).checkpoints(), lambda: _open(where).begin()):
+        with pytest.raises(fs.InvalidArgumentError, match=where["root"].rsplit("/", 1)[1] + " is a regular file"):
+            call()
+
+
+def test_store_path_with_nul_is_refused(where: dict[str, Any]) -> None:
+    with pytest.raises(fs.InvalidArgumentError, match="NUL"):
+        fs.open(where["root"] + "\0x", where["storage_options"]).checkpoints()
