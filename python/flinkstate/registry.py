@@ -81,6 +81,9 @@ def check_collectable(store: CheckpointStore) -> set[str]:
     unless the log and the manifest can be read in full and agree on every retained checkpoint."""
     catalog = store.catalog
     try:
+        gone = catalog.missing_files(C.LOG_TABLE) + catalog.missing_files(C.MANIFEST_TABLE)
+        if gone:
+            raise CorruptFileError(f"Delta data files the checkpoint log or manifest references are missing: {[store.io.url(p) for p in gone]}")
         recs = catalog.records()
         events = catalog.log_events().to_pylist()
         completed = {(e["checkpoint_id"], e["attempt_id"]) for e in events if e["event"] == C.EVENT_COMPLETED}

@@ -180,3 +180,53 @@ def test_store_path_that_is_a_regular_file_is_refused(where: dict[str, Any]) -> 
 def test_store_path_with_nul_is_refused(where: dict[str, Any]) -> None:
     with pytest.raises(fs.InvalidArgumentError, match="NUL"):
         fs.open(where["root"] + "\0x", where["storage_options"]).checkpoints()
+
+
+# ---------------------------------------------------------------------- 4. GC refuses on partial metadata
+
+
+def manifest_commits(store: fs.CheckpointStore) -> list[str]:
+    return sorted(p for p in store.io.list_files(C.MANIFEST_TABLE + "/_delta_log") if p.endswith(".json"))
+
+
+def test_gc_refuses_when_the_manifest_lost_a_retained_checkpoints_rows(store: fs.CheckpointStore, unchanged: Any) -> None:
+    remove(store, manifest_commits(store)[-1])  # the manifest rolls back to before checkpoint 2
+    unchanged()
+    with pytest.raises(fs.CorruptFileError, match=r"garbage collection refused.*checkpoint 2: the log records \d+ files.*manifest"):
+        store.retain(1)
+    with pytest.raises(fs.CorruptFileError, match=r"garbage collection refused"):
+        store.discard([1])
+    assert [c.checkpoint_id for c in store.checkpoints()] == [1, 2]
+
+
+def test_gc_refuses_when_a_manifest_data_file_is_gone(store: fs.CheckpointStore, unchanged: Any) -> None:
+    part = next(p for p in store.io.list_files(C.MANIFEST_TABLE) if p.endswith(".parquet"))
+    store.checkpoints(), store.files(1)  # this process has read (and cached) it
+    remove(store, part)
+    unchanged()
+    with pytest.raises(fs.CorruptFileError, match=r"garbage collection refused.*" + part.rsplit("/", 1)[1]):
+        store.retain(1)
+    with pytest.raises(fs.CorruptFileError, match=r"garbage collection refused"):
+        fs.open(store.root, store.io.storage_options or None).retain(1)
+
+
+def test_gc_refuses_when_the_log_lost_a_data_file(store: fs.CheckpointStore, unchanged: Any) -> None:
+    part = next(p for p in store.io.list_files(C.LOG_TABLE) if p.endswith(".parquet"))
+    store.checkpoints()
+    remove(store, part)
+    unchanged()
+    with pytest.raises(fs.CorruptFileError, match=r"garbage collection refused.*" + part.rsplit("/", 1)[1]):
+        store.retain(1)
+
+
+def test_gc_keeps_every_file_retained_checkpoints_and_savepoints_use(store: fs.CheckpointStore) -> None:
+    with store.begin(kind="savepoint") as w:
+        w.put_state("sessions", COUNT, pa.table({"key": ["d"], "value": [4], "tombstone": [False]}), mode="delta")
+    with store.begin() as w:
+        w.put_state("sessions", COUNT, pa.table({"key": ["e"], "value": [5], "tombstone": [False]}), mode="delta")
+    before = [(c.checkpoint_id, store.read_state("sessions", "count", c.checkpoint_id).to_pylist()) for c in store.checkpoints() if c.checkpoint_id >= 3]
+    deleted = store.retain(1)
+    used = {e.path for c in store.checkpoints() for e in store.files(c.checkpoint_id)}
+    assert used and not used & set(deleted)
+    assert all(store.io.exists(p) for p in used)
+    assert [(c.checkpoint_id, store.read_state("sessions", "count", c.checkpoint_id).to_pylist()) for c in store.checkpoints()] == before

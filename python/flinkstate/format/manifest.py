@@ -239,6 +239,17 @@ class DeltaCatalog:
         cols = ["checkpoint_id", "attempt_id", "event"]
         return LOG_SCHEMA.empty_table().select(cols) if t is None else self._read(t, C.LOG_TABLE, columns=cols)
 
+    def missing_files(self, rel: str) -> list[str]:
+        """Data files the current version of a Delta table references that storage no longer holds."""
+        t = self._existing(rel)
+        if t is None:
+            return []
+        if self.io.scheme == "s3":
+            self.io.fs.invalidate_cache(self.io.fs_path(rel))  # delta-rs writes behind s3fs's listing cache
+        present = set(self.io.list_files(rel))
+        paths = pa.table(t.get_add_actions(flatten=True)).column("path").to_pylist()
+        return [f"{rel}/{p}" for p in paths if f"{rel}/{p}" not in present]
+
     def manifest(self, checkpoint_id: int, attempt_id: str) -> list[FileEntry]:
         """The files a completed checkpoint uses."""
         t = self._table(C.MANIFEST_TABLE)
