@@ -25,6 +25,7 @@ from flinkstate.format.writer import (
     write_state_files,
     write_timer_files,
 )
+from flinkstate.integrity import check_carried_files
 from flinkstate.keygroups import UPPER_BOUND_MAX_PARALLELISM, default_max_parallelism
 from flinkstate.metadata import CheckpointInfo, CheckpointMetadata, OperatorMetadata
 
@@ -328,6 +329,8 @@ class CheckpointWriter:
                         f"were not rewritten in full: {missing}"
                     )
             self._drop_shadowed()
+            new = set(self._new_paths)
+            check_carried_files(self.io, self.checkpoint_id, [e for e in self._entries if e.path not in new])
             if self.kind == C.SAVEPOINT:
                 self._own_files()
             catalog = self.store.catalog

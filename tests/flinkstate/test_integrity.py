@@ -230,3 +230,24 @@ def test_gc_keeps_every_file_retained_checkpoints_and_savepoints_use(store: fs.C
     assert used and not used & set(deleted)
     assert all(store.io.exists(p) for p in used)
     assert [(c.checkpoint_id, store.read_state("sessions", "count", c.checkpoint_id).to_pylist()) for c in store.checkpoints()] == before
+
+
+# ---------------------------------------------------------------------- 5. carried-over files checked before commit
+
+
+@pytest.mark.parametrize("damage", ["deleted", "truncated"])
+@pytest.mark.parametrize("kind", ["checkpoint", "savepoint"])
+def test_commit_on_a_base_with_a_damaged_file_is_refused(store: fs.CheckpointStore, unchanged: Any, damage: str, kind: str) -> None:
+    victim = next(e for e in store.files() if e.kind == "timers-full")
+    if damage == "deleted":
+        remove(store, victim.path)
+    else:
+        with store.io.open(victim.path) as f:
+            data = f.read()
+        write(store, victim.path, data[: len(data) // 2])
+    unchanged()
+    with pytest.raises(fs.CorruptFileError, match=r"checkpoint 3 would carry over .*" + victim.path.rsplit("/", 1)[1]
+                       + r".*(missing|bytes, recorded \d+)"):
+        with store.begin(kind=kind) as w:  # the damaged file belongs to a state this checkpoint does not touch
+            w.put_state("sessions", COUNT, pa.table({"key": ["z"], "value": [9], "tombstone": [False]}), mode="delta")
+    assert [c.checkpoint_id for c in store.checkpoints()] == [1, 2]
