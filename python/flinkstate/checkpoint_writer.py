@@ -25,7 +25,7 @@ from flinkstate.format.writer import (
     write_state_files,
     write_timer_files,
 )
-from flinkstate.integrity import check_carried_files
+from flinkstate.integrity import check_carried_files, check_writable
 from flinkstate.keygroups import UPPER_BOUND_MAX_PARALLELISM, default_max_parallelism
 from flinkstate.metadata import CheckpointInfo, CheckpointMetadata, OperatorMetadata
 
@@ -68,6 +68,7 @@ class CheckpointWriter:
         self.kind = kind
         self.attempt_id = uuid.uuid4().hex
         catalog = store.catalog
+        check_writable(self.io)
         catalog.ensure_tables()
         self.planned_version = catalog.log_version()
         assert self.planned_version is not None

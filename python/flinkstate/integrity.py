@@ -7,18 +7,20 @@ a store path that is a file, carried-over data files that are gone.
 
 from __future__ import annotations
 
+import errno
 import posixpath
+import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from flinkstate.errors import CorruptFileError, InvalidArgumentError
+from flinkstate.errors import CorruptFileError, InvalidArgumentError, ReadOnlyStoreError
 from flinkstate.format import constants as C
 
 if TYPE_CHECKING:
     from flinkstate.format.datafile import FileEntry
     from flinkstate.io import FileIO
 
-__all__ = ["check_root_is_folder", "root_data", "missing_table_error", "check_commit_file", "check_carried_files"]
+__all__ = ["check_writable", "read_only_error", "check_root_is_folder", "root_data", "missing_table_error", "check_commit_file", "check_carried_files"]
 
 _FIRST_COMMIT = "_delta_log/" + "0" * 20 + ".json"
 
@@ -98,3 +100,33 @@ def _sizes(io: FileIO, rel_dir: str) -> dict[str, int]:
     except FileNotFoundError:
         return {}
     return {posixpath.basename(str(i["name"]).rstrip("/")): int(i.get("size") or 0) for i in listing if i.get("type") == "file"}
+
+
+_DENIED = ("permission denied", "read-only file system", "operation not permitted", "lacked the necessary privileges", "accessdenied", "403 forbidden")
+
+
+def read_only_error(io: FileIO, rel: str, e: BaseException) -> ReadOnlyStoreError | None:
+    """A ReadOnlyStoreError naming the store and path when `e` says writing was denied (None otherwise)."""
+    denied = isinstance(e, PermissionError) or (isinstance(e, OSError) and e.errno in (errno.EACCES, errno.EPERM, errno.EROFS))
+    if not denied and not any(m in str(e).lower() for m in _DENIED):
+        return None
+    return ReadOnlyStoreError(f"the store {io.root} is read-only: writing {io.url(rel)} was denied ({str(e).splitlines()[0][:200]}); nothing was changed")
+
+
+def check_writable(io: FileIO) -> None:
+    """Raise ReadOnlyStoreError unless a file can be created and deleted below the root.
+
+    Run before any Delta write: delta-rs reports a denied write as an untyped error and its
+    writer thread panics, so the store is probed with a tiny file first.
+    """
+    probe = f"{C.META_DIR}/_write-probe-{uuid.uuid4().hex}"
+    try:
+        with io.open(probe, "wb") as f:
+            f.write(b"")
+        io.delete(probe)
+    except OSError as e:
+        check_root_is_folder(io)
+        err = read_only_error(io, probe, e)
+        if err is None:
+            raise
+        raise err from e

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from flinkstate.errors import CorruptFileError, InvalidArgumentError
 from flinkstate.format import constants as C
+from flinkstate.integrity import check_writable
 
 if TYPE_CHECKING:
     from flinkstate.store import CheckpointStore
@@ -27,6 +28,7 @@ def discard_checkpoints(store: CheckpointStore, checkpoint_ids: list[int]) -> li
     catalog = store.catalog
     version = catalog.log_version()
     check_collectable(store)  # refuse before the log changes, not halfway through
+    check_writable(store.io)
     if version is None:
         raise InvalidArgumentError(f"no checkpoints at {store.root}")
     recs = {r.checkpoint_id: r for r in catalog.records(version) if r.status == C.STATUS_COMPLETED}

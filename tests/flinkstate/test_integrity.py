@@ -8,7 +8,13 @@ file of the store was deleted or changed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
+import os
+import re
+import subprocess
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -251,3 +257,63 @@ def test_commit_on_a_base_with_a_damaged_file_is_refused(store: fs.CheckpointSto
         with store.begin(kind=kind) as w:  # the damaged file belongs to a state this checkpoint does not touch
             w.put_state("sessions", COUNT, pa.table({"key": ["z"], "value": [9], "tombstone": [False]}), mode="delta")
     assert [c.checkpoint_id for c in store.checkpoints()] == [1, 2]
+
+
+# ---------------------------------------------------------------------- 9. read-only store
+
+
+@contextlib.contextmanager
+def read_only(where: dict[str, Any], store: fs.CheckpointStore) -> Iterator[dict[str, Any] | None]:
+    """Make the store really read-only; yields the storage options a reader opens it with.
+
+    Local: the folder tree becomes immutable (`chattr +i`, which stops root too; plain
+    `chmod a-w` when not root). S3: moto enforces IAM, and the reader's key only has a
+    policy allowing s3:GetObject and s3:ListBucket.
+    """
+    if store.io.scheme == "file":
+        path = store.io.fs_path("x")[:-2]
+        cmd = ["chattr", "-R", "+i", path] if os.geteuid() == 0 else ["chmod", "-R", "a-w", path]
+        undo = ["chattr", "-R", "-i", path] if os.geteuid() == 0 else ["chmod", "-R", "u+w", path]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            subprocess.run(undo, capture_output=True)
+            pytest.skip(f"cannot make a read-only folder here: {done.stderr.strip()}")
+        try:
+            yield None
+        finally:
+            subprocess.run(undo, check=True)
+        return
+    import boto3
+    import requests
+
+    opts = dict(where["storage_options"])
+    iam = boto3.client("iam", endpoint_url=opts["endpoint_url"], aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1")
+    user = f"reader-{uuid.uuid4().hex[:8]}"
+    iam.create_user(UserName=user)
+    policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"], "Resource": "*"}]}
+    iam.put_user_policy(UserName=user, PolicyName="read-only", PolicyDocument=json.dumps(policy))
+    key = iam.create_access_key(UserName=user)["AccessKey"]
+    requests.post(opts["endpoint_url"] + "/moto-api/reset-auth", data=b"0", timeout=10)
+    try:
+        yield dict(opts, key=key["AccessKeyId"], secret=key["SecretAccessKey"])
+    finally:
+        requests.post(opts["endpoint_url"] + "/moto-api/reset-auth", data=b"inf", timeout=10)
+
+
+def test_read_only_store_says_so_and_names_the_path(where: dict[str, Any], store: fs.CheckpointStore, unchanged: Any,
+                                                     capfd: pytest.CaptureFixture[str]) -> None:
+    unchanged()
+    expected = [c.checkpoint_id for c in store.checkpoints()]
+    with read_only(where, store) as opts:
+        ro = fs.open(store.root, opts)
+        assert [c.checkpoint_id for c in ro.checkpoints()] == expected  # reading still works
+        assert ro.read_state("sessions", "count").num_rows == 3
+        with pytest.raises(fs.ReadOnlyStoreError, match=re.escape(store.root) + r" is read-only"):
+            ro.retain(1)
+        with pytest.raises(fs.ReadOnlyStoreError, match=re.escape(store.root) + r" is read-only"):
+            ro.discard([1])
+        with pytest.raises(fs.ReadOnlyStoreError, match=re.escape(store.root) + r" is read-only"):
+            with ro.begin() as w:
+                w.put_state("sessions", COUNT, pa.table({"key": ["z"], "value": [9]}))
+    assert "panicked" not in capfd.readouterr().err
+    assert [c.checkpoint_id for c in store.checkpoints()] == expected

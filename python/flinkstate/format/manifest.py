@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from flinkstate.errors import CommitConflictError, CorruptFileError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
-from flinkstate.integrity import check_commit_file, missing_table_error
+from flinkstate.integrity import check_commit_file, missing_table_error, read_only_error
 from flinkstate.io import FileIO
 
 __all__ = ["MANIFEST_SCHEMA", "LOG_SCHEMA", "LogRecord", "DeltaCatalog"]
@@ -315,8 +315,14 @@ class DeltaCatalog:
                 cols[k].append(getattr(e, k))
         table = pa.table(cols, schema=MANIFEST_SCHEMA)
         target = self._table(C.MANIFEST_TABLE)
-        write_deltalake(target if target is not None else self._uri(C.MANIFEST_TABLE), table, mode="append",
-                        storage_options=self.io.delta_storage_options())
+        try:
+            write_deltalake(target if target is not None else self._uri(C.MANIFEST_TABLE), table, mode="append",
+                            storage_options=self.io.delta_storage_options())
+        except _delta_errors() as e:
+            denied = read_only_error(self.io, C.MANIFEST_TABLE, e)
+            if denied is None:
+                raise
+            raise denied from e
         if target is not None:
             self._maybe_checkpoint(target)
 
@@ -339,9 +345,17 @@ class DeltaCatalog:
                 commit_properties=CommitProperties(max_commit_retries=0),
             )
         except CommitFailedError as e:
+            denied = read_only_error(self.io, C.LOG_TABLE, e)
+            if denied is not None:
+                raise denied from e
             raise CommitConflictError(
                 f"checkpoint {rows[0]['checkpoint_id']}: another writer committed to {self.io.url(C.LOG_TABLE)} "
                 f"after version {planned_version} that this commit was planned against; nothing of this attempt is visible"
             ) from e
+        except _delta_errors() as e:
+            denied = read_only_error(self.io, C.LOG_TABLE, e)
+            if denied is None:
+                raise
+            raise denied from e
         self._maybe_checkpoint(table)
         return planned_version + 1
