@@ -317,3 +317,34 @@ def test_read_only_store_says_so_and_names_the_path(where: dict[str, Any], store
                 w.put_state("sessions", COUNT, pa.table({"key": ["z"], "value": [9]}))
     assert "panicked" not in capfd.readouterr().err
     assert [c.checkpoint_id for c in store.checkpoints()] == expected
+
+
+# ---------------------------------------------------------------------- 11. backend whose base is gone
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_backend_falls_back_to_full_when_its_base_is_discarded(where: dict[str, Any], full: bool) -> None:
+    from flinkstate.backend import KeyedStateBackend
+
+    s = _open(where)
+    be = KeyedStateBackend(max_parallelism=32)
+    v = be.get_state(COUNT)
+    for i, k in enumerate("abcd"):
+        be.set_current_key(k)
+        v.update(i)
+    be.checkpoint(s, "sessions").result()
+    be.set_current_key("a")
+    v.update(10)
+    assert be.checkpoint(s, "sessions").result().base_checkpoint_id == 1
+    s.discard([2])  # the backend's base is gone (an operator, or retain on another handle)
+    be.set_current_key("b")
+    v.update(20)
+    info = be.checkpoint(s, "sessions", full=full).result()
+    assert info.checkpoint_id == 3 and info.base_checkpoint_id is None
+    assert {e.kind for e in s.files(3)} == {"full"}
+    got = {r["key"]: r["value"] for r in s.read_state("sessions", "count", 3).to_pylist()}
+    assert got == {"a": 10, "b": 20, "c": 2, "d": 3}
+    be.set_current_key("c")
+    v.update(30)
+    assert be.checkpoint(s, "sessions").result().base_checkpoint_id == 3  # incremental again
+    assert {r["key"]: r["value"] for r in s.read_state("sessions", "count").to_pylist()}["c"] == 30
