@@ -16,10 +16,14 @@ from flinkstate.format import constants as C
 from flinkstate.integrity import check_writable
 
 if TYPE_CHECKING:
+    from flinkstate.format.manifest import LogRecord
     from flinkstate.store import CheckpointStore
 
-__all__ = ["discard_checkpoints", "collect_garbage", "check_collectable"]
+__all__ = ["discard_checkpoints", "collect_garbage", "check_collectable", "collect_orphans", "ORPHAN_RETENTION"]
 
+_SAVEPOINT_DIR = re.compile(rf"^{C.SAVEPOINTS_DIR}/sp-(\d{{10}})/")
+# Delta's default VACUUM retention: files a running commit may still reference are younger
+ORPHAN_RETENTION = dt.timedelta(hours=168)
 _CKID = re.compile(r"/(\d{10})-[a-z-]+-kg\d+-\d+-[0-9a-f]+\.parquet$")
 
 
@@ -75,6 +79,35 @@ def collect_garbage(store: CheckpointStore) -> list[str]:
             continue  # savepoint files are owned by their savepoint
         if store.io.delete(path):
             deleted.append(path)
+    return deleted + _orphans(store, all_recs, ORPHAN_RETENTION)
+
+
+def collect_orphans(store: CheckpointStore, retention: dt.timedelta = ORPHAN_RETENTION) -> list[str]:
+    """Delete what no checkpoint can ever use (refused, like GC, unless log and manifest read in full)."""
+    if not isinstance(retention, dt.timedelta) or retention < dt.timedelta(0):
+        raise InvalidArgumentError(f"retention must be a non-negative datetime.timedelta, got {retention!r}")
+    check_collectable(store)
+    check_writable(store.io)
+    return _orphans(store, store.catalog.records(), retention)
+
+
+def _orphans(store: CheckpointStore, records: list[LogRecord], retention: dt.timedelta) -> list[str]:
+    """Files of savepoint attempts that can no longer commit (an id at or below the newest committed
+    one that no savepoint holds), and files inside the Delta tables no version references, older
+    than `retention` (Delta's VACUUM rule: a running commit's file is younger than that)."""
+    deleted = []
+    latest = max((r.checkpoint_id for r in records), default=None)
+    owned = {r.checkpoint_id for r in records if r.kind == C.SAVEPOINT}
+    if latest is not None:
+        for path in store.io.list_files(C.SAVEPOINTS_DIR):
+            m = _SAVEPOINT_DIR.match(path)
+            if m and int(m.group(1)) <= latest and int(m.group(1)) not in owned and store.io.delete(path):
+                deleted.append(path)
+    older_than = dt.datetime.now(dt.timezone.utc) - retention
+    for rel in (C.LOG_TABLE, C.MANIFEST_TABLE):
+        for path in store.catalog.unreferenced_files(rel, older_than):
+            if store.io.delete(path):
+                deleted.append(path)
     return deleted
 
 

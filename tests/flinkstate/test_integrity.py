@@ -9,6 +9,7 @@ file of the store was deleted or changed.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
 import flinkstate as fs
 from flinkstate.format import constants as C
@@ -348,3 +350,46 @@ def test_backend_falls_back_to_full_when_its_base_is_discarded(where: dict[str, 
     v.update(30)
     assert be.checkpoint(s, "sessions").result().base_checkpoint_id == 3  # incremental again
     assert {r["key"]: r["value"] for r in s.read_state("sessions", "count").to_pylist()}["c"] == 30
+
+
+# ---------------------------------------------------------------------- 12. orphans are collected
+
+
+def test_orphans_of_killed_attempts_are_collected(store: fs.CheckpointStore) -> None:
+    with store.begin(kind="savepoint") as w:  # a real savepoint: its folder is never touched
+        w.put_state("sessions", COUNT, pa.table({"key": ["s"], "value": [7], "tombstone": [False]}), mode="delta")
+    killed = store.begin(kind="savepoint")  # a savepoint attempt killed after writing its files
+    killed.put_state("sessions", COUNT, pa.table({"key": ["k"], "value": [8], "tombstone": [False]}), mode="delta")
+    killed_dir = f"savepoints/sp-{killed.checkpoint_id:010d}/"
+    assert store.io.list_files(killed_dir)
+    w1, w2 = store.begin(), store.begin()  # two writers: the loser leaves a log data file no version references
+    w1.put_state("sessions", COUNT, pa.table({"key": ["x"], "value": [1], "tombstone": [False]}), mode="delta")
+    w2.put_state("sessions", COUNT, pa.table({"key": ["y"], "value": [2], "tombstone": [False]}), mode="delta")
+    w1.commit()
+    with pytest.raises(fs.CommitConflictError):
+        w2.commit()
+    referenced = {p for rel in (C.LOG_TABLE, C.MANIFEST_TABLE) for p in store.io.list_files(rel) if "_delta_log" not in p}
+    log = DeltaTable(store.io.delta_uri(C.LOG_TABLE), storage_options=store.io.delta_storage_options())
+    in_log = {f"{C.LOG_TABLE}/{p}" for p in pa.table(log.get_add_actions(flatten=True)).column("path").to_pylist()}
+    log_orphans = [p for p in store.io.list_files(C.LOG_TABLE) if "_delta_log" not in p and p not in in_log]
+    assert len(log_orphans) == 1
+    views = {c.checkpoint_id: store.read_state("sessions", "count", c.checkpoint_id).to_pylist() for c in store.checkpoints()}
+
+    deleted = store.retain(10)  # nothing to discard: GC still collects the killed savepoint's folder
+    assert deleted and all(p.startswith(killed_dir) for p in deleted)
+    assert not store.io.list_files(killed_dir)
+    assert store.io.exists(log_orphans[0])  # younger than Delta's 7-day retention: kept
+    assert store.collect_orphans() == []
+    assert store.collect_orphans(dt.timedelta(0)) == log_orphans
+    assert not store.io.exists(log_orphans[0])
+    after = {p for rel in (C.LOG_TABLE, C.MANIFEST_TABLE) for p in store.io.list_files(rel) if "_delta_log" not in p}
+    assert after == referenced - set(log_orphans)
+    assert {c.checkpoint_id: store.read_state("sessions", "count", c.checkpoint_id).to_pylist() for c in store.checkpoints()} == views
+    assert store.checkpoint(3).kind == "savepoint" and store.files(3)
+
+
+def test_orphan_collection_refuses_on_damage(store: fs.CheckpointStore, unchanged: Any) -> None:
+    remove(store, manifest_commits(store)[-1])
+    unchanged()
+    with pytest.raises(fs.CorruptFileError, match=r"garbage collection refused"):
+        store.collect_orphans(dt.timedelta(0))

@@ -250,6 +250,25 @@ class DeltaCatalog:
         paths = pa.table(t.get_add_actions(flatten=True)).column("path").to_pylist()
         return [f"{rel}/{p}" for p in paths if f"{rel}/{p}" not in present]
 
+    def unreferenced_files(self, rel: str, older_than: dt.datetime) -> list[str]:
+        """Files inside a Delta table its current version does not reference, last modified before
+        `older_than`: what Delta's VACUUM deletes (the table is append-only, so no older version uses them)."""
+        t = self._existing(rel)
+        if t is None:
+            return []
+        if self.io.scheme == "s3":
+            self.io.fs.invalidate_cache(self.io.fs_path(rel))
+        referenced = {f"{rel}/{p}" for p in pa.table(t.get_add_actions(flatten=True)).column("path").to_pylist()}
+        out = []
+        for p in self.io.list_files(rel):
+            name = p[len(rel) + 1 :]
+            if p in referenced or name.startswith(("_", ".")) or "/_" in name or "/." in name:
+                continue  # _delta_log and hidden files are Delta's own, never vacuumed
+            modified = self.io.fs.modified(self.io.fs_path(p))
+            if (modified.astimezone() if modified.tzinfo is None else modified) < older_than:
+                out.append(p)
+        return out
+
     def manifest(self, checkpoint_id: int, attempt_id: str) -> list[FileEntry]:
         """The files a completed checkpoint uses."""
         t = self._table(C.MANIFEST_TABLE)
