@@ -11,6 +11,9 @@ import datetime as dt
 import re
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from flinkstate.errors import CorruptFileError, InvalidArgumentError
 from flinkstate.format import constants as C
 from flinkstate.integrity import check_writable
@@ -127,17 +130,19 @@ def check_collectable(store: CheckpointStore) -> set[str]:
         unparsed = sorted(cid for cid, aid in completed - parsed if cid not in discarded)
         if unparsed:
             raise CorruptFileError(f"checkpoints {unparsed} are in the log {store.io.url(C.LOG_TABLE)} but cannot be read")
-        live: set[str] = set()
-        for r in recs:
-            if r.status != C.STATUS_COMPLETED:
-                continue
-            entries = catalog.manifest(r.checkpoint_id, r.attempt_id)
-            if len(entries) != r.files or sum(e.bytes for e in entries) != r.bytes:
+        retained = {r.attempt_id: r for r in recs if r.status == C.STATUS_COMPLETED}
+        manifest = catalog.manifest_table().select(["attempt_id", "path", "bytes"])  # one read for every checkpoint
+        manifest = manifest.filter(pc.is_in(manifest.column("attempt_id"), value_set=pa.array(list(retained), pa.string())))
+        listed = {g["attempt_id"]: (g["bytes_count"], g["bytes_sum"]) for g in
+                  manifest.group_by("attempt_id").aggregate([("bytes", "count"), ("bytes", "sum")]).to_pylist()}
+        for aid, r in retained.items():
+            n, size = listed.get(aid, (0, 0))
+            if (n, size or 0) != (r.files, r.bytes):
                 raise CorruptFileError(
                     f"checkpoint {r.checkpoint_id}: the log records {r.files} files ({r.bytes} bytes) but the manifest "
-                    f"{store.io.url(C.MANIFEST_TABLE)} lists {len(entries)} ({sum(e.bytes for e in entries)} bytes)"
+                    f"{store.io.url(C.MANIFEST_TABLE)} lists {n} ({size or 0} bytes)"
                 )
-            live.update(e.path for e in entries)
+        live = set(manifest.column("path").to_pylist())
     except CorruptFileError as e:
         raise CorruptFileError(f"garbage collection refused at {store.root}, nothing deleted: {e}") from e
     except (OSError, ValueError, _delta_error()) as e:  # a table file gone or unreadable mid-read
