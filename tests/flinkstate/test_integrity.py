@@ -161,15 +161,20 @@ def test_deleted_manifest_delta_log_is_not_recreated(store: fs.CheckpointStore, 
 # ---------------------------------------------------------------------- 3. zero-byte commit
 
 
-def test_zero_byte_latest_log_commit_is_named_not_skipped(store: fs.CheckpointStore, unchanged: Any) -> None:
-    latest = log_commits(store)[-1]
+@pytest.mark.parametrize("table", [C.LOG_TABLE, C.MANIFEST_TABLE])
+def test_zero_byte_latest_commit_is_named_not_skipped(store: fs.CheckpointStore, unchanged: Any, table: str) -> None:
+    latest = sorted(p for p in store.io.list_files(table + "/_delta_log") if p.endswith(".json"))[-1]
     write(store, latest, b"")
     unchanged()
-    culprit = latest.rsplit("/", 1)[1].replace(".", r"\.") + r".*(empty|zero)"
-    with pytest.raises(fs.CorruptFileError, match=culprit):
-        store.checkpoints()
-    with pytest.raises(fs.CorruptFileError, match=culprit):
-        fs.open(store.root, store.io.storage_options or None).latest_checkpoint_id()
+    culprit = re.escape(store.io.url(latest)) + r".*(empty|zero)"
+    if table == C.LOG_TABLE:
+        with pytest.raises(fs.CorruptFileError, match=culprit):
+            store.checkpoints()
+        with pytest.raises(fs.CorruptFileError, match=culprit):
+            fs.open(store.root, store.io.storage_options or None).latest_checkpoint_id()
+    else:
+        with pytest.raises(fs.CorruptFileError, match=culprit):
+            store.read_state("sessions", "count")
     refuses_everything(store, fs.CorruptFileError, culprit)
 
 
