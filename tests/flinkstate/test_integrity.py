@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
+import io
 import json
 import os
 import re
@@ -125,6 +126,16 @@ def test_deleted_log_is_not_an_empty_root(store: fs.CheckpointStore, unchanged: 
     with pytest.raises(fs.CorruptFileError, match=r"_flinkstate/log/_delta_log.*missing"):
         store.checkpoints()
     refuses_everything(store, fs.CorruptFileError, r"_flinkstate/log/_delta_log.*missing")
+
+
+def test_cli_names_a_deleted_log_in_one_line(store: fs.CheckpointStore, capsys: pytest.CaptureFixture[str]) -> None:
+    from flinkstate.cli import main
+
+    remove(store, C.LOG_TABLE + "/_delta_log")
+    opts = [f"--storage-option={k}={v}" for k, v in (store.io.storage_options or {}).items()]
+    assert main(["checkpoints", store.root, *opts], out=io.StringIO()) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(r"CorruptFileError: .*_flinkstate/log/_delta_log is missing", err), err
 
 
 def test_deleted_log_folder_is_not_an_empty_root(store: fs.CheckpointStore, unchanged: Any) -> None:
