@@ -34,10 +34,10 @@ def discard_checkpoints(store: CheckpointStore, checkpoint_ids: list[int]) -> li
     """Mark checkpoints discarded in one log commit, then delete files nothing retained uses."""
     catalog = store.catalog
     version = catalog.log_version()
-    check_collectable(store)  # refuse before the log changes, not halfway through
-    check_writable(store.io)
     if version is None:
         raise InvalidArgumentError(f"no checkpoints at {store.root}")
+    check_collectable(store)  # refuse before the log changes, not halfway through
+    check_writable(store.io)
     recs = {r.checkpoint_id: r for r in catalog.records(version) if r.status == C.STATUS_COMPLETED}
     rows = []
     now = dt.datetime.now(dt.timezone.utc)
@@ -123,23 +123,23 @@ def check_collectable(store: CheckpointStore) -> set[str]:
         if gone:
             raise CorruptFileError(f"Delta data files the checkpoint log or manifest references are missing: {[store.io.url(p) for p in gone]}")
         recs = catalog.records()
+        # retained = what the raw log rows say, whatever parsing made of them
         events = catalog.log_events().to_pylist()
-        completed = {(e["checkpoint_id"], e["attempt_id"]) for e in events if e["event"] == C.EVENT_COMPLETED}
         discarded = {e["checkpoint_id"] for e in events if e["event"] == C.EVENT_DISCARDED}
-        parsed = {(r.checkpoint_id, r.attempt_id) for r in recs}
-        unparsed = sorted(cid for cid, aid in completed - parsed if cid not in discarded)
+        retained = {e["attempt_id"]: e for e in events if e["event"] == C.EVENT_COMPLETED and e["checkpoint_id"] not in discarded}
+        parsed = {r.attempt_id for r in recs if r.status == C.STATUS_COMPLETED}
+        unparsed = sorted(e["checkpoint_id"] for aid, e in retained.items() if aid not in parsed)
         if unparsed:
             raise CorruptFileError(f"checkpoints {unparsed} are in the log {store.io.url(C.LOG_TABLE)} but cannot be read")
-        retained = {r.attempt_id: r for r in recs if r.status == C.STATUS_COMPLETED}
         manifest = catalog.manifest_table().select(["attempt_id", "path", "bytes"])  # one read for every checkpoint
         manifest = manifest.filter(pc.is_in(manifest.column("attempt_id"), value_set=pa.array(list(retained), pa.string())))
         listed = {g["attempt_id"]: (g["bytes_count"], g["bytes_sum"]) for g in
                   manifest.group_by("attempt_id").aggregate([("bytes", "count"), ("bytes", "sum")]).to_pylist()}
         for aid, r in retained.items():
             n, size = listed.get(aid, (0, 0))
-            if (n, size or 0) != (r.files, r.bytes):
+            if (n, size or 0) != (r["files"], r["bytes"]):
                 raise CorruptFileError(
-                    f"checkpoint {r.checkpoint_id}: the log records {r.files} files ({r.bytes} bytes) but the manifest "
+                    f"checkpoint {r['checkpoint_id']}: the log records {r['files']} files ({r['bytes']} bytes) but the manifest "
                     f"{store.io.url(C.MANIFEST_TABLE)} lists {n} ({size or 0} bytes)"
                 )
         live = set(manifest.column("path").to_pylist())

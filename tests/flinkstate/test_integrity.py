@@ -409,3 +409,18 @@ def test_orphan_collection_refuses_on_damage(store: fs.CheckpointStore, unchange
     unchanged()
     with pytest.raises(fs.CorruptFileError, match=r"garbage collection refused"):
         store.collect_orphans(dt.timedelta(0))
+
+
+def test_gc_refuses_when_a_log_row_cannot_be_parsed(store: fs.CheckpointStore, unchanged: Any) -> None:
+    import dataclasses
+
+    r = dataclasses.asdict(store.catalog.records()[-1])
+    row = {k: r[k] for k in ("checkpoint_id", "attempt_id", "kind", "created_at", "max_parallelism", "format_version",
+                             "base_checkpoint_id", "files", "rows", "bytes")}
+    row.update(checkpoint_id=3, attempt_id=uuid.uuid4().hex, event=C.EVENT_COMPLETED, event_time=r["created_at"], metadata="{not json")
+    store.catalog.commit_log(row, store.catalog.log_version())  # a damaged COMPLETED row (no manifest rows either)
+    unchanged()
+    with pytest.raises(fs.CorruptFileError, match=r"checkpoint 3"):
+        store.retain(1)
+    with pytest.raises(fs.CorruptFileError, match=r"garbage collection refused.*checkpoint 3"):
+        store.discard([1])

@@ -234,9 +234,9 @@ class DeltaCatalog:
         return out
 
     def log_events(self) -> pa.Table:
-        """The raw log rows (checkpoint_id, attempt_id, event), for checks that must not trust parsing."""
+        """The raw log rows (checkpoint_id, attempt_id, event, files, bytes), for checks that must not trust parsing."""
         t = self._existing(C.LOG_TABLE)
-        cols = ["checkpoint_id", "attempt_id", "event"]
+        cols = ["checkpoint_id", "attempt_id", "event", "files", "bytes"]
         return LOG_SCHEMA.empty_table().select(cols) if t is None else self._read(t, C.LOG_TABLE, columns=cols)
 
     def missing_files(self, rel: str) -> list[str]:
