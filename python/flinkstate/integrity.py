@@ -99,6 +99,9 @@ def _sizes(io: FileIO, rel_dir: str) -> dict[str, int]:
         listing = io.fs.ls(path, detail=True, refresh=True) if io.scheme == "s3" else io.fs.ls(path, detail=True)
     except FileNotFoundError:
         return {}
+    finally:
+        if io.scheme == "s3":
+            io.fs.invalidate_cache(path)  # a cached listing would hide files other processes write later
     return {posixpath.basename(str(i["name"]).rstrip("/")): int(i.get("size") or 0) for i in listing if i.get("type") == "file"}
 
 

@@ -424,3 +424,18 @@ def test_gc_refuses_when_a_log_row_cannot_be_parsed(store: fs.CheckpointStore, u
         store.retain(1)
     with pytest.raises(fs.CorruptFileError, match=r"garbage collection refused.*checkpoint 3"):
         store.discard([1])
+
+
+@pytest.mark.s3
+def test_integrity_listings_do_not_hide_files_written_later_by_others(s3: dict[str, Any]) -> None:
+    s = fs.open(s3["root"], s3["storage_options"])
+    with s.begin(max_parallelism=8) as w:
+        w.put_state("sessions", COUNT, pa.table({"key": ["a"], "value": [1]}))
+    with s.begin() as w:  # the commit lists the carried files' folder
+        w.put_state("sessions", COUNT, pa.table({"key": ["b"], "value": [2], "tombstone": [False]}), mode="delta")
+    s.retain(1)  # and GC lists the tables and shared/
+    entry = s.files()[0]
+    other = entry.path.rsplit("/", 1)[0] + "/written-by-an-executor.parquet"
+    s3["client"].put_object(Bucket=s3["bucket"], Key="job/" + other, Body=b"x")  # another process writes
+    assert s.io.exists(other)
+    assert other in s.io.list_files(C.SHARED_DIR)
