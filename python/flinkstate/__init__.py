@@ -27,6 +27,7 @@ from flinkstate.errors import (
     InvalidArgumentError,
     KeyGroupOutOfRangeError,
     OperatorNotFoundError,
+    ReadOnlyStoreError,
     SchemaMismatchError,
     StateNotFoundError,
 )
@@ -80,4 +81,5 @@ __all__ = [
     "CorruptFileError",
     "CommitConflictError",
     "KeyGroupOutOfRangeError",
+    "ReadOnlyStoreError",
 ]

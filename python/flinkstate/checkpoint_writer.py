@@ -25,6 +25,7 @@ from flinkstate.format.writer import (
     write_state_files,
     write_timer_files,
 )
+from flinkstate.integrity import check_carried_files, check_writable
 from flinkstate.keygroups import UPPER_BOUND_MAX_PARALLELISM, default_max_parallelism
 from flinkstate.metadata import CheckpointInfo, CheckpointMetadata, OperatorMetadata
 
@@ -67,6 +68,7 @@ class CheckpointWriter:
         self.kind = kind
         self.attempt_id = uuid.uuid4().hex
         catalog = store.catalog
+        check_writable(self.io)
         catalog.ensure_tables()
         self.planned_version = catalog.log_version()
         assert self.planned_version is not None
@@ -328,6 +330,8 @@ class CheckpointWriter:
                         f"were not rewritten in full: {missing}"
                     )
             self._drop_shadowed()
+            new = set(self._new_paths)
+            check_carried_files(self.io, self.checkpoint_id, [e for e in self._entries if e.path not in new])
             if self.kind == C.SAVEPOINT:
                 self._own_files()
             catalog = self.store.catalog

@@ -51,6 +51,12 @@ def _open_existing(args: argparse.Namespace) -> Any:
 
     store = flinkstate.open(args.path, _storage_options(args))
     if not store.catalog.exists():
+        from flinkstate.format.constants import LOG_TABLE
+        from flinkstate.integrity import missing_table_error
+
+        damaged = missing_table_error(store.io, LOG_TABLE)  # data without a log: damaged, not "no root"
+        if damaged is not None:
+            raise damaged
         raise CheckpointNotFoundError(f"{store.root} is not a flinkstate job root: it has no checkpoint log (_flinkstate/log)")
     return store
 

@@ -16,6 +16,7 @@ __all__ = [
     "CorruptFileError",
     "CommitConflictError",
     "KeyGroupOutOfRangeError",
+    "ReadOnlyStoreError",
 ]
 
 
@@ -53,3 +54,7 @@ class CommitConflictError(FlinkStateError):
 
 class KeyGroupOutOfRangeError(FlinkStateError, ValueError):
     """A key belongs to a key group outside the range a backend or file owns."""
+
+
+class ReadOnlyStoreError(FlinkStateError, PermissionError):
+    """The store cannot be written (read-only filesystem, permissions, bucket policy): nothing was changed."""

@@ -31,6 +31,8 @@ def normalize_root(path: str | os.PathLike[str]) -> str:
     p = os.fspath(path)
     if not isinstance(p, str) or not p:
         raise InvalidArgumentError(f"path must be a non-empty string, got {path!r}")
+    if "\0" in p:
+        raise InvalidArgumentError(f"path {p!r} contains a NUL character: no filesystem or object store can hold it")
     parsed = urlparse(p)
     scheme = parsed.scheme.lower()
     if scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt"):
@@ -143,11 +145,14 @@ class FileIO:
     def list_files(self, rel_dir: str) -> list[str]:
         """Every file below a directory, as root-relative paths (empty if it doesn't exist)."""
         base = self.fs_path(rel_dir)
+        self._forget_listings(base)  # other processes (executors, delta-rs) write behind s3fs's cache
         if not self.fs.exists(base):
             return []
         prefix = self.fs_path("x")[:-1]
         out = []
-        for p in self.fs.find(base):
+        found = self.fs.find(base)
+        self._forget_listings(base)  # a cached listing would hide files written later by others
+        for p in found:
             p = str(p)
             if self.scheme == "s3" and not p.startswith("s3://"):
                 p = "s3://" + p
@@ -159,6 +164,15 @@ class FileIO:
             if p.startswith(pre):
                 out.append(p[len(pre) :])
         return sorted(out)
+
+    def _forget_listings(self, path: str) -> None:
+        """Drop s3fs's cached listings of a folder and everything below it (no-op elsewhere)."""
+        if self.scheme != "s3":
+            return
+        self.fs.invalidate_cache(path)  # the folder and its parents
+        key = self.fs._strip_protocol(path).rstrip("/")
+        for k in [k for k in list(self.fs.dircache) if k.startswith(key + "/")]:
+            self.fs.dircache.pop(k, None)
 
     # -- Delta tables (delta-rs cannot use fsspec, so it gets its own location and options)
     def delta_uri(self, rel: str) -> str:

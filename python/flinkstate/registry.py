@@ -11,14 +11,22 @@ import datetime as dt
 import re
 from typing import TYPE_CHECKING
 
-from flinkstate.errors import InvalidArgumentError
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from flinkstate.errors import CorruptFileError, InvalidArgumentError
 from flinkstate.format import constants as C
+from flinkstate.integrity import check_writable
 
 if TYPE_CHECKING:
+    from flinkstate.format.manifest import LogRecord
     from flinkstate.store import CheckpointStore
 
-__all__ = ["discard_checkpoints", "collect_garbage"]
+__all__ = ["discard_checkpoints", "collect_garbage", "check_collectable", "collect_orphans", "ORPHAN_RETENTION"]
 
+_SAVEPOINT_DIR = re.compile(rf"^{C.SAVEPOINTS_DIR}/sp-(\d{{10}})/")
+# Delta's default VACUUM retention: files a running commit may still reference are younger
+ORPHAN_RETENTION = dt.timedelta(hours=168)
 _CKID = re.compile(r"/(\d{10})-[a-z-]+-kg\d+-\d+-[0-9a-f]+\.parquet$")
 
 
@@ -28,6 +36,8 @@ def discard_checkpoints(store: CheckpointStore, checkpoint_ids: list[int]) -> li
     version = catalog.log_version()
     if version is None:
         raise InvalidArgumentError(f"no checkpoints at {store.root}")
+    check_collectable(store)  # refuse before the log changes, not halfway through
+    check_writable(store.io)
     recs = {r.checkpoint_id: r for r in catalog.records(version) if r.status == C.STATUS_COMPLETED}
     rows = []
     now = dt.datetime.now(dt.timezone.utc)
@@ -51,14 +61,11 @@ def discard_checkpoints(store: CheckpointStore, checkpoint_ids: list[int]) -> li
 def collect_garbage(store: CheckpointStore) -> list[str]:
     """Delete shared files that no retained checkpoint uses and no running attempt may still commit."""
     catalog = store.catalog
+    live = check_collectable(store)
     all_recs = catalog.records()
-    retained = [r for r in all_recs if r.status == C.STATUS_COMPLETED]
     latest = max((r.checkpoint_id for r in all_recs), default=None)
     if latest is None:
         return []
-    live: set[str] = set()
-    for r in retained:
-        live.update(e.path for e in catalog.manifest(r.checkpoint_id, r.attempt_id))
     manifest = catalog.manifest_table().to_pylist()
     candidates: set[str] = set()
     for row in manifest:
@@ -75,4 +82,77 @@ def collect_garbage(store: CheckpointStore) -> list[str]:
             continue  # savepoint files are owned by their savepoint
         if store.io.delete(path):
             deleted.append(path)
+    return deleted + _orphans(store, all_recs, ORPHAN_RETENTION)
+
+
+def collect_orphans(store: CheckpointStore, retention: dt.timedelta = ORPHAN_RETENTION) -> list[str]:
+    """Delete what no checkpoint can ever use (refused, like GC, unless log and manifest read in full)."""
+    if not isinstance(retention, dt.timedelta) or retention < dt.timedelta(0):
+        raise InvalidArgumentError(f"retention must be a non-negative datetime.timedelta, got {retention!r}")
+    check_collectable(store)
+    check_writable(store.io)
+    return _orphans(store, store.catalog.records(), retention)
+
+
+def _orphans(store: CheckpointStore, records: list[LogRecord], retention: dt.timedelta) -> list[str]:
+    """Files of savepoint attempts that can no longer commit (an id at or below the newest committed
+    one that no savepoint holds), and files inside the Delta tables no version references, older
+    than `retention` (Delta's VACUUM rule: a running commit's file is younger than that)."""
+    deleted = []
+    latest = max((r.checkpoint_id for r in records), default=None)
+    owned = {r.checkpoint_id for r in records if r.kind == C.SAVEPOINT}
+    if latest is not None:
+        for path in store.io.list_files(C.SAVEPOINTS_DIR):
+            m = _SAVEPOINT_DIR.match(path)
+            if m and int(m.group(1)) <= latest and int(m.group(1)) not in owned and store.io.delete(path):
+                deleted.append(path)
+    older_than = dt.datetime.now(dt.timezone.utc) - retention
+    for rel in (C.LOG_TABLE, C.MANIFEST_TABLE):
+        for path in store.catalog.unreferenced_files(rel, older_than):
+            if store.io.delete(path):
+                deleted.append(path)
     return deleted
+
+
+def check_collectable(store: CheckpointStore) -> set[str]:
+    """Every path the log says a retained checkpoint or savepoint uses; CorruptFileError (GC refused)
+    unless the log and the manifest can be read in full and agree on every retained checkpoint."""
+    catalog = store.catalog
+    try:
+        gone = catalog.missing_files(C.LOG_TABLE) + catalog.missing_files(C.MANIFEST_TABLE)
+        if gone:
+            raise CorruptFileError(f"Delta data files the checkpoint log or manifest references are missing: {[store.io.url(p) for p in gone]}")
+        recs = catalog.records()
+        # retained = what the raw log rows say, whatever parsing made of them
+        events = catalog.log_events().to_pylist()
+        discarded = {e["checkpoint_id"] for e in events if e["event"] == C.EVENT_DISCARDED}
+        retained = {e["attempt_id"]: e for e in events if e["event"] == C.EVENT_COMPLETED and e["checkpoint_id"] not in discarded}
+        parsed = {r.attempt_id for r in recs if r.status == C.STATUS_COMPLETED}
+        unparsed = sorted(e["checkpoint_id"] for aid, e in retained.items() if aid not in parsed)
+        if unparsed:
+            raise CorruptFileError(f"checkpoints {unparsed} are in the log {store.io.url(C.LOG_TABLE)} but cannot be read")
+        manifest = catalog.manifest_table().select(["attempt_id", "path", "bytes"])  # one read for every checkpoint
+        manifest = manifest.filter(pc.is_in(manifest.column("attempt_id"), value_set=pa.array(list(retained), pa.string())))
+        listed = {g["attempt_id"]: (g["bytes_count"], g["bytes_sum"]) for g in
+                  manifest.group_by("attempt_id").aggregate([("bytes", "count"), ("bytes", "sum")]).to_pylist()}
+        for aid, r in retained.items():
+            n, size = listed.get(aid, (0, 0))
+            if (n, size or 0) != (r["files"], r["bytes"]):
+                raise CorruptFileError(
+                    f"checkpoint {r['checkpoint_id']}: the log records {r['files']} files ({r['bytes']} bytes) but the manifest "
+                    f"{store.io.url(C.MANIFEST_TABLE)} lists {n} ({size or 0} bytes)"
+                )
+        live = set(manifest.column("path").to_pylist())
+    except CorruptFileError as e:
+        raise CorruptFileError(f"garbage collection refused at {store.root}, nothing deleted: {e}") from e
+    except (OSError, ValueError, _delta_error()) as e:  # a table file gone or unreadable mid-read
+        raise CorruptFileError(
+            f"garbage collection refused at {store.root}, nothing deleted: the checkpoint log or manifest cannot be fully read: {e}"
+        ) from e
+    return live
+
+
+def _delta_error() -> type[Exception]:
+    from deltalake.exceptions import DeltaError
+
+    return DeltaError

@@ -6,6 +6,7 @@ writes go through a `CheckpointWriter` (`store.begin(...)`) that commits atomica
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from typing import Any, Literal
 
@@ -212,6 +213,13 @@ class CheckpointStore:
         from flinkstate.registry import discard_checkpoints
 
         return discard_checkpoints(self, checkpoint_ids)
+
+    def collect_orphans(self, retention: dt.timedelta | None = None) -> list[str]:
+        """Delete files no checkpoint can ever use: folders of killed savepoint attempts and files inside
+        the Delta tables no version references, older than `retention` (default 7 days, as Delta's VACUUM)."""
+        from flinkstate.registry import ORPHAN_RETENTION, collect_orphans
+
+        return collect_orphans(self, ORPHAN_RETENTION if retention is None else retention)
 
     def retain(self, num_retained: int) -> list[str]:
         """Keep the newest `num_retained` checkpoints (savepoints are never touched), then collect

@@ -326,15 +326,25 @@ class KeyedStateBackend:
         if snap is not None:
             snap._release_unless_writing()
 
+    def forget_base_unless(self, retained: set[int]) -> bool:
+        """Fall back to a full checkpoint when the base is no longer retained (as Flink's backends do); True if it was gone."""
+        with self._lock:
+            if self.base_checkpoint_id is None or self.base_checkpoint_id in retained:
+                return False
+            self.base_checkpoint_id = None
+            self._chains.clear()
+            return True
+
     def checkpoint(self, store: Any, operator: str, *, checkpoint_id: int | None = None, full: bool = False,
                    executor: concurrent.futures.Executor | None = None) -> concurrent.futures.Future[Any]:
         """Snapshot synchronously, then write and commit on a background thread; a Future of the CheckpointInfo.
 
         For a single backend; a job with several subtasks commits them together (see `flinkstate.runtime`).
         """
+        recs = store.checkpoints(include_discarded=True)
         if checkpoint_id is None:
-            recs = store.checkpoints(include_discarded=True)
             checkpoint_id = (max(r.checkpoint_id for r in recs) + 1) if recs else 1
+        self.forget_base_unless({r.checkpoint_id for r in recs if r.status == C.STATUS_COMPLETED})
         snap = self.snapshot(checkpoint_id, full=full)
 
         def run() -> Any:

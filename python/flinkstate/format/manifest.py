@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from flinkstate.errors import CommitConflictError, CorruptFileError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
+from flinkstate.integrity import check_commit_file, missing_table_error, read_only_error
 from flinkstate.io import FileIO
 
 __all__ = ["MANIFEST_SCHEMA", "LOG_SCHEMA", "LogRecord", "DeltaCatalog"]
@@ -93,6 +94,19 @@ def _delta_errors() -> tuple[type[BaseException], ...]:
     return CommitFailedError, DeltaError, TableNotFoundError
 
 
+def _read_s3(fs: Any, url: str) -> pa.Table:
+    """One Delta data file from S3; delta-rs writes behind s3fs, so a stale listing is refreshed once."""
+    import pyarrow.parquet as pq
+
+    try:
+        with fs.open(url, "rb") as f:
+            return pq.read_table(f)
+    except FileNotFoundError:
+        fs.invalidate_cache(url.rsplit("/", 1)[0])
+        with fs.open(url, "rb") as f:
+            return pq.read_table(f)
+
+
 class DeltaCatalog:
     """Reads and commits the manifest and log tables of one job root."""
 
@@ -107,9 +121,21 @@ class DeltaCatalog:
         from deltalake.exceptions import TableNotFoundError
 
         try:
-            return DeltaTable(self._uri(rel), version=version, storage_options=self.io.delta_storage_options())
+            table = DeltaTable(self._uri(rel), version=version, storage_options=self.io.delta_storage_options())
         except TableNotFoundError:
             return None
+        if version is None:
+            check_commit_file(self.io, rel, int(table.version()))
+        return table
+
+    def _existing(self, rel: str, version: int | None = None) -> Any:
+        """A table that must exist in a root holding data (None only in a new, empty root)."""
+        table = self._table(rel, version)
+        if table is None:
+            err = missing_table_error(self.io, rel)
+            if err is not None:
+                raise err
+        return table
 
     def _read(self, table: Any, rel: str, checkpoint_id: int | None = None, columns: list[str] | None = None) -> pa.Table:
         """Rows of a Delta table, reading only files whose stats may hold `checkpoint_id`.
@@ -132,8 +158,7 @@ class DeltaCatalog:
             t = _FILE_CACHE.get(key)
             if t is None:
                 if self.io.scheme == "s3":
-                    with self.io.fs.open(f"{base.rstrip('/')}/{p}", "rb") as f:
-                        t = pq.read_table(f)
+                    t = _read_s3(self.io.fs, f"{base.rstrip('/')}/{p}")
                 else:
                     t = pq.read_table(os.path.join(base, p))
                 _FILE_CACHE[key] = t
@@ -171,12 +196,12 @@ class DeltaCatalog:
 
     def log_version(self) -> int | None:
         """Current Delta version of the log (None when it doesn't exist)."""
-        t = self._table(C.LOG_TABLE)
+        t = self._existing(C.LOG_TABLE)
         return None if t is None else int(t.version())
 
     def records(self, version: int | None = None) -> list[LogRecord]:
         """Every completed checkpoint in the log (at a log version), oldest first."""
-        t = self._table(C.LOG_TABLE, version)
+        t = self._existing(C.LOG_TABLE, version)
         if t is None:
             return []
         rows = self._read(t, C.LOG_TABLE).to_pylist()
@@ -208,6 +233,42 @@ class DeltaCatalog:
         out.sort(key=lambda r: r.checkpoint_id)
         return out
 
+    def log_events(self) -> pa.Table:
+        """The raw log rows (checkpoint_id, attempt_id, event, files, bytes), for checks that must not trust parsing."""
+        t = self._existing(C.LOG_TABLE)
+        cols = ["checkpoint_id", "attempt_id", "event", "files", "bytes"]
+        return LOG_SCHEMA.empty_table().select(cols) if t is None else self._read(t, C.LOG_TABLE, columns=cols)
+
+    def missing_files(self, rel: str) -> list[str]:
+        """Data files the current version of a Delta table references that storage no longer holds."""
+        t = self._existing(rel)
+        if t is None:
+            return []
+        if self.io.scheme == "s3":
+            self.io.fs.invalidate_cache(self.io.fs_path(rel))  # delta-rs writes behind s3fs's listing cache
+        present = set(self.io.list_files(rel))
+        paths = pa.table(t.get_add_actions(flatten=True)).column("path").to_pylist()
+        return [f"{rel}/{p}" for p in paths if f"{rel}/{p}" not in present]
+
+    def unreferenced_files(self, rel: str, older_than: dt.datetime) -> list[str]:
+        """Files inside a Delta table its current version does not reference, last modified before
+        `older_than`: what Delta's VACUUM deletes (the table is append-only, so no older version uses them)."""
+        t = self._existing(rel)
+        if t is None:
+            return []
+        if self.io.scheme == "s3":
+            self.io.fs.invalidate_cache(self.io.fs_path(rel))
+        referenced = {f"{rel}/{p}" for p in pa.table(t.get_add_actions(flatten=True)).column("path").to_pylist()}
+        out = []
+        for p in self.io.list_files(rel):
+            name = p[len(rel) + 1 :]
+            if p in referenced or name.startswith(("_", ".")) or "/_" in name or "/." in name:
+                continue  # _delta_log and hidden files are Delta's own, never vacuumed
+            modified = self.io.fs.modified(self.io.fs_path(p))
+            if (modified.astimezone() if modified.tzinfo is None else modified) < older_than:
+                out.append(p)
+        return out
+
     def manifest(self, checkpoint_id: int, attempt_id: str) -> list[FileEntry]:
         """The files a completed checkpoint uses."""
         t = self._table(C.MANIFEST_TABLE)
@@ -233,16 +294,20 @@ class DeltaCatalog:
 
     def manifest_table(self) -> pa.Table:
         """The whole manifest table (all attempts), for garbage collection and audits."""
-        t = self._table(C.MANIFEST_TABLE)
+        t = self._existing(C.MANIFEST_TABLE)
         return MANIFEST_SCHEMA.empty_table() if t is None else self._read(t, C.MANIFEST_TABLE)
 
     def ensure_tables(self) -> None:
         """Create the empty log and manifest tables of a new job root (idempotent)."""
         from deltalake import CommitProperties, write_deltalake
 
-        for rel, schema, name in ((C.MANIFEST_TABLE, MANIFEST_SCHEMA, "flinkstate manifest"), (C.LOG_TABLE, LOG_SCHEMA, "flinkstate checkpoint log")):
-            if self._table(rel) is not None:
-                continue
+        tables = ((C.MANIFEST_TABLE, MANIFEST_SCHEMA, "flinkstate manifest"), (C.LOG_TABLE, LOG_SCHEMA, "flinkstate checkpoint log"))
+        missing = [t for t in tables if self._table(t[0]) is None]
+        for rel, _, _ in missing:
+            err = missing_table_error(self.io, rel)  # never recreate a table of a root that holds data
+            if err is not None:
+                raise err
+        for rel, schema, name in missing:
             try:
                 write_deltalake(
                     self._uri(rel),
@@ -269,8 +334,14 @@ class DeltaCatalog:
                 cols[k].append(getattr(e, k))
         table = pa.table(cols, schema=MANIFEST_SCHEMA)
         target = self._table(C.MANIFEST_TABLE)
-        write_deltalake(target if target is not None else self._uri(C.MANIFEST_TABLE), table, mode="append",
-                        storage_options=self.io.delta_storage_options())
+        try:
+            write_deltalake(target if target is not None else self._uri(C.MANIFEST_TABLE), table, mode="append",
+                            storage_options=self.io.delta_storage_options())
+        except _delta_errors() as e:
+            denied = read_only_error(self.io, C.MANIFEST_TABLE, e)
+            if denied is None:
+                raise
+            raise denied from e
         if target is not None:
             self._maybe_checkpoint(target)
 
@@ -293,9 +364,17 @@ class DeltaCatalog:
                 commit_properties=CommitProperties(max_commit_retries=0),
             )
         except CommitFailedError as e:
+            denied = read_only_error(self.io, C.LOG_TABLE, e)
+            if denied is not None:
+                raise denied from e
             raise CommitConflictError(
                 f"checkpoint {rows[0]['checkpoint_id']}: another writer committed to {self.io.url(C.LOG_TABLE)} "
                 f"after version {planned_version} that this commit was planned against; nothing of this attempt is visible"
             ) from e
+        except _delta_errors() as e:
+            denied = read_only_error(self.io, C.LOG_TABLE, e)
+            if denied is None:
+                raise
+            raise denied from e
         self._maybe_checkpoint(table)
         return planned_version + 1
