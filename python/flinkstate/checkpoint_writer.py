@@ -348,18 +348,31 @@ class CheckpointWriter:
                 "bytes": sum(e.bytes for e in self._entries),
                 "metadata": _json(CheckpointMetadata.encode(self.operators, self.properties)),
             }
-            try:
-                catalog.commit_log(row, self.planned_version)  # type: ignore[arg-type]
-            except CommitConflictError:
-                if (self.checkpoint_id, self.attempt_id) in {(r.checkpoint_id, r.attempt_id) for r in catalog.records()}:
-                    pass  # our own commit landed before the error: idempotent success
-                else:
-                    raise
+            catalog.commit_log(row, self.planned_version, self._rebase)  # type: ignore[arg-type]
         except BaseException:
             self.abort()
             raise
         self._done = True
         return self.store.checkpoint(self.checkpoint_id)
+
+    def _rebase(self, version: int) -> bool:
+        """Another commit landed first: conflict only with the same id or a later completed checkpoint.
+
+        Returns False when this attempt's own commit already landed (idempotent success).
+        Commits of other ids (savepoints, discards, other checkpoints) do not conflict; as in
+        Flink's CheckpointCoordinator, a completed checkpoint aborts earlier pending checkpoints
+        (not savepoints).
+        """
+        for r in self.store.catalog.records(version):
+            if r.checkpoint_id == self.checkpoint_id:
+                if r.attempt_id == self.attempt_id:
+                    return False
+                raise CommitConflictError(f"checkpoint {self.checkpoint_id} was committed by another writer at {self.store.root}")
+            if self.kind == C.CHECKPOINT and r.kind == C.CHECKPOINT and r.checkpoint_id > self.checkpoint_id:
+                raise CommitConflictError(
+                    f"checkpoint {self.checkpoint_id}: checkpoint {r.checkpoint_id} completed first at {self.store.root} "
+                    "and subsumes this pending checkpoint")
+        return True
 
     def _drop_shadowed(self) -> None:
         """Stop referencing files every key group of which a newer full file replaces."""

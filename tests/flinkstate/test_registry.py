@@ -1,0 +1,86 @@
+"""The shared-state registry and the commit protocol (FLINK-24611): which commits conflict,
+what pending checkpoints pin, where the collection line is, and what savepoints own."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import flinkstate as fs
+
+D = fs.ValueStateDescriptor(name="v", value_type=pa.int64())
+
+
+def _full(w: object, keys: list[str], base: int = 0) -> None:
+    w.put_state("op", D, pa.table({"key": keys, "value": [base + i for i in range(len(keys))]}))  # type: ignore[attr-defined]
+
+
+def _delta(w: object, key: str, value: int) -> None:
+    w.put_state("op", D, pa.table({"key": [key], "value": [value], "tombstone": [False]}), mode="delta")  # type: ignore[attr-defined]
+
+
+def _values(store: fs.CheckpointStore, cid: int | None = None) -> dict[str, int]:
+    return {r["key"]: r["value"] for r in store.read_state("op", "v", cid).to_pylist()}
+
+
+def _two_checkpoints(root: str) -> fs.CheckpointStore:
+    store = fs.open(root)
+    with store.begin() as w:
+        _full(w, ["a", "b"])
+    with store.begin() as w:
+        _delta(w, "c", 3)
+    return store
+
+
+# ---------------------------------------------------------------------- item 3: commit protocol
+def test_savepoint_begun_before_a_checkpoint_completes_still_commits(tmp_path: object) -> None:
+    store = _two_checkpoints(str(tmp_path))
+    w3 = store.begin(checkpoint_id=3)
+    sp = store.begin(kind="savepoint", checkpoint_id=4)
+    _delta(w3, "d", 4)
+    _delta(sp, "e", 5)
+    w3.commit()
+    sp.commit()  # a commit of another id does not conflict
+    assert [(c.checkpoint_id, c.kind) for c in store.checkpoints()] == [(1, "checkpoint"), (2, "checkpoint"), (3, "checkpoint"), (4, "savepoint")]
+    assert _values(store, 3) == {"a": 0, "b": 1, "c": 3, "d": 4}
+    assert _values(store, 4) == {"a": 0, "b": 1, "c": 3, "e": 5}  # the savepoint's own base (2) plus its change
+
+
+def test_checkpoint_commits_while_retain_runs(tmp_path: object) -> None:
+    store = _two_checkpoints(str(tmp_path))
+    w3 = store.begin()
+    _delta(w3, "d", 4)
+    store.retain(1)  # a discard commit lands between begin and commit
+    info = w3.commit()
+    assert info.checkpoint_id == 3
+    assert [c.checkpoint_id for c in store.checkpoints()] == [2, 3]
+    assert _values(store) == {"a": 0, "b": 1, "c": 3, "d": 4}
+
+
+def test_completed_checkpoint_aborts_earlier_pending_checkpoint_not_savepoint(tmp_path: object) -> None:
+    store = _two_checkpoints(str(tmp_path))
+    w3 = store.begin(checkpoint_id=3)
+    sp3 = store.begin(kind="savepoint", checkpoint_id=3)
+    w4 = store.begin(checkpoint_id=4)
+    entries3 = [*w3.put_state("op", D, pa.table({"key": ["x"], "value": [9], "tombstone": [False]}), mode="delta")]
+    _delta(w4, "y", 8)
+    w4.commit()
+    with pytest.raises(fs.CommitConflictError, match="checkpoint 3: checkpoint 4 completed first"):
+        w3.commit()
+    assert not any(store.io.exists(e.path) for e in entries3)
+    _delta(sp3, "z", 7)
+    sp3.commit()  # savepoints are not subsumed
+    assert [c.checkpoint_id for c in store.checkpoints()] == [1, 2, 3, 4]
+    assert store.checkpoint(3).kind == "savepoint"
+
+
+def test_two_writers_of_one_id_still_conflict_after_an_unrelated_commit(tmp_path: object) -> None:
+    store = _two_checkpoints(str(tmp_path))
+    w1, w2 = store.begin(checkpoint_id=3), store.begin(checkpoint_id=3)
+    _delta(w1, "p", 1)
+    _delta(w2, "q", 2)
+    store.retain(1)
+    w1.commit()
+    with pytest.raises(fs.CommitConflictError, match="checkpoint 3 was committed by another writer"):
+        w2.commit()
+    assert _values(store) == {"a": 0, "b": 1, "c": 3, "p": 1}
