@@ -72,10 +72,15 @@ class CheckpointWriter:
         assert self.planned_version is not None
         all_records = catalog.records(self.planned_version)
         retained = [r for r in all_records if r.status == C.STATUS_COMPLETED]
+        from flinkstate.registry import pinned, track_writer
+
         if base == "latest":
             base_rec = retained[-1] if retained else None
         elif base is None:
             base_rec = None
+        elif int(base) in pinned(store):
+            # a pending snapshot built on it: it may have been discarded since, its files are kept
+            base_rec = next((r for r in all_records if r.checkpoint_id == int(base)), None) or store.record(int(base))
         else:
             base_rec = store.record(int(base))
         self.base = base_rec
@@ -100,14 +105,15 @@ class CheckpointWriter:
         self.operators: dict[str, OperatorMetadata] = {}
         self.properties: dict[str, str] = {}
         self._entries: list[FileEntry] = []
+        self._new_paths: list[str] = []
+        self._done = False
+        track_writer(self)  # from here on garbage collection keeps the base and every file referenced
         if base_rec is not None:
             self.operators = {u: o.copy() for u, o in CheckpointMetadata.decode_operators(base_rec.metadata).items()}
             self.properties = dict(base_rec.metadata.get("properties", {}))
             self._entries = list(catalog.manifest(base_rec.checkpoint_id, base_rec.attempt_id))
-        self._new_paths: list[str] = []
         self._renamed_from: dict[str, str] = {}  # new uid -> uid in the base checkpoint
         self._seq = 0
-        self._done = False
 
     # ------------------------------------------------------------------ context manager
     def __enter__(self) -> CheckpointWriter:
@@ -306,6 +312,7 @@ class CheckpointWriter:
         if self._done:
             return
         self._done = True
+        self._release()
         for p in self._new_paths:
             try:
                 self.io.delete(p)
@@ -353,7 +360,13 @@ class CheckpointWriter:
             self.abort()
             raise
         self._done = True
+        self._release()
         return self.store.checkpoint(self.checkpoint_id)
+
+    def _release(self) -> None:
+        from flinkstate.registry import untrack_writer
+
+        untrack_writer(self)
 
     def _rebase(self, version: int) -> bool:
         """Another commit landed first: conflict only with the same id or a later completed checkpoint.

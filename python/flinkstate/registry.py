@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import TYPE_CHECKING
+import threading
+import weakref
+from collections import Counter
+from typing import TYPE_CHECKING, Any
 
 from flinkstate.errors import InvalidArgumentError
 from flinkstate.format import constants as C
@@ -17,7 +20,91 @@ from flinkstate.format import constants as C
 if TYPE_CHECKING:
     from flinkstate.store import CheckpointStore
 
-__all__ = ["discard_checkpoints", "collect_garbage"]
+__all__ = ["discard_checkpoints", "collect_garbage", "Pin", "pin", "pinned", "track_writer", "untrack_writer"]
+
+# Pending work of this process, per job root: checkpoints pinned by pending snapshots and the
+# open writers (whose carried-over and new files are in use). Garbage collection holds the
+# root's lock while it decides and deletes, so a pin taken before it starts is always seen.
+_LOCK = threading.Lock()
+_GC_LOCKS: dict[str, threading.RLock] = {}
+_PINS: dict[str, Counter[int]] = {}
+_WRITERS: dict[str, weakref.WeakValueDictionary[int, Any]] = {}
+
+
+def _gc_lock(root: str) -> threading.RLock:
+    with _LOCK:
+        return _GC_LOCKS.setdefault(root, threading.RLock())
+
+
+class Pin:
+    """A pending snapshot's hold on the checkpoint it builds on; `release()` when it completes or aborts."""
+
+    def __init__(self, root: str, checkpoint_id: int | None) -> None:
+        self.root = root
+        self.checkpoint_id = checkpoint_id
+        self._released = checkpoint_id is None
+
+    def release(self) -> None:
+        """Let garbage collection delete what only this pin kept (idempotent)."""
+        if self._released:
+            return
+        self._released = True
+        with _LOCK:
+            c = _PINS.get(self.root)
+            if c is not None:
+                c[self.checkpoint_id] -= 1  # type: ignore[index]
+                if c[self.checkpoint_id] <= 0:  # type: ignore[index]
+                    del c[self.checkpoint_id]  # type: ignore[arg-type]
+
+    def __enter__(self) -> Pin:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def pin(store: CheckpointStore, checkpoint_id: int | None) -> Pin:
+    """Keep a checkpoint's files (and the right to build on it) even if it is discarded meanwhile."""
+    p = Pin(store.root, checkpoint_id)
+    if checkpoint_id is not None:
+        with _gc_lock(store.root), _LOCK:  # waits for a collection in progress to finish
+            _PINS.setdefault(store.root, Counter())[checkpoint_id] += 1
+    return p
+
+
+def pinned(store: CheckpointStore) -> set[int]:
+    """Checkpoint ids pinned by pending snapshots of this process."""
+    with _LOCK:
+        return {cid for cid, n in _PINS.get(store.root, Counter()).items() if n > 0}
+
+
+def track_writer(writer: Any) -> None:
+    """An open CheckpointWriter: the files it references stay until it commits or aborts."""
+    with _gc_lock(writer.store.root), _LOCK:
+        _WRITERS.setdefault(writer.store.root, weakref.WeakValueDictionary())[id(writer)] = writer
+
+
+def untrack_writer(writer: Any) -> None:
+    """The writer committed or aborted."""
+    with _LOCK:
+        ws = _WRITERS.get(writer.store.root)
+        if ws is not None:
+            ws.pop(id(writer), None)
+
+
+def _in_use_by_writers(root: str) -> tuple[set[str], set[int]]:
+    """Paths open writers reference or wrote, and the ids of their base checkpoints."""
+    with _LOCK:
+        writers = list(_WRITERS.get(root, {}).values())
+    paths: set[str] = set()
+    bases: set[int] = set()
+    for w in writers:
+        if w.base is not None:
+            bases.add(w.base.checkpoint_id)
+        paths.update(e.path for e in list(w._entries))
+        paths.update(list(w._new_paths))
+    return paths, bases
+
 
 _CKID = re.compile(r"/(\d{10})-[a-z-]+-kg\d+-\d+-[0-9a-f]+\.parquet$")
 
@@ -51,6 +138,11 @@ def discard_checkpoints(store: CheckpointStore, checkpoint_ids: list[int]) -> li
 
 def collect_garbage(store: CheckpointStore) -> list[str]:
     """Delete shared files that no retained checkpoint uses and no running attempt may still commit."""
+    with _gc_lock(store.root):
+        return _collect(store)
+
+
+def _collect(store: CheckpointStore) -> list[str]:
     catalog = store.catalog
     all_recs = catalog.records()
     retained = [r for r in all_recs if r.status == C.STATUS_COMPLETED]
@@ -58,8 +150,12 @@ def collect_garbage(store: CheckpointStore) -> list[str]:
     if latest is None:
         return []
     live: set[str] = set()
-    for r in retained:
-        live.update(e.path for e in catalog.manifest(r.checkpoint_id, r.attempt_id))
+    in_use, bases = _in_use_by_writers(store.root)
+    pins = pinned(store) | bases
+    for r in all_recs:  # retained checkpoints, and discarded ones a pending snapshot builds on
+        if r.status == C.STATUS_COMPLETED or r.checkpoint_id in pins:
+            live.update(e.path for e in catalog.manifest(r.checkpoint_id, r.attempt_id))
+    live |= in_use
     manifest = catalog.manifest_table().to_pylist()
     candidates: set[str] = set()
     for row in manifest:

@@ -84,3 +84,34 @@ def test_two_writers_of_one_id_still_conflict_after_an_unrelated_commit(tmp_path
     with pytest.raises(fs.CommitConflictError, match="checkpoint 3 was committed by another writer"):
         w2.commit()
     assert _values(store) == {"a": 0, "b": 1, "c": 3, "p": 1}
+
+
+# ---------------------------------------------------------------------- item 4: pending snapshots pin their base
+def test_pending_snapshot_pins_its_base_through_retain(tmp_path: object) -> None:
+    from flinkstate.registry import pin
+
+    store = _two_checkpoints(str(tmp_path))
+    held = pin(store, 2)  # a snapshot taken on top of 2 is still being written
+    with store.begin() as w:
+        _full(w, ["a", "b"], 10)  # 3 replaces everything 1 and 2 used
+    assert store.retain(1) == []  # 1 and 2 are discarded, their files stay for the pending snapshot
+    assert [c.checkpoint_id for c in store.checkpoints()] == [3]
+    w = store.begin(checkpoint_id=4, base=2)  # the pending snapshot's checkpoint builds on 2
+    _delta(w, "d", 4)
+    w.commit()
+    held.release()
+    assert _values(store, 4) == {"a": 0, "b": 1, "c": 3, "d": 4}
+    store.retain(1)  # 4 still uses 1's and 2's files
+    assert _values(store, 4) == {"a": 0, "b": 1, "c": 3, "d": 4}
+
+
+def test_open_savepoint_writer_keeps_its_base_files_while_retain_runs(tmp_path: object) -> None:
+    store = _two_checkpoints(str(tmp_path))
+    sp = store.begin(kind="savepoint", checkpoint_id=3)  # on top of 2, copies its files at commit
+    with store.begin(checkpoint_id=4) as w:
+        _full(w, ["z"])
+    store.retain(1)  # discards 1 and 2 while the savepoint still carries their files
+    sp.commit()
+    assert _values(store, 3) == {"a": 0, "b": 1, "c": 3}
+    assert _values(store, 4) == {"z": 0}
+    assert store.retain(1)  # now 1's and 2's files go

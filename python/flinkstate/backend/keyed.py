@@ -335,7 +335,11 @@ class KeyedStateBackend:
         if checkpoint_id is None:
             recs = store.checkpoints(include_discarded=True)
             checkpoint_id = (max(r.checkpoint_id for r in recs) + 1) if recs else 1
-        snap = self.snapshot(checkpoint_id, full=full)
+        from flinkstate.registry import pin
+
+        with self._lock:  # no completion moves the base between the snapshot and the pin
+            snap = self.snapshot(checkpoint_id, full=full)
+            base_pin = pin(store, snap.base_checkpoint_id)  # kept until this checkpoint completes or aborts
 
         def run() -> Any:
             try:
@@ -345,6 +349,8 @@ class KeyedStateBackend:
             except BaseException:
                 self.notify_checkpoint_aborted(checkpoint_id)
                 raise
+            finally:
+                base_pin.release()
             self.notify_checkpoint_complete(checkpoint_id)
             return info
 

@@ -31,6 +31,7 @@ from flinkstate.runtime.coordinator import CoordinatorContext, OperatorCoordinat
 from flinkstate.descriptors import KeyedStateDescriptor, TimerServiceDescriptor
 from flinkstate.errors import InvalidArgumentError
 from flinkstate.keygroups import assign_key_group, default_max_parallelism, key_group_range, operator_index_for_key_group
+from flinkstate.registry import Pin, pin
 from flinkstate.store import CheckpointStore, open_store
 
 __all__ = ["KeyedProcessFunction", "Context", "RuntimeContext", "KeyedJob", "CheckpointStats", "JobResult",
@@ -263,6 +264,7 @@ class KeyedJob:
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"flinkstate-ckpt-{uid}")
         self._futures: list[concurrent.futures.Future[Any]] = []
         self._stats_lock = threading.Lock()
+        self._base_lock = threading.Lock()
         self._fired = 0
         self._route: dict[Any, int] = {}
 
@@ -454,23 +456,30 @@ class KeyedJob:
         self._next_cid += 1
         snaps: list[KeyedSnapshot] = []
         sync = 0.0
-        for st in self.subtasks:
-            t = time.perf_counter()
-            snaps.append(st.backend.snapshot(cid, full=full))
-            sync = max(sync, time.perf_counter() - t)
+        with self._base_lock:  # no completion moves the subtasks' base between their snapshots and the pin
+            for st in self.subtasks:
+                t = time.perf_counter()
+                snaps.append(st.backend.snapshot(cid, full=full))
+                sync = max(sync, time.perf_counter() - t)
+            # the pending snapshot pins the checkpoint it builds on until it completes or aborts
+            pins = [pin(self.store, b) for b in {s.base_checkpoint_id for s in snaps}]
         offset, wm, max_ts = self.source_offset, self.watermark, self._max_ts
         coord = None
         if self.coordinator is not None:  # at the same instant: state plus the events not yet delivered
             coord = coordinator_table(self.coordinator.checkpoint_coordinator(cid), list(self._coord_ctx.outbox))
-        fut = self._executor.submit(self._complete, cid, snaps, offset, wm, max_ts, sync, coord)
+        fut = self._executor.submit(self._complete, cid, snaps, offset, wm, max_ts, sync, coord, pins)
         self._futures.append(fut)
         return fut
 
     def _complete(self, cid: int, snaps: list[KeyedSnapshot], offset: int, wm: int, max_ts: int, sync: float,
-                  coord: pa.Table | None = None) -> CheckpointStats:
+                  coord: pa.Table | None = None, pins: list[Pin] | None = None) -> CheckpointStats:
         assert self.store is not None
-        with _short_gil_slices():
-            return self._complete_checkpoint(cid, snaps, offset, wm, max_ts, sync, coord)
+        try:
+            with _short_gil_slices():
+                return self._complete_checkpoint(cid, snaps, offset, wm, max_ts, sync, coord)
+        finally:
+            for p in pins or []:
+                p.release()
 
     def _complete_checkpoint(self, cid: int, snaps: list[KeyedSnapshot], offset: int, wm: int, max_ts: int, sync: float,
                              coord: pa.Table | None) -> CheckpointStats:
@@ -502,8 +511,9 @@ class KeyedJob:
             stats.status = "failed"
             stats.error = f"{type(e).__name__}: {e}"
         else:
-            for s in snaps:
-                s.backend.notify_checkpoint_complete(cid)
+            with self._base_lock:
+                for s in snaps:
+                    s.backend.notify_checkpoint_complete(cid)
             if self.coordinator is not None:
                 self.coordinator.notify_checkpoint_complete(cid)
             if self.retain:
