@@ -143,11 +143,19 @@ def collect_garbage(store: CheckpointStore) -> list[str]:
 
 
 def _collect(store: CheckpointStore) -> list[str]:
+    """FLINK-24611's rule: a shared file goes when its last use is at or below the newest completed
+    checkpoint and no retained checkpoint, pinned checkpoint or open writer uses it.
+
+    A file's last use is the newest checkpoint or attempt that referenced it (the manifest,
+    invisible attempts included) or created it (its name). Only checkpoints move the line:
+    savepoints own their files and complete independently, so they never make an attempt's
+    files collectable, and files of a newer attempt (pending, or aborted and reusable by the
+    backend) stay until a later checkpoint completes.
+    """
     catalog = store.catalog
     all_recs = catalog.records()
-    retained = [r for r in all_recs if r.status == C.STATUS_COMPLETED]
-    latest = max((r.checkpoint_id for r in all_recs), default=None)
-    if latest is None:
+    line = max((r.checkpoint_id for r in all_recs if r.kind == C.CHECKPOINT), default=None)
+    if line is None:
         return []
     live: set[str] = set()
     in_use, bases = _in_use_by_writers(store.root)
@@ -156,18 +164,16 @@ def _collect(store: CheckpointStore) -> list[str]:
         if r.status == C.STATUS_COMPLETED or r.checkpoint_id in pins:
             live.update(e.path for e in catalog.manifest(r.checkpoint_id, r.attempt_id))
     live |= in_use
-    manifest = catalog.manifest_table().to_pylist()
-    candidates: set[str] = set()
-    for row in manifest:
-        # files of discarded checkpoints, and of attempts older than the newest completed one
-        if row["checkpoint_id"] <= latest:
-            candidates.add(row["path"])
+    last_use: dict[str, int] = {}
     for path in store.io.list_files(C.SHARED_DIR):
         m = _CKID.search("/" + path)
-        if m and int(m.group(1)) < latest:
-            candidates.add(path)
+        if m:
+            last_use[path] = int(m.group(1))
+    manifest = catalog.manifest_table()
+    for path, cid in zip(manifest.column("path").to_pylist(), manifest.column("checkpoint_id").to_pylist()):
+        last_use[path] = max(last_use.get(path, cid), cid)
     deleted = []
-    for path in sorted(candidates - live):
+    for path in sorted(p for p, used in last_use.items() if used <= line and p not in live):
         if not path.startswith(C.SHARED_DIR + "/"):
             continue  # savepoint files are owned by their savepoint
         if store.io.delete(path):

@@ -115,3 +115,41 @@ def test_open_savepoint_writer_keeps_its_base_files_while_retain_runs(tmp_path: 
     assert _values(store, 3) == {"a": 0, "b": 1, "c": 3}
     assert _values(store, 4) == {"z": 0}
     assert store.retain(1)  # now 1's and 2's files go
+
+
+def _abandon(store: fs.CheckpointStore, cid: int) -> list[str]:
+    """An attempt that wrote its files and died before its commit (the process crashed)."""
+    import gc
+
+    w = store.begin(checkpoint_id=cid)
+    paths = [e.path for e in w.put_state("op", D, pa.table({"key": ["q"], "value": [99], "tombstone": [False]}), mode="delta")]
+    del w
+    gc.collect()
+    return paths
+
+
+# ---------------------------------------------------------------------- item 2: savepoints do not move the line
+def test_savepoint_does_not_make_an_abandoned_attempt_collectable(tmp_path: object) -> None:
+    store = _two_checkpoints(str(tmp_path))
+    orphans = _abandon(store, 3)
+    with store.begin(kind="savepoint", checkpoint_id=4) as w:
+        _delta(w, "s", 1)
+    assert store.retain(1) == []  # 1 stays used by 2; the attempt's files wait for a later checkpoint
+    assert all(store.io.exists(p) for p in orphans)
+    with store.begin(checkpoint_id=5, base=2) as w:
+        _delta(w, "d", 4)
+    assert set(orphans) <= set(store.retain(1))
+    assert _values(store, 4) == {"a": 0, "b": 1, "c": 3, "s": 1}
+    assert _values(store, 5) == {"a": 0, "b": 1, "c": 3, "d": 4}
+
+
+# ---------------------------------------------------------------------- item 5: savepoints own their files
+def test_crash_abandoned_newest_attempt_is_collected_once_its_id_completes(tmp_path: object) -> None:
+    store = _two_checkpoints(str(tmp_path))
+    orphans = _abandon(store, 3)
+    assert store.retain(5) == []
+    with store.begin() as w:  # the restarted job takes id 3 again
+        _delta(w, "d", 4)
+    assert store.checkpoints()[-1].checkpoint_id == 3
+    assert sorted(store.retain(5)) == sorted(orphans)
+    assert _values(store) == {"a": 0, "b": 1, "c": 3, "d": 4}
