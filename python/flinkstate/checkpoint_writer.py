@@ -337,6 +337,8 @@ class CheckpointWriter:
             self._drop_shadowed()
             if self.kind == C.SAVEPOINT:
                 self._own_files()
+            else:
+                self._release_savepoint_files()
             catalog = self.store.catalog
             catalog.append_manifest(self.checkpoint_id, self.attempt_id, self._entries)
             now = dt.datetime.now(dt.timezone.utc)
@@ -403,6 +405,24 @@ class CheckpointWriter:
             keep += [ordered[pos] for pos in live_positions(ordered, newest_full_order(ordered, self.max_parallelism))]
         self._entries = keep
 
+    def _release_savepoint_files(self) -> None:
+        """Copy what a checkpoint still carries from a savepoint's folder into shared/ (Flink's NO_CLAIM).
+
+        The user owns a savepoint and may delete it; a checkpoint after a restore from it must
+        not reference its files. Only files the snapshot did not rewrite are copied.
+        """
+        owned = []
+        for e in self._entries:
+            if not e.path.startswith(C.SAVEPOINTS_DIR + "/"):
+                owned.append(e)
+                continue
+            rel = e.path.split("/", 2)[2]  # <operator>/<sub>/<file> below savepoints/sp-N/
+            new = f"{C.SHARED_DIR}/{rel.rsplit('/', 1)[0]}/{_owned_name(rel, self.checkpoint_id)}"
+            self._new_paths.append(new)  # tracked before the copy: GC leaves it, abort deletes it
+            self.io.copy(e.path, new)
+            owned.append(_replace(e, path=new))
+        self._entries = owned
+
     def _own_files(self) -> None:
         """Copy every carried-over file into the savepoint's folder (self-contained)."""
         base = data_dir(C.SAVEPOINT, self.checkpoint_id) + "/"
@@ -417,6 +437,15 @@ class CheckpointWriter:
             self._new_paths.append(new)
             owned.append(_replace(e, path=new))
         self._entries = owned
+
+
+def _owned_name(path: str, checkpoint_id: int) -> str:
+    """A fresh name for a copy of `path` created by `checkpoint_id` (same folder layout, new id and suffix)."""
+    import re
+    import uuid as _uuid
+
+    name = re.sub(r"^\d{10}-", f"{checkpoint_id:010d}-", path.rsplit("/", 1)[-1])
+    return re.sub(r"-[0-9a-f]+\.parquet$", f"-{_uuid.uuid4().hex[:12]}.parquet", name)
 
 
 def _replace(e: FileEntry, **kw: Any) -> FileEntry:

@@ -153,3 +153,33 @@ def test_crash_abandoned_newest_attempt_is_collected_once_its_id_completes(tmp_p
     assert store.checkpoints()[-1].checkpoint_id == 3
     assert sorted(store.retain(5)) == sorted(orphans)
     assert _values(store) == {"a": 0, "b": 1, "c": 3, "d": 4}
+
+
+def test_first_checkpoint_after_savepoint_restore_owns_everything(tmp_path: object) -> None:
+    import os
+    import shutil
+
+    from flinkstate.backend import KeyedStateBackend
+    from flinkstate.runtime.coordinator import coordinator_table
+
+    root = str(tmp_path)
+    store = fs.open(root)
+    offsets = fs.OperatorStateDescriptor(name="offsets", value_type=pa.int64())
+    keys = [f"k{i}" for i in range(40)]
+    with store.begin(kind="savepoint", max_parallelism=128) as w:
+        _full(w, keys)
+        w.put_operator_state("op", offsets, pa.table({"subtask": pa.array([0], pa.int32()), "value": [7]}))
+        w.put_coordinator("op", coordinator_table(b"coord-state", [(0, b"pending-event")]))
+    sp = store.checkpoints()[-1].checkpoint_id
+    lower = KeyedStateBackend.restore(store, "op", checkpoint_id=sp, key_group_range=(0, 63))
+    v = lower.get_state(D)
+    lower.set_current_key(next(k for k in keys if fs.assign_key_group(k, 128) <= 63))
+    v.update(1000)
+    info = lower.checkpoint(store, "op").result()
+    assert not [e.path for e in store.files(info.checkpoint_id) if e.path.startswith("savepoints/")]
+    expected = _values(store, info.checkpoint_id)
+    coord = store.read_coordinator("op", info.checkpoint_id).to_pylist()
+    shutil.rmtree(os.path.join(root, "savepoints"))  # the user deletes the savepoint they own
+    assert _values(store, info.checkpoint_id) == expected and len(expected) == len(keys)
+    assert store.read_operator_state("op", "offsets", info.checkpoint_id).column("value").to_pylist() == [7]
+    assert store.read_coordinator("op", info.checkpoint_id).to_pylist() == coord
