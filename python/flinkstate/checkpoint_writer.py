@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor, validate_name
+from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor, same_schema, validate_name
 from flinkstate.errors import CommitConflictError, InvalidArgumentError, OperatorNotFoundError, SchemaMismatchError, StateNotFoundError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
@@ -45,7 +45,7 @@ _SCOPE_OF_KIND = {
 
 
 def _same_types(a: Any, b: Any) -> bool:
-    return a.to_dict() == b.to_dict()
+    return same_schema(a, b)  # a TTL config change (not on/off) is not a schema change
 
 
 class CheckpointWriter:

@@ -34,7 +34,7 @@ from flinkstate.backend.snapshot import CompactionPolicy, KeyedSnapshot, _Chain,
 from flinkstate.backend.states import AggregatingState, ReducingState, State, ValueState
 from flinkstate.backend.tables import DEFAULT_BUCKETS, StateTable, VersionClock
 from flinkstate.backend.timers import Timer, TimerService
-from flinkstate.descriptors import KeyedStateDescriptor, TimerServiceDescriptor
+from flinkstate.descriptors import KeyedStateDescriptor, TimerServiceDescriptor, same_schema
 from flinkstate.errors import InvalidArgumentError, KeyGroupOutOfRangeError, SchemaMismatchError, StateNotFoundError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry, primary_key_columns
@@ -167,7 +167,7 @@ class KeyedStateBackend:
             raise InvalidArgumentError(f"{name!r} is already a timer service of this backend")
         self._check_key_type(f"state {name!r}", descriptor.key_type)
         old = self._descs.get(name)
-        if old is not None and old.to_dict() != descriptor.to_dict():
+        if old is not None and not same_schema(old, descriptor):  # a new TTL config is fine, TTL on/off is not
             raise SchemaMismatchError(
                 f"state {name!r} was restored as {old.kind} {old.to_dict()} but is now declared as {descriptor.kind} "
                 f"{descriptor.to_dict()}; state schema migration is not supported"
