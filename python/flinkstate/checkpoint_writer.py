@@ -106,6 +106,7 @@ class CheckpointWriter:
         self.properties: dict[str, str] = {}
         self._entries: list[FileEntry] = []
         self._new_paths: list[str] = []
+        self._kept: set[str] = set()
         self._done = False
         track_writer(self)  # from here on garbage collection keeps the base and every file referenced
         if base_rec is not None:
@@ -211,6 +212,32 @@ class CheckpointWriter:
         op.keyed_states[descriptor.name] = descriptor
         self._add(entries)
 
+    def reuse_files(self, operator: str, descriptor: KeyedStateDescriptor | TimerServiceDescriptor, entries: Sequence[FileEntry]) -> None:
+        """Reference files an earlier attempt wrote (aborted, or not yet confirmed) instead of uploading
+        their content again (FLINK-24611). A full file replaces what the base has in its key-group range.
+
+        The caller pins them until this writer is open (`flinkstate.registry.pin`); this writer then
+        keeps them from garbage collection until it commits or aborts, and never deletes them.
+        """
+        from flinkstate.format.merge import order_entries
+
+        timers = isinstance(descriptor, TimerServiceDescriptor)
+        op = self._op(operator)
+        scope = "timers" if timers else "keyed"
+        for e in order_entries(entries):
+            if e.kind not in C.DELTA_KINDS:
+                self._drop(operator, scope, descriptor.name, (e.key_group_start, e.key_group_end))
+            self._entries.append(e)
+        if timers:
+            op.timer_services[descriptor.name] = descriptor  # type: ignore[assignment]
+        else:
+            op.keyed_states[descriptor.name] = descriptor  # type: ignore[assignment]
+
+    def keep_on_abort(self, entries: Sequence[FileEntry]) -> None:
+        """Files `abort` leaves in place: a state backend may reuse them in its next checkpoint;
+        the registry deletes them once a later checkpoint completes without them."""
+        self._kept.update(e.path for e in entries)
+
     def put_timers(
         self,
         operator: str,
@@ -314,6 +341,8 @@ class CheckpointWriter:
         self._done = True
         self._release()
         for p in self._new_paths:
+            if p in self._kept:
+                continue
             try:
                 self.io.delete(p)
             except OSError:

@@ -28,6 +28,7 @@ __all__ = ["discard_checkpoints", "collect_garbage", "Pin", "pin", "pinned", "tr
 _LOCK = threading.Lock()
 _GC_LOCKS: dict[str, threading.RLock] = {}
 _PINS: dict[str, Counter[int]] = {}
+_PINNED_PATHS: dict[str, Counter[str]] = {}
 _WRITERS: dict[str, weakref.WeakValueDictionary[int, Any]] = {}
 
 
@@ -39,10 +40,11 @@ def _gc_lock(root: str) -> threading.RLock:
 class Pin:
     """A pending snapshot's hold on the checkpoint it builds on; `release()` when it completes or aborts."""
 
-    def __init__(self, root: str, checkpoint_id: int | None) -> None:
+    def __init__(self, root: str, checkpoint_id: int | None, paths: tuple[str, ...] = ()) -> None:
         self.root = root
         self.checkpoint_id = checkpoint_id
-        self._released = checkpoint_id is None
+        self.paths = paths
+        self._released = False
 
     def release(self) -> None:
         """Let garbage collection delete what only this pin kept (idempotent)."""
@@ -50,11 +52,13 @@ class Pin:
             return
         self._released = True
         with _LOCK:
-            c = _PINS.get(self.root)
-            if c is not None:
-                c[self.checkpoint_id] -= 1  # type: ignore[index]
-                if c[self.checkpoint_id] <= 0:  # type: ignore[index]
-                    del c[self.checkpoint_id]  # type: ignore[arg-type]
+            for key, table in ((self.checkpoint_id, _PINS), *((p, _PINNED_PATHS) for p in self.paths)):
+                c = table.get(self.root)
+                if key is None or c is None:
+                    continue
+                c[key] -= 1
+                if c[key] <= 0:
+                    del c[key]
 
     def __enter__(self) -> Pin:
         return self
@@ -63,12 +67,15 @@ class Pin:
         self.release()
 
 
-def pin(store: CheckpointStore, checkpoint_id: int | None) -> Pin:
-    """Keep a checkpoint's files (and the right to build on it) even if it is discarded meanwhile."""
-    p = Pin(store.root, checkpoint_id)
-    if checkpoint_id is not None:
-        with _gc_lock(store.root), _LOCK:  # waits for a collection in progress to finish
+def pin(store: CheckpointStore, checkpoint_id: int | None, paths: list[str] | None = None) -> Pin:
+    """Keep a checkpoint's files (and the right to build on it) even if it is discarded meanwhile,
+    and `paths` (files of aborted attempts a pending snapshot reuses)."""
+    p = Pin(store.root, checkpoint_id, tuple(paths or ()))
+    with _gc_lock(store.root), _LOCK:  # waits for a collection in progress to finish
+        if checkpoint_id is not None:
             _PINS.setdefault(store.root, Counter())[checkpoint_id] += 1
+        for path in p.paths:
+            _PINNED_PATHS.setdefault(store.root, Counter())[path] += 1
     return p
 
 
@@ -76,6 +83,11 @@ def pinned(store: CheckpointStore) -> set[int]:
     """Checkpoint ids pinned by pending snapshots of this process."""
     with _LOCK:
         return {cid for cid, n in _PINS.get(store.root, Counter()).items() if n > 0}
+
+
+def _pinned_paths(root: str) -> set[str]:
+    with _LOCK:
+        return {p for p, n in _PINNED_PATHS.get(root, Counter()).items() if n > 0}
 
 
 def track_writer(writer: Any) -> None:
@@ -163,7 +175,7 @@ def _collect(store: CheckpointStore) -> list[str]:
     for r in all_recs:  # retained checkpoints, and discarded ones a pending snapshot builds on
         if r.status == C.STATUS_COMPLETED or r.checkpoint_id in pins:
             live.update(e.path for e in catalog.manifest(r.checkpoint_id, r.attempt_id))
-    live |= in_use
+    live |= in_use | _pinned_paths(store.root)
     last_use: dict[str, int] = {}
     for path in store.io.list_files(C.SHARED_DIR):
         m = _CKID.search("/" + path)

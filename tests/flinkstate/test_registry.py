@@ -183,3 +183,66 @@ def test_first_checkpoint_after_savepoint_restore_owns_everything(tmp_path: obje
     assert _values(store, info.checkpoint_id) == expected and len(expected) == len(keys)
     assert store.read_operator_state("op", "offsets", info.checkpoint_id).column("value").to_pylist() == [7]
     assert store.read_coordinator("op", info.checkpoint_id).to_pylist() == coord
+
+
+# ---------------------------------------------------------------------- item 1: backends reuse aborted uploads
+def _backend_with_aborted_checkpoint(root: str) -> tuple[fs.CheckpointStore, object, object, list[object]]:
+    from flinkstate.backend import KeyedStateBackend
+
+    store = fs.open(root)
+    be = KeyedStateBackend(max_parallelism=128, key_group_range=(0, 127))
+    v = be.get_state(D)
+    for i in range(1000):
+        be.set_current_key(f"k{i}")
+        v.update(i)
+    be.checkpoint(store, "op").result()
+    for i in range(100):  # changes of the checkpoint that will be aborted
+        be.set_current_key(f"k{i}")
+        v.update(-i)
+    snap = be.snapshot(2)
+    w = store.begin(checkpoint_id=2, base=snap.base_checkpoint_id)
+    aborted = snap.write(w, "op")
+    w.abort()  # e.g. the commit failed
+    be.notify_checkpoint_aborted(2)
+    for i in range(990, 1000):  # changes after the aborted checkpoint
+        be.set_current_key(f"k{i}")
+        v.update(0)
+    return store, be, v, aborted
+
+
+def _expected() -> dict[str, int]:
+    exp = {f"k{i}": i for i in range(1000)}
+    exp.update({f"k{i}": -i for i in range(100)})
+    exp.update({f"k{i}": 0 for i in range(990, 1000)})
+    return exp
+
+
+def test_checkpoint_after_an_aborted_one_uploads_only_what_changed_since(tmp_path: object) -> None:
+    store, be, _, aborted = _backend_with_aborted_checkpoint(str(tmp_path))
+    assert aborted and all(store.io.exists(e.path) for e in aborted)  # kept for reuse
+    info = be.checkpoint(store, "op").result()  # type: ignore[attr-defined]
+    files = store.files(info.checkpoint_id)
+    new = [e for e in files if e.created_by_checkpoint_id == info.checkpoint_id]
+    assert sum(e.rows for e in new) == 10  # not 110: the aborted attempt's 100 changes are referenced
+    assert {e.path for e in aborted} <= {e.path for e in files}
+    assert _values(store) == _expected()
+    store.retain(1)
+    assert _values(store) == _expected()
+    assert all(store.io.exists(e.path) for e in aborted)
+
+
+def test_reused_file_gone_falls_back_to_writing_the_changes(tmp_path: object) -> None:
+    store, be, _, aborted = _backend_with_aborted_checkpoint(str(tmp_path))
+    store.io.delete(aborted[0].path)  # type: ignore[attr-defined]
+    info = be.checkpoint(store, "op").result()  # type: ignore[attr-defined]
+    new = [e for e in store.files(info.checkpoint_id) if e.created_by_checkpoint_id == info.checkpoint_id]
+    assert sum(e.rows for e in new) == 110
+    assert _values(store) == _expected()
+
+
+def test_aborted_files_nobody_reused_are_collected_after_a_later_checkpoint(tmp_path: object) -> None:
+    store, be, _, aborted = _backend_with_aborted_checkpoint(str(tmp_path))
+    assert store.retain(1) == []  # no checkpoint after 2 yet: the aborted files stay
+    with store.begin(checkpoint_id=3) as w:  # another writer's checkpoint that does not use them
+        _delta(w, "zz", 1)
+    assert {e.path for e in aborted} <= set(store.retain(5))  # type: ignore[attr-defined]

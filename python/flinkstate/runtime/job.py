@@ -462,7 +462,8 @@ class KeyedJob:
                 snaps.append(st.backend.snapshot(cid, full=full))
                 sync = max(sync, time.perf_counter() - t)
             # the pending snapshot pins the checkpoint it builds on until it completes or aborts
-            pins = [pin(self.store, b) for b in {s.base_checkpoint_id for s in snaps}]
+            reused = [e.path for s in snaps for p in s.parts for e in p.reused]
+            pins = [pin(self.store, b, reused) for b in {s.base_checkpoint_id for s in snaps}]
         offset, wm, max_ts = self.source_offset, self.watermark, self._max_ts
         coord = None
         if self.coordinator is not None:  # at the same instant: state plus the events not yet delivered
@@ -486,10 +487,10 @@ class KeyedJob:
         assert self.store is not None
         t0 = time.perf_counter()
         bases = {s.base_checkpoint_id for s in snaps}
-        base = bases.pop() if len(bases) == 1 else None
+        base = next(iter(bases)) if len(bases) == 1 else None
         stats = CheckpointStats(cid, "completed", sync * 1000, 0.0, source_offset=offset)
         try:
-            if base is None and any(s.incremental for s in snaps):
+            if len(bases) > 1 and any(s.incremental for s in snaps):
                 raise InvalidArgumentError(f"checkpoint {cid}: subtasks have different base checkpoints {bases}")
             with self.store.begin(checkpoint_id=cid, base=base, max_parallelism=self.max_parallelism) as w:
                 for s in snaps:
