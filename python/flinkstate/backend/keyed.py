@@ -351,11 +351,6 @@ class KeyedStateBackend:
         if snap is not None:
             snap._release_unless_writing()
 
-    def reusable_files(self) -> list[FileEntry]:
-        """Files of aborted checkpoints the next snapshot may reference (pin them with its base)."""
-        with self._lock:
-            return [e for files, _ in self._reuse.values() for e in files]
-
     def checkpoint(self, store: Any, operator: str, *, checkpoint_id: int | None = None, full: bool = False,
                    executor: concurrent.futures.Executor | None = None) -> concurrent.futures.Future[Any]:
         """Snapshot synchronously, then write and commit on a background thread; a Future of the CheckpointInfo.
