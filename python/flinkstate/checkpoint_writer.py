@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor, validate_name
+from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor, same_schema, validate_name
 from flinkstate.errors import CommitConflictError, InvalidArgumentError, OperatorNotFoundError, SchemaMismatchError, StateNotFoundError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
@@ -46,7 +46,7 @@ _SCOPE_OF_KIND = {
 
 
 def _same_types(a: Any, b: Any) -> bool:
-    return a.to_dict() == b.to_dict()
+    return same_schema(a, b)  # a TTL config change (not on/off) is not a schema change
 
 
 class CheckpointWriter:
@@ -74,10 +74,15 @@ class CheckpointWriter:
         assert self.planned_version is not None
         all_records = catalog.records(self.planned_version)
         retained = [r for r in all_records if r.status == C.STATUS_COMPLETED]
+        from flinkstate.registry import pinned, track_writer
+
         if base == "latest":
             base_rec = retained[-1] if retained else None
         elif base is None:
             base_rec = None
+        elif int(base) in pinned(store):
+            # a pending snapshot built on it: it may have been discarded since, its files are kept
+            base_rec = next((r for r in all_records if r.checkpoint_id == int(base)), None) or store.record(int(base))
         else:
             base_rec = store.record(int(base))
         self.base = base_rec
@@ -102,14 +107,16 @@ class CheckpointWriter:
         self.operators: dict[str, OperatorMetadata] = {}
         self.properties: dict[str, str] = {}
         self._entries: list[FileEntry] = []
+        self._new_paths: list[str] = []
+        self._kept: set[str] = set()
+        self._done = False
+        track_writer(self)  # from here on garbage collection keeps the base and every file referenced
         if base_rec is not None:
             self.operators = {u: o.copy() for u, o in CheckpointMetadata.decode_operators(base_rec.metadata).items()}
             self.properties = dict(base_rec.metadata.get("properties", {}))
             self._entries = list(catalog.manifest(base_rec.checkpoint_id, base_rec.attempt_id))
-        self._new_paths: list[str] = []
         self._renamed_from: dict[str, str] = {}  # new uid -> uid in the base checkpoint
         self._seq = 0
-        self._done = False
 
     # ------------------------------------------------------------------ context manager
     def __enter__(self) -> CheckpointWriter:
@@ -206,6 +213,32 @@ class CheckpointWriter:
                 self._rewritten.add((operator, "keyed", descriptor.name))
         op.keyed_states[descriptor.name] = descriptor
         self._add(entries)
+
+    def reuse_files(self, operator: str, descriptor: KeyedStateDescriptor | TimerServiceDescriptor, entries: Sequence[FileEntry]) -> None:
+        """Reference files an earlier attempt wrote (aborted, or not yet confirmed) instead of uploading
+        their content again (FLINK-24611). A full file replaces what the base has in its key-group range.
+
+        The caller pins them until this writer is open (`flinkstate.registry.pin`); this writer then
+        keeps them from garbage collection until it commits or aborts, and never deletes them.
+        """
+        from flinkstate.format.merge import order_entries
+
+        timers = isinstance(descriptor, TimerServiceDescriptor)
+        op = self._op(operator)
+        scope = "timers" if timers else "keyed"
+        for e in order_entries(entries):
+            if e.kind not in C.DELTA_KINDS:
+                self._drop(operator, scope, descriptor.name, (e.key_group_start, e.key_group_end))
+            self._entries.append(e)
+        if timers:
+            op.timer_services[descriptor.name] = descriptor  # type: ignore[assignment]
+        else:
+            op.keyed_states[descriptor.name] = descriptor  # type: ignore[assignment]
+
+    def keep_on_abort(self, entries: Sequence[FileEntry]) -> None:
+        """Files `abort` leaves in place: a state backend may reuse them in its next checkpoint;
+        the registry deletes them once a later checkpoint completes without them."""
+        self._kept.update(e.path for e in entries)
 
     def put_timers(
         self,
@@ -308,7 +341,10 @@ class CheckpointWriter:
         if self._done:
             return
         self._done = True
+        self._release()
         for p in self._new_paths:
+            if p in self._kept:
+                continue
             try:
                 self.io.delete(p)
             except OSError:
@@ -334,6 +370,8 @@ class CheckpointWriter:
             check_carried_files(self.io, self.checkpoint_id, [e for e in self._entries if e.path not in new])
             if self.kind == C.SAVEPOINT:
                 self._own_files()
+            else:
+                self._release_savepoint_files()
             catalog = self.store.catalog
             catalog.append_manifest(self.checkpoint_id, self.attempt_id, self._entries)
             now = dt.datetime.now(dt.timezone.utc)
@@ -352,18 +390,37 @@ class CheckpointWriter:
                 "bytes": sum(e.bytes for e in self._entries),
                 "metadata": _json(CheckpointMetadata.encode(self.operators, self.properties)),
             }
-            try:
-                catalog.commit_log(row, self.planned_version)  # type: ignore[arg-type]
-            except CommitConflictError:
-                if (self.checkpoint_id, self.attempt_id) in {(r.checkpoint_id, r.attempt_id) for r in catalog.records()}:
-                    pass  # our own commit landed before the error: idempotent success
-                else:
-                    raise
+            catalog.commit_log(row, self.planned_version, self._rebase)  # type: ignore[arg-type]
         except BaseException:
             self.abort()
             raise
         self._done = True
+        self._release()
         return self.store.checkpoint(self.checkpoint_id)
+
+    def _release(self) -> None:
+        from flinkstate.registry import untrack_writer
+
+        untrack_writer(self)
+
+    def _rebase(self, version: int) -> bool:
+        """Another commit landed first: conflict only with the same id or a later completed checkpoint.
+
+        Returns False when this attempt's own commit already landed (idempotent success).
+        Commits of other ids (savepoints, discards, other checkpoints) do not conflict; as in
+        Flink's CheckpointCoordinator, a completed checkpoint aborts earlier pending checkpoints
+        (not savepoints).
+        """
+        for r in self.store.catalog.records(version):
+            if r.checkpoint_id == self.checkpoint_id:
+                if r.attempt_id == self.attempt_id:
+                    return False
+                raise CommitConflictError(f"checkpoint {self.checkpoint_id} was committed by another writer at {self.store.root}")
+            if self.kind == C.CHECKPOINT and r.kind == C.CHECKPOINT and r.checkpoint_id > self.checkpoint_id:
+                raise CommitConflictError(
+                    f"checkpoint {self.checkpoint_id}: checkpoint {r.checkpoint_id} completed first at {self.store.root} "
+                    "and subsumes this pending checkpoint")
+        return True
 
     def _drop_shadowed(self) -> None:
         """Stop referencing files every key group of which a newer full file replaces."""
@@ -381,6 +438,24 @@ class CheckpointWriter:
             keep += [ordered[pos] for pos in live_positions(ordered, newest_full_order(ordered, self.max_parallelism))]
         self._entries = keep
 
+    def _release_savepoint_files(self) -> None:
+        """Copy what a checkpoint still carries from a savepoint's folder into shared/ (Flink's NO_CLAIM).
+
+        The user owns a savepoint and may delete it; a checkpoint after a restore from it must
+        not reference its files. Only files the snapshot did not rewrite are copied.
+        """
+        owned = []
+        for e in self._entries:
+            if not e.path.startswith(C.SAVEPOINTS_DIR + "/"):
+                owned.append(e)
+                continue
+            rel = e.path.split("/", 2)[2]  # <operator>/<sub>/<file> below savepoints/sp-N/
+            new = f"{C.SHARED_DIR}/{rel.rsplit('/', 1)[0]}/{_owned_name(rel, self.checkpoint_id)}"
+            self._new_paths.append(new)  # tracked before the copy: GC leaves it, abort deletes it
+            self.io.copy(e.path, new)
+            owned.append(_replace(e, path=new))
+        self._entries = owned
+
     def _own_files(self) -> None:
         """Copy every carried-over file into the savepoint's folder (self-contained)."""
         base = data_dir(C.SAVEPOINT, self.checkpoint_id) + "/"
@@ -395,6 +470,15 @@ class CheckpointWriter:
             self._new_paths.append(new)
             owned.append(_replace(e, path=new))
         self._entries = owned
+
+
+def _owned_name(path: str, checkpoint_id: int) -> str:
+    """A fresh name for a copy of `path` created by `checkpoint_id` (same folder layout, new id and suffix)."""
+    import re
+    import uuid as _uuid
+
+    name = re.sub(r"^\d{10}-", f"{checkpoint_id:010d}-", path.rsplit("/", 1)[-1])
+    return re.sub(r"-[0-9a-f]+\.parquet$", f"-{_uuid.uuid4().hex[:12]}.parquet", name)
 
 
 def _replace(e: FileEntry, **kw: Any) -> FileEntry:

@@ -20,6 +20,7 @@ from flinkstate.types import type_from_json, type_to_json
 
 __all__ = [
     "StateKind",
+    "same_schema",
     "ValueStateDescriptor",
     "ListStateDescriptor",
     "MapStateDescriptor",
@@ -37,6 +38,19 @@ StateKind = Literal["value", "list", "map", "reducing", "aggregating"]
 STATE_KINDS: tuple[str, ...] = ("value", "list", "map", "reducing", "aggregating")
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,199}$")
+
+
+def same_schema(a: Any, b: Any) -> bool:
+    """True when two declarations of a state or timer service store the same data.
+
+    As in Flink (FLIP-25: "the TTL configuration is not part of check- or savepoints"), the
+    TTL duration, update type, visibility and cleanup may change on restore; only turning
+    TTL on or off changes what is stored (the TTL timestamp), so it is a schema change.
+    """
+    da, db = a.to_dict(), b.to_dict()
+    if "ttl" in da or "ttl" in db:
+        da["ttl"], db["ttl"] = bool(getattr(a, "ttl_enabled", False)), bool(getattr(b, "ttl_enabled", False))
+    return bool(da == db)
 
 
 def validate_name(name: object, what: str) -> str:

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import TYPE_CHECKING
+import threading
+import weakref
+from collections import Counter
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,7 +25,112 @@ if TYPE_CHECKING:
     from flinkstate.format.manifest import LogRecord
     from flinkstate.store import CheckpointStore
 
-__all__ = ["discard_checkpoints", "collect_garbage", "check_collectable", "collect_orphans", "ORPHAN_RETENTION"]
+__all__ = [
+    "discard_checkpoints", "collect_garbage", "check_collectable", "collect_orphans", "ORPHAN_RETENTION",
+    "Pin", "pin", "pinned", "track_writer", "untrack_writer",
+]
+
+# Pending work of this process, per job root: checkpoints pinned by pending snapshots and the
+# open writers (whose carried-over and new files are in use). Garbage collection holds the
+# root's lock while it decides and deletes, so a pin taken before it starts is always seen.
+_LOCK = threading.Lock()
+_GC_LOCKS: dict[str, threading.RLock] = {}
+_PINS: dict[str, Counter[int]] = {}
+_PINNED_PATHS: dict[str, Counter[str]] = {}
+_WRITERS: dict[str, weakref.WeakValueDictionary[int, Any]] = {}
+
+
+def _gc_lock(root: str) -> threading.RLock:
+    with _LOCK:
+        return _GC_LOCKS.setdefault(root, threading.RLock())
+
+
+class Pin:
+    """A pending snapshot's hold on the checkpoint it builds on; `release()` when it completes or aborts."""
+
+    def __init__(self, root: str, checkpoint_id: int | None, paths: tuple[str, ...] = ()) -> None:
+        self.root = root
+        self.checkpoint_id = checkpoint_id
+        self.paths = paths
+        self._released = False
+
+    def release(self) -> None:
+        """Let garbage collection delete what only this pin kept (idempotent)."""
+        if self._released:
+            return
+        self._released = True
+        with _LOCK:
+            for key, table in ((self.checkpoint_id, _PINS), *((p, _PINNED_PATHS) for p in self.paths)):
+                c = table.get(self.root)
+                if key is None or c is None:
+                    continue
+                c[key] -= 1
+                if c[key] <= 0:
+                    del c[key]
+
+    def __enter__(self) -> Pin:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def pin(store: CheckpointStore, checkpoint_id: int | None, paths: list[str] | None = None) -> Pin:
+    """Keep a checkpoint's files (and the right to build on it) even if it is discarded meanwhile,
+    and `paths` (files of aborted attempts a pending snapshot reuses)."""
+    p = Pin(store.root, checkpoint_id, tuple(paths or ()))
+    with _gc_lock(store.root), _LOCK:  # waits for a collection in progress to finish
+        if checkpoint_id is not None:
+            _PINS.setdefault(store.root, Counter())[checkpoint_id] += 1
+        for path in p.paths:
+            _PINNED_PATHS.setdefault(store.root, Counter())[path] += 1
+    return p
+
+
+def pinned(store: CheckpointStore) -> set[int]:
+    """Checkpoint ids pinned by pending snapshots of this process."""
+    with _LOCK:
+        return {cid for cid, n in _PINS.get(store.root, Counter()).items() if n > 0}
+
+
+def _pinned_paths(root: str) -> set[str]:
+    with _LOCK:
+        return {p for p, n in _PINNED_PATHS.get(root, Counter()).items() if n > 0}
+
+
+def track_writer(writer: Any) -> None:
+    """An open CheckpointWriter: the files it references stay until it commits or aborts."""
+    with _gc_lock(writer.store.root), _LOCK:
+        _WRITERS.setdefault(writer.store.root, weakref.WeakValueDictionary())[id(writer)] = writer
+
+
+def untrack_writer(writer: Any) -> None:
+    """The writer committed or aborted."""
+    with _LOCK:
+        ws = _WRITERS.get(writer.store.root)
+        if ws is not None:
+            ws.pop(id(writer), None)
+
+
+def _open_writer_ids(root: str) -> set[int]:
+    """Checkpoint ids of this process's open writers (a savepoint attempt may still commit)."""
+    with _LOCK:
+        return {w.checkpoint_id for w in _WRITERS.get(root, {}).values()}
+
+
+def _in_use_by_writers(root: str) -> tuple[set[str], set[int]]:
+    """Paths open writers reference or wrote, and the ids of their base checkpoints."""
+    with _LOCK:
+        writers = list(_WRITERS.get(root, {}).values())
+    paths: set[str] = set()
+    bases: set[int] = set()
+    for w in writers:
+        if w.base is not None:
+            bases.add(w.base.checkpoint_id)
+        paths.update(e.path for e in list(w._entries))
+        paths.update(list(w._new_paths))
+    return paths, bases
+
 
 _SAVEPOINT_DIR = re.compile(rf"^{C.SAVEPOINTS_DIR}/sp-(\d{{10}})/")
 # Delta's default VACUUM retention: files a running commit may still reference are younger
@@ -54,30 +162,49 @@ def discard_checkpoints(store: CheckpointStore, checkpoint_ids: list[int]) -> li
             "files": r.files, "rows": r.rows, "bytes": r.bytes, "metadata": "{}",
         })
     if rows:
-        catalog.commit_log(rows, version)
+        # a discard conflicts with nothing: checkpoints completing meanwhile keep their own ids
+        catalog.commit_log(rows, version, lambda newest: True)
     return collect_garbage(store)
 
 
 def collect_garbage(store: CheckpointStore) -> list[str]:
     """Delete shared files that no retained checkpoint uses and no running attempt may still commit."""
+    with _gc_lock(store.root):
+        return _collect(store)
+
+
+def _collect(store: CheckpointStore) -> list[str]:
+    """FLINK-24611's rule: a shared file goes when its last use is at or below the newest completed
+    checkpoint and no retained checkpoint, pinned checkpoint or open writer uses it.
+
+    A file's last use is the newest checkpoint or attempt that referenced it (the manifest,
+    invisible attempts included) or created it (its name). Only checkpoints move the line:
+    savepoints own their files and complete independently, so they never make an attempt's
+    files collectable, and files of a newer attempt (pending, or aborted and reusable by the
+    backend) stay until a later checkpoint completes.
+    """
     catalog = store.catalog
     live = check_collectable(store)
     all_recs = catalog.records()
-    latest = max((r.checkpoint_id for r in all_recs), default=None)
-    if latest is None:
+    line = max((r.checkpoint_id for r in all_recs if r.kind == C.CHECKPOINT), default=None)
+    if line is None:
         return []
-    manifest = catalog.manifest_table().to_pylist()
-    candidates: set[str] = set()
-    for row in manifest:
-        # files of discarded checkpoints, and of attempts older than the newest completed one
-        if row["checkpoint_id"] <= latest:
-            candidates.add(row["path"])
+    in_use, bases = _in_use_by_writers(store.root)
+    pins = pinned(store) | bases
+    for r in all_recs:  # discarded checkpoints a pending snapshot builds on (retained ones are in `live`)
+        if r.status != C.STATUS_COMPLETED and r.checkpoint_id in pins:
+            live.update(e.path for e in catalog.manifest(r.checkpoint_id, r.attempt_id))
+    live |= in_use | _pinned_paths(store.root)
+    last_use: dict[str, int] = {}
     for path in store.io.list_files(C.SHARED_DIR):
         m = _CKID.search("/" + path)
-        if m and int(m.group(1)) < latest:
-            candidates.add(path)
+        if m:
+            last_use[path] = int(m.group(1))
+    manifest = catalog.manifest_table()
+    for path, cid in zip(manifest.column("path").to_pylist(), manifest.column("checkpoint_id").to_pylist()):
+        last_use[path] = max(last_use.get(path, cid), cid)
     deleted = []
-    for path in sorted(candidates - live):
+    for path in sorted(p for p, used in last_use.items() if used <= line and p not in live):
         if not path.startswith(C.SHARED_DIR + "/"):
             continue  # savepoint files are owned by their savepoint
         if store.io.delete(path):
@@ -100,7 +227,9 @@ def _orphans(store: CheckpointStore, records: list[LogRecord], retention: dt.tim
     than `retention` (Delta's VACUUM rule: a running commit's file is younger than that)."""
     deleted = []
     latest = max((r.checkpoint_id for r in records), default=None)
-    owned = {r.checkpoint_id for r in records if r.kind == C.SAVEPOINT}
+    committed = {r.checkpoint_id for r in records}
+    # kept: committed savepoints, and open attempts of this process whose id is still free to commit
+    owned = {r.checkpoint_id for r in records if r.kind == C.SAVEPOINT} | (_open_writer_ids(store.root) - committed)
     if latest is not None:
         for path in store.io.list_files(C.SAVEPOINTS_DIR):
             m = _SAVEPOINT_DIR.match(path)

@@ -34,7 +34,7 @@ from flinkstate.backend.snapshot import CompactionPolicy, KeyedSnapshot, _Chain,
 from flinkstate.backend.states import AggregatingState, ReducingState, State, ValueState
 from flinkstate.backend.tables import DEFAULT_BUCKETS, StateTable, VersionClock
 from flinkstate.backend.timers import Timer, TimerService
-from flinkstate.descriptors import KeyedStateDescriptor, TimerServiceDescriptor
+from flinkstate.descriptors import KeyedStateDescriptor, TimerServiceDescriptor, same_schema
 from flinkstate.errors import InvalidArgumentError, KeyGroupOutOfRangeError, SchemaMismatchError, StateNotFoundError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry, primary_key_columns
@@ -72,6 +72,7 @@ class KeyedStateBackend:
         num_buckets: int = DEFAULT_BUCKETS,
         compaction: CompactionPolicy | None = None,
         incremental: bool = True,
+        reuse_aborted: bool = True,
     ) -> None:
         if isinstance(max_parallelism, bool) or not isinstance(max_parallelism, int) or not 1 <= max_parallelism <= 32768:
             raise InvalidArgumentError(f"max_parallelism must be in [1, 32768], got {max_parallelism!r}")
@@ -87,6 +88,8 @@ class KeyedStateBackend:
         self.num_buckets = num_buckets
         self.compaction = compaction or CompactionPolicy()
         self.incremental = incremental
+        # FLINK-24611: the next checkpoint references what an aborted one uploaded, not re-sends it
+        self.reuse_aborted = reuse_aborted
         self._versions = VersionClock()
         self._lock = threading.RLock()
         self._key: Any = None
@@ -106,6 +109,9 @@ class KeyedStateBackend:
         self.base_checkpoint_id: int | None = None
         self._chains: dict[tuple[str, str], _Chain] = {}
         self._pending: dict[int, KeyedSnapshot] = {}
+        self._last_snapshot_id = 0
+        # per (scope, name): files of aborted attempts that hold every change up to a checkpoint id
+        self._reuse: dict[tuple[str, str], tuple[list[FileEntry], int]] = {}
 
     def __repr__(self) -> str:
         return (f"KeyedStateBackend(max_parallelism={self.max_parallelism}, key_group_range={self.key_group_range}, "
@@ -167,7 +173,7 @@ class KeyedStateBackend:
             raise InvalidArgumentError(f"{name!r} is already a timer service of this backend")
         self._check_key_type(f"state {name!r}", descriptor.key_type)
         old = self._descs.get(name)
-        if old is not None and old.to_dict() != descriptor.to_dict():
+        if old is not None and not same_schema(old, descriptor):  # a new TTL config is fine, TTL on/off is not
             raise SchemaMismatchError(
                 f"state {name!r} was restored as {old.kind} {old.to_dict()} but is now declared as {descriptor.kind} "
                 f"{descriptor.to_dict()}; state schema migration is not supported"
@@ -283,9 +289,14 @@ class KeyedStateBackend:
             for scope, tables, descs in (("keyed", self._tables, self._descs), ("timers", self._timer_tables, self._timer_descs)):
                 for name, t in tables.items():
                     chain = self._chains.get((scope, name))
+                    reuse = None if full or not self.incremental else self._reuse.get((scope, name))
+                    if reuse is not None and reuse[1] >= checkpoint_id:
+                        reuse = None  # ids must increase for files to merge in order: write the changes again
+                    if reuse is not None:
+                        chain = _chain_after(chain, reuse[0])
                     if full:
                         mode, reason = "full", "requested"
-                    elif not self.incremental or base is None:
+                    elif not self.incremental or (base is None and chain is None):
                         mode, reason = "full", "first"
                     elif chain is None:
                         mode, reason = "full", "new-state"
@@ -293,8 +304,14 @@ class KeyedStateBackend:
                         mode, reason = "full", "compaction"
                     else:
                         mode, reason = "delta", ""
-                    parts.append(_Part(name, scope, descs[name], t.freeze(checkpoint_id, version), mode, reason))
+                    if mode == "delta" and reuse is not None:
+                        part = _Part(name, scope, descs[name], t.freeze(checkpoint_id, version, reuse[1]), mode, reason)
+                        part.reused = list(reuse[0])
+                    else:
+                        part = _Part(name, scope, descs[name], t.freeze(checkpoint_id, version), mode, reason)
+                    parts.append(part)
             snap = KeyedSnapshot(self, checkpoint_id, version, parts, now, 0.0)
+            self._last_snapshot_id = max(self._last_snapshot_id, checkpoint_id)
             self._pending[checkpoint_id] = snap
         snap.sync_seconds = time.perf_counter() - t0
         return snap
@@ -312,17 +329,25 @@ class KeyedStateBackend:
                 if p.mode == "full":
                     self._chains[key] = _Chain(p.bytes, 0, 0)
                 else:
-                    c = self._chains.get(key) or _Chain()
-                    self._chains[key] = _Chain(c.full_bytes, c.deltas + (1 if p.files else 0), c.delta_bytes + p.bytes)
+                    self._chains[key] = _chain_after(self._chains.get(key), p.reused + p.files) or _Chain()
             for tables in (self._tables, self._timer_tables):
                 for t in tables.values():
                     t.completed(checkpoint_id)
             self.base_checkpoint_id = checkpoint_id
+            # aborted attempts up to this one are subsumed: their files are no longer needed
+            self._reuse = {k: v for k, v in self._reuse.items() if v[1] > checkpoint_id}
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
-        """The checkpoint failed: its changes stay pending and go into the next one."""
+        """The checkpoint failed: the next one references the files it uploaded (FLINK-24611) and
+        writes only the changes made since; what it did not upload stays pending."""
         with self._lock:
             snap = self._pending.pop(checkpoint_id, None)
+            if snap is not None and snap.written and self.reuse_aborted and (
+                    self.base_checkpoint_id is None or checkpoint_id > self.base_checkpoint_id):
+                for p in snap.parts:
+                    if p.mode == "full" and not p.files:
+                        continue  # nothing to reference: the next checkpoint writes these changes again
+                    self._reuse[(p.scope, p.name)] = (p.files if p.mode == "full" else p.reused + p.files, checkpoint_id)
         if snap is not None:
             snap._release_unless_writing()
 
@@ -342,10 +367,16 @@ class KeyedStateBackend:
         For a single backend; a job with several subtasks commits them together (see `flinkstate.runtime`).
         """
         recs = store.checkpoints(include_discarded=True)
-        if checkpoint_id is None:
-            checkpoint_id = (max(r.checkpoint_id for r in recs) + 1) if recs else 1
-        self.forget_base_unless({r.checkpoint_id for r in recs if r.status == C.STATUS_COMPLETED})
-        snap = self.snapshot(checkpoint_id, full=full)
+        if checkpoint_id is None:  # never an id this backend already used, aborted ones included
+            checkpoint_id = max([r.checkpoint_id for r in recs] + [self._last_snapshot_id]) + 1
+        from flinkstate.registry import pin
+
+        with self._lock:  # no completion moves the base between the snapshot and the pin
+            # a base no longer retained (discarded meanwhile): fall back to a full checkpoint
+            self.forget_base_unless({r.checkpoint_id for r in recs if r.status == C.STATUS_COMPLETED})
+            snap = self.snapshot(checkpoint_id, full=full)
+            # the base and reused files are kept until this checkpoint completes or aborts
+            base_pin = pin(store, snap.base_checkpoint_id, [e.path for p in snap.parts for e in p.reused])
 
         def run() -> Any:
             try:
@@ -355,6 +386,8 @@ class KeyedStateBackend:
             except BaseException:
                 self.notify_checkpoint_aborted(checkpoint_id)
                 raise
+            finally:
+                base_pin.release()
             self.notify_checkpoint_complete(checkpoint_id)
             return info
 
@@ -465,6 +498,19 @@ class KeyedStateBackend:
         last = fulls[-1]
         deltas = mine[last + 1 :]
         return _Chain(mine[last].bytes, len(deltas), sum(e.bytes for e in deltas))
+
+
+def _chain_after(chain: _Chain | None, files: list[FileEntry]) -> _Chain | None:
+    """A state's chain once `files` (one key-group range, any order) are added on top of `chain`."""
+    ordered = order_entries(files)
+    fulls = [i for i, e in enumerate(ordered) if e.kind not in C.DELTA_KINDS]
+    if fulls:
+        after = ordered[fulls[-1] + 1:]
+        return _Chain(ordered[fulls[-1]].bytes, len(after), sum(e.bytes for e in after))
+    if chain is None:
+        return None
+    created = {e.created_by_checkpoint_id for e in ordered}  # one delta file per checkpoint
+    return _Chain(chain.full_bytes, chain.deltas + len(created), chain.delta_bytes + sum(e.bytes for e in ordered))
 
 
 class _CheckpointView:

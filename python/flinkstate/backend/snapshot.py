@@ -20,6 +20,7 @@ import pyarrow as pa
 from flinkstate.backend.arrow_io import state_to_arrow, timers_to_arrow
 from flinkstate.backend.tables import FrozenTable
 from flinkstate.errors import InvalidArgumentError
+from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
 
 if TYPE_CHECKING:
@@ -94,6 +95,8 @@ class _Part:
     rows: int = 0
     bytes: int = 0
     files: list[FileEntry] = field(default_factory=list)
+    # files of aborted attempts this part references instead of writing their changes again
+    reused: list[FileEntry] = field(default_factory=list)
 
 
 class KeyedSnapshot:
@@ -151,6 +154,8 @@ class KeyedSnapshot:
         out: list[FileEntry] = []
         try:
             for p in self.parts:
+                if p.reused:
+                    self._reuse(writer, operator, p)
                 with gc_paused():
                     table = self._table(p)
                 if p.mode == "delta" and table.num_rows == 0:
@@ -163,11 +168,25 @@ class KeyedSnapshot:
                 p.rows = sum(f.rows for f in files)
                 p.bytes = sum(f.bytes for f in files)
                 out.extend(files)
+                keep = getattr(writer, "keep_on_abort", None)  # any writer with put_state/put_timers works
+                if self.backend.reuse_aborted and keep is not None:
+                    keep(files)
             self.written = True
         finally:
             self._writing = False
             self.release()
         return out
+
+    @staticmethod
+    def _reuse(writer: Any, operator: str, p: _Part) -> None:
+        """Reference the aborted attempts' files; if one is gone, write everything since the base instead."""
+        if all(writer.io.exists(e.path) for e in p.reused):
+            writer.reuse_files(operator, p.desc, p.reused)
+            return
+        if any(e.kind not in C.DELTA_KINDS for e in p.reused):
+            p.mode, p.reason = "full", "reused-file-missing"
+        p.frozen.covered = 0
+        p.reused = []
 
     def release(self) -> None:
         """Let writers mutate the frozen buckets in place again (idempotent)."""

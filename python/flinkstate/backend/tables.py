@@ -59,13 +59,15 @@ class VersionClock:
 class FrozenTable:
     """What a snapshot holds of one table: its bucket dicts and the change sets since the base."""
 
-    __slots__ = ("buckets", "mask", "changes", "version")
+    __slots__ = ("buckets", "mask", "changes", "version", "covered")
 
-    def __init__(self, buckets: list[dict[Any, Any]], mask: int, changes: list[set[Any]], version: int) -> None:
+    def __init__(self, buckets: list[dict[Any, Any]], mask: int, changes: list[set[Any]], version: int, covered: int = 0) -> None:
         self.buckets = buckets
         self.mask = mask
         self.changes = changes
         self.version = version
+        # leading change sets already in files an aborted attempt uploaded (reused, not written again)
+        self.covered = covered
 
     def get(self, pk: Any) -> Any:
         """Entry of a primary key as of the snapshot (None when absent)."""
@@ -73,10 +75,11 @@ class FrozenTable:
 
     def changed_keys(self) -> set[Any]:
         """Union of the change sets (the keys an incremental snapshot writes)."""
-        if len(self.changes) == 1:
-            return self.changes[0]
+        changes = self.changes[self.covered:]
+        if len(changes) == 1:
+            return changes[0]
         out: set[Any] = set()
-        for c in self.changes:
+        for c in changes:
             out |= c
         return out
 
@@ -193,11 +196,13 @@ class StateTable:
             yield from b.items()
 
     # ------------------------------------------------------------------ snapshots
-    def freeze(self, checkpoint_id: int, version: int) -> FrozenTable:
-        """The synchronous part of a snapshot: bucket references and the pending change sets."""
+    def freeze(self, checkpoint_id: int, version: int, covered_upto: int | None = None) -> FrozenTable:
+        """The synchronous part of a snapshot: bucket references and the pending change sets
+        (those of checkpoints up to `covered_upto` are marked covered by reused files)."""
         self.segments.append((checkpoint_id, self.changes))
         self.changes = set()
-        return FrozenTable(list(self.buckets), self.mask, [s for _, s in self.segments], version)
+        covered = 0 if covered_upto is None else sum(1 for cid, _ in self.segments if cid <= covered_upto)
+        return FrozenTable(list(self.buckets), self.mask, [s for _, s in self.segments], version, covered)
 
     def completed(self, checkpoint_id: int) -> None:
         """Checkpoint `checkpoint_id` completed: changes up to it are now in the base."""

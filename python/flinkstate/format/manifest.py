@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import os
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +87,8 @@ _FILE_CACHE: OrderedDict[tuple[str, str], pa.Table] = OrderedDict()
 _FILE_CACHE_SIZE = 4096
 # a Delta checkpoint every this many commits keeps log replay short
 DELTA_CHECKPOINT_INTERVAL = 20
+# a commit rebased on top of concurrent commits of other checkpoint ids gives up after this many tries
+_MAX_REBASES = 50
 
 
 def _delta_errors() -> tuple[type[BaseException], ...]:
@@ -345,36 +348,54 @@ class DeltaCatalog:
         if target is not None:
             self._maybe_checkpoint(target)
 
-    def commit_log(self, row: dict[str, Any] | list[dict[str, Any]], planned_version: int) -> int:
-        """Append log events in one commit at exactly `planned_version + 1`; raise CommitConflictError otherwise."""
+    def commit_log(self, row: dict[str, Any] | list[dict[str, Any]], planned_version: int,
+                   on_conflict: Callable[[int], bool] | None = None) -> int:
+        """Append log events in one commit at `planned_version + 1`; returns the version committed.
+
+        A concurrent commit at that version raises CommitConflictError unless `on_conflict` is
+        given: it is called with the newest log version, raises CommitConflictError when the
+        commits really conflict (e.g. the same checkpoint id), returns False when this commit
+        already landed, and True to try again on top of the newest version.
+        """
         from deltalake import CommitProperties, write_deltalake
         from deltalake.exceptions import CommitFailedError
 
-        table = self._table(C.LOG_TABLE, planned_version)
-        if table is None:
-            raise CorruptFileError(f"the checkpoint log {self.io.url(C.LOG_TABLE)} is missing")
         rows = row if isinstance(row, list) else [row]
         data = pa.Table.from_pylist(rows, schema=LOG_SCHEMA)
-        try:
-            write_deltalake(
-                table,
-                data,
-                mode="append",
-                storage_options=self.io.delta_storage_options(),
-                commit_properties=CommitProperties(max_commit_retries=0),
-            )
-        except CommitFailedError as e:
-            denied = read_only_error(self.io, C.LOG_TABLE, e)
-            if denied is not None:
+        version = planned_version
+        for _ in range(_MAX_REBASES):
+            table = self._table(C.LOG_TABLE, version)
+            if table is None:
+                raise CorruptFileError(f"the checkpoint log {self.io.url(C.LOG_TABLE)} is missing")
+            try:
+                write_deltalake(
+                    table,
+                    data,
+                    mode="append",
+                    storage_options=self.io.delta_storage_options(),
+                    commit_properties=CommitProperties(max_commit_retries=0),
+                )
+            except CommitFailedError as e:
+                denied = read_only_error(self.io, C.LOG_TABLE, e)
+                if denied is not None:
+                    raise denied from e
+                conflict = CommitConflictError(
+                    f"checkpoint {rows[0]['checkpoint_id']}: another writer committed to {self.io.url(C.LOG_TABLE)} "
+                    f"after version {version} that this commit was planned against; nothing of this attempt is visible"
+                )
+                if on_conflict is None:
+                    raise conflict from e
+                newest = self.log_version()
+                assert newest is not None
+                if not on_conflict(newest):
+                    return newest
+                version = newest
+                continue
+            except _delta_errors() as e:
+                denied = read_only_error(self.io, C.LOG_TABLE, e)
+                if denied is None:
+                    raise
                 raise denied from e
-            raise CommitConflictError(
-                f"checkpoint {rows[0]['checkpoint_id']}: another writer committed to {self.io.url(C.LOG_TABLE)} "
-                f"after version {planned_version} that this commit was planned against; nothing of this attempt is visible"
-            ) from e
-        except _delta_errors() as e:
-            denied = read_only_error(self.io, C.LOG_TABLE, e)
-            if denied is None:
-                raise
-            raise denied from e
-        self._maybe_checkpoint(table)
-        return planned_version + 1
+            self._maybe_checkpoint(table)
+            return version + 1
+        raise CommitConflictError(f"checkpoint {rows[0]['checkpoint_id']}: the log {self.io.url(C.LOG_TABLE)} kept moving; gave up after {_MAX_REBASES} attempts")

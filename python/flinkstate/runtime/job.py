@@ -18,6 +18,7 @@ import contextlib
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,10 +28,11 @@ import pyarrow as pa
 from flinkstate.backend.keyed import KeyedStateBackend, system_clock
 from flinkstate.backend.snapshot import CompactionPolicy, KeyedSnapshot
 from flinkstate.backend.timers import Timer, TimerService
-from flinkstate.runtime.coordinator import CoordinatorContext, OperatorCoordinator, coordinator_table, parse_coordinator_table
+from flinkstate.runtime.coordinator import CoordinatorContext, OperatorCoordinator, coordinator_table, parse_coordinator_records
 from flinkstate.descriptors import KeyedStateDescriptor, TimerServiceDescriptor
 from flinkstate.errors import InvalidArgumentError
 from flinkstate.keygroups import assign_key_group, default_max_parallelism, key_group_range, operator_index_for_key_group
+from flinkstate.registry import Pin, pin
 from flinkstate.store import CheckpointStore, open_store
 
 __all__ = ["KeyedProcessFunction", "Context", "RuntimeContext", "KeyedJob", "CheckpointStats", "JobResult",
@@ -114,13 +116,12 @@ class Context:
         self._job._emit(value)
 
     def send_to_coordinator(self, event: bytes) -> None:
-        """Send an event to the operator coordinator (handled before any later checkpoint)."""
-        coord = self._job.coordinator
-        if coord is None:
+        """Send an event to the operator coordinator (handled before the coordinator's part of any later checkpoint)."""
+        if self._job.coordinator is None:
             raise InvalidArgumentError("this job has no operator coordinator")
         if not isinstance(event, (bytes, bytearray)):
             raise InvalidArgumentError(f"coordinator events are bytes, got {type(event).__name__}")
-        coord.handle_event_from_operator(self.subtask, bytes(event))
+        self._job._send_to_coordinator(self.subtask, bytes(event))
 
 
 class KeyedProcessFunction:
@@ -263,6 +264,7 @@ class KeyedJob:
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"flinkstate-ckpt-{uid}")
         self._futures: list[concurrent.futures.Future[Any]] = []
         self._stats_lock = threading.Lock()
+        self._base_lock = threading.Lock()
         self._fired = 0
         self._route: dict[Any, int] = {}
 
@@ -305,16 +307,22 @@ class KeyedJob:
             self.subtasks.append(st)
         self.coordinator: OperatorCoordinator | None = None
         self._coord_ctx = CoordinatorContext(parallelism)
+        # the coordinator's mailbox (drained on the processing thread): ("event", subtask, payload),
+        # ("last", subtask, checkpoint id), ("complete" | "aborted", checkpoint id)
+        self._mailbox: deque[tuple[Any, ...]] = deque()
+        self._gateway_closed = [False] * parallelism
+        self._subtask_buffers: list[list[bytes]] = [[] for _ in range(parallelism)]
         if coordinator is not None:
             self.coordinator = coordinator()
             if _restore_from is not None:
                 assert self.store is not None
-                state, events = None, []
+                state, events, op_events = None, [], []
                 if self.store.operator(uid, _restore_from).has_coordinator:
-                    state, events = parse_coordinator_table(self.store.read_coordinator(uid, _restore_from))
+                    state, events, op_events = parse_coordinator_records(self.store.read_coordinator(uid, _restore_from))
                 self.coordinator.reset_to_checkpoint(_restore_from, state)
                 # events buffered in the checkpoint are replayed (to subtask % parallelism after a rescale)
                 self._coord_ctx.outbox.extend((s % parallelism, e) for s, e in events)
+                self._mailbox.extend(("event", s % parallelism, e) for s, e in op_events)
             self.coordinator.start(self._coord_ctx)
         if self.store is not None:
             recs = self.store.checkpoints(include_discarded=True)
@@ -371,8 +379,39 @@ class KeyedJob:
         for st in self.subtasks:
             st.backend.advance_processing_time(now)
 
+    def _send_to_coordinator(self, subtask: int, event: bytes) -> None:
+        if self._gateway_closed[subtask]:
+            self._subtask_buffers[subtask].append(event)  # after its last event: stored with its snapshot
+        else:
+            self._mailbox.append(("event", subtask, event))
+
+    def run_coordinator(self, last_of: int | None = None) -> None:
+        """Run the coordinator's mailbox on this (the processing) thread; with `last_of`, until every
+        subtask's last event of that checkpoint arrived (later items stay queued)."""
+        coord = self.coordinator
+        if coord is None:
+            self._mailbox.clear()
+            return
+        waiting = set(range(self.parallelism)) if last_of is not None else set()
+        mailbox = self._mailbox
+        while mailbox and (last_of is None or waiting):
+            item = mailbox.popleft()
+            if item[0] == "event":
+                coord.handle_event_from_operator(item[1], item[2])
+            elif item[0] == "last":
+                if item[2] == last_of:
+                    waiting.discard(item[1])
+            elif item[0] == "complete":
+                coord.notify_checkpoint_complete(item[1])
+            else:
+                coord.notify_checkpoint_aborted(item[1])
+        if waiting:
+            raise InvalidArgumentError(f"checkpoint {last_of}: no last event from subtasks {sorted(waiting)}")
+
     def deliver_coordinator_events(self) -> int:
-        """Deliver the coordinator's queued events to their subtasks (done at every element boundary)."""
+        """Run the coordinator's mailbox, then deliver its queued events to their subtasks (done at every element boundary)."""
+        if self._mailbox:
+            self.run_coordinator()
         outbox = self._coord_ctx.outbox
         n = 0
         while outbox:
@@ -384,7 +423,7 @@ class KeyedJob:
 
     def process(self, element: Any) -> None:
         """Process one element on the subtask owning its key."""
-        if self._coord_ctx.outbox:
+        if self._mailbox or self._coord_ctx.outbox:
             self.deliver_coordinator_events()
         key = self.key_selector(element)
         st = self.subtasks[self._subtask_of(key)]
@@ -452,35 +491,70 @@ class KeyedJob:
             raise InvalidArgumentError("this job has no checkpoint_path")
         cid = self._next_cid
         self._next_cid += 1
+        coord_part = self._coordinator_checkpoint(cid) if self.coordinator is not None else None
         snaps: list[KeyedSnapshot] = []
         sync = 0.0
-        for st in self.subtasks:
-            t = time.perf_counter()
-            snaps.append(st.backend.snapshot(cid, full=full))
-            sync = max(sync, time.perf_counter() - t)
+        with self._base_lock:  # no completion moves the subtasks' base between their snapshots and the pin
+            for st in self.subtasks:
+                t = time.perf_counter()
+                snaps.append(st.backend.snapshot(cid, full=full))
+                sync = max(sync, time.perf_counter() - t)
+            # the pending snapshot pins the checkpoint it builds on until it completes or aborts
+            reused = [e.path for s in snaps for p in s.parts for e in p.reused]
+            pins = [pin(self.store, b, reused) for b in {s.base_checkpoint_id for s in snaps}]
         offset, wm, max_ts = self.source_offset, self.watermark, self._max_ts
         coord = None
-        if self.coordinator is not None:  # at the same instant: state plus the events not yet delivered
-            coord = coordinator_table(self.coordinator.checkpoint_coordinator(cid), list(self._coord_ctx.outbox))
-        fut = self._executor.submit(self._complete, cid, snaps, offset, wm, max_ts, sync, coord)
+        if coord_part is not None:
+            coord = self._reopen_gateways(*coord_part)
+        fut = self._executor.submit(self._complete, cid, snaps, offset, wm, max_ts, sync, coord, pins)
         self._futures.append(fut)
         return fut
 
+    def _coordinator_checkpoint(self, cid: int) -> tuple[bytes, list[tuple[int, bytes]]]:
+        """FLINK-28639, before the subtasks' snapshots: every subtask sends its last event and closes its
+        gateway; the coordinator handles everything up to those, takes its state and the events no
+        subtask has seen yet, and closes its gateway."""
+        assert self.coordinator is not None
+        for i in range(self.parallelism):
+            self._mailbox.append(("last", i, cid))
+            self._gateway_closed[i] = True
+        self.run_coordinator(last_of=cid)
+        state = self.coordinator.checkpoint_coordinator(cid)
+        undelivered = list(self._coord_ctx.outbox)
+        self._coord_ctx.close_gateway()
+        return state, undelivered
+
+    def _reopen_gateways(self, state: bytes, undelivered: list[tuple[int, bytes]]) -> pa.Table:
+        """After the subtasks' snapshots: store what is in flight, then open both gateways again
+        (subtasks' buffered events go to the coordinator, the coordinator's held ones to the subtasks)."""
+        buffered = [(i, e) for i, buf in enumerate(self._subtask_buffers) for e in buf]
+        table = coordinator_table(state, undelivered, buffered)
+        for i, buf in enumerate(self._subtask_buffers):
+            self._gateway_closed[i] = False
+            self._mailbox.extend(("event", i, e) for e in buf)
+            buf.clear()
+        self._coord_ctx.open_gateway()
+        return table
+
     def _complete(self, cid: int, snaps: list[KeyedSnapshot], offset: int, wm: int, max_ts: int, sync: float,
-                  coord: pa.Table | None = None) -> CheckpointStats:
+                  coord: pa.Table | None = None, pins: list[Pin] | None = None) -> CheckpointStats:
         assert self.store is not None
-        with _short_gil_slices():
-            return self._complete_checkpoint(cid, snaps, offset, wm, max_ts, sync, coord)
+        try:
+            with _short_gil_slices():
+                return self._complete_checkpoint(cid, snaps, offset, wm, max_ts, sync, coord)
+        finally:
+            for p in pins or []:
+                p.release()
 
     def _complete_checkpoint(self, cid: int, snaps: list[KeyedSnapshot], offset: int, wm: int, max_ts: int, sync: float,
                              coord: pa.Table | None) -> CheckpointStats:
         assert self.store is not None
         t0 = time.perf_counter()
         bases = {s.base_checkpoint_id for s in snaps}
-        base = bases.pop() if len(bases) == 1 else None
+        base = next(iter(bases)) if len(bases) == 1 else None
         stats = CheckpointStats(cid, "completed", sync * 1000, 0.0, source_offset=offset)
         try:
-            if base is None and any(s.incremental for s in snaps):
+            if len(bases) > 1 and any(s.incremental for s in snaps):
                 raise InvalidArgumentError(f"checkpoint {cid}: subtasks have different base checkpoints {bases}")
             with self.store.begin(checkpoint_id=cid, base=base, max_parallelism=self.max_parallelism) as w:
                 for s in snaps:
@@ -499,13 +573,16 @@ class KeyedJob:
             for s in snaps:
                 s.release()
                 s.backend.notify_checkpoint_aborted(cid)
+            if self.coordinator is not None:
+                self._mailbox.append(("aborted", cid))  # run on the coordinator thread, not here
             stats.status = "failed"
             stats.error = f"{type(e).__name__}: {e}"
         else:
-            for s in snaps:
-                s.backend.notify_checkpoint_complete(cid)
+            with self._base_lock:
+                for s in snaps:
+                    s.backend.notify_checkpoint_complete(cid)
             if self.coordinator is not None:
-                self.coordinator.notify_checkpoint_complete(cid)
+                self._mailbox.append(("complete", cid))  # run on the coordinator thread, not here
             if self.retain:
                 self.store.retain(self.retain)
         stats.async_ms = (time.perf_counter() - t0) * 1000
@@ -519,6 +596,7 @@ class KeyedJob:
         """Block until every triggered checkpoint completed or failed."""
         out = [f.result() for f in self._futures]
         self._futures = []
+        self.run_coordinator()  # their notifications, on this thread
         return out
 
     def close(self) -> None:

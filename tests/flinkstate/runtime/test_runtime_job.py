@@ -197,3 +197,22 @@ def test_coordinator_events_are_consistent_with_checkpoints(tmp_path: Path) -> N
         r2 = job2.run(range(100))
         job2.deliver_coordinator_events()
     assert sorted(r1.outputs + r2.outputs) == list(range(1, 101))  # every token exactly once
+
+
+@pytest.mark.parametrize("concurrent", [1, 2, 3])
+def test_concurrent_checkpoints_with_retain_all_complete(tmp_path: Path, reference: list[Any], concurrent: int) -> None:
+    src = Source()
+    fn = _session_function_class()
+    kw = job_kwargs(src, checkpoint_interval=250, wait_for_previous_checkpoint=True,
+                    max_concurrent_checkpoints=concurrent, retain=1)
+    with KeyedJob(OPERATOR, fn, parallelism=2, max_parallelism=64, checkpoint_path=str(tmp_path), **kw) as job:
+        r1 = job.run(src(), limit=4500)
+    failed = [c for c in r1.checkpoints if c.status != "completed"]
+    assert not failed, [c.error for c in failed]
+    assert len(r1.checkpoints) == 18
+    store = flinkstate.open(tmp_path)
+    assert [c.checkpoint_id for c in store.checkpoints()] == [max(c.checkpoint_id for c in r1.checkpoints)]
+    src2 = Source()
+    with KeyedJob.restore(OPERATOR, fn, checkpoint_path=str(tmp_path), parallelism=3, **job_kwargs(src2)) as job2:
+        r2 = job2.run(src2())
+    assert canonical(r1.outputs + r2.outputs) == reference
