@@ -16,6 +16,7 @@ __all__ = [
     "CorruptFileError",
     "CommitConflictError",
     "KeyGroupOutOfRangeError",
+    "WorkerPythonError",
 ]
 
 
@@ -53,3 +54,7 @@ class CommitConflictError(FlinkStateError):
 
 class KeyGroupOutOfRangeError(FlinkStateError, ValueError):
     """A key belongs to a key group outside the range a backend or file owns."""
+
+
+class WorkerPythonError(FlinkStateError, RuntimeError):
+    """Spark's Python workers run an interpreter that cannot import flinkstate (it is named)."""
