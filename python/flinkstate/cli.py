@@ -168,8 +168,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--checkpoint", type=int, default=None, metavar="ID", help="checkpoint id (default: the latest)")
     sp.set_defaults(func=cmd_describe)
 
-    sp = sub.add_parser("demo", help="run a stateful sessionization job with checkpoints, then query them with Spark SQL")
-    sp.add_argument("--path", default=None, help="where to write checkpoints (default ./demo-checkpoints)")
+    sp = sub.add_parser("demo", help="run a stateful sessionization job with checkpoints, then query them with Spark SQL",
+                        description="Run a sessionization job with checkpoints, then query them with Spark SQL (needs Java 17; "
+                                    "without it the answers come from pyarrow).")
+    sp.add_argument("--path", default=None, help="where to write checkpoints (default ./demo-checkpoints): a new or empty folder, "
+                    "or one an earlier demo wrote (only its _flinkstate/ and shared/ are replaced); any other non-empty folder is refused")
     sp.add_argument("--no-sql", action="store_true", help="skip the Spark SQL part")
     sp.set_defaults(func=cmd_demo)
     return p
