@@ -166,3 +166,12 @@ def test_readme_blocks_run_from_a_fresh_clone_the_documented_way(clone: Path, us
     assert r.returncode == 0, r.stderr[-3000:]
     tables = shown_tables(r.stdout)
     assert tables and all(n > 0 for n in tables), r.stdout
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    commands = [code.strip() for code in re.findall(r"```bash\n(.*?)```", README.read_text(), re.S)]
+    test_command = next(c for c in commands if "pytest" in c)
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    steps = [line for line in ci if line.strip() and not line.startswith("#")]
+    assert steps[-1] == test_command, steps
+    assert all(line.startswith(("set ", "cd ")) for line in steps[:-1]), steps
