@@ -175,3 +175,16 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     steps = [line for line in ci if line.strip() and not line.startswith("#")]
     assert steps[-1] == test_command, steps
     assert all(line.startswith(("set ", "cd ")) for line in steps[:-1]), steps
+
+
+def test_install_extras_pin_pandas_to_what_pyspark_supports() -> None:
+    # PySpark 4 emits a FutureWarning for pandas >= 3 in every session that touches pandas
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra in ("spark", "dev"):
+        pandas = [Requirement(r) for r in extras[extra] if Requirement(r).name == "pandas"]
+        assert pandas, f"extra {extra!r} does not pin pandas"
+        assert not pandas[0].specifier.contains("3.0.0") and pandas[0].specifier.contains("2.3.3"), (extra, str(pandas[0]))
