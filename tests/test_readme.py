@@ -1,27 +1,190 @@
-"""The README's Python examples that need no Spark run as written."""
+"""The README's examples run as written, in order, on one root, and show rows; also from a fresh clone.
+
+Spark's Python workers run `PYSPARK_PYTHON` (default: the `python3` on PATH). The fresh-clone
+tests make PATH's `python3` a bare virtual environment without flinkstate or PySpark, as it
+is for a user who runs `.venv/bin/python script.py` without activating the venv.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
 import re
+import shutil
+import subprocess
+import sys
+import venv
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
-def _blocks(marker: str) -> str:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    found = [b for b in blocks if marker in b]
+def readme_blocks(text: str) -> list[tuple[str, str]]:
+    """The README's python and sql code blocks, (language, code), in document order."""
+    return re.findall(r"```(python|sql)\n(.*?)```", text, re.S)
+
+
+def _block(marker: str) -> str:
+    found = [code for lang, code in readme_blocks(README.read_text()) if lang == "python" and marker in code]
     assert found, f"no README example containing {marker!r}"
     return found[0]
 
 
+def _on(code: str, root: Path) -> str:
+    return code.replace('"/tmp/job"', repr(str(root))).replace("'/tmp/job'", f"'{root}'")
+
+
+def shown_tables(text: str) -> list[int]:
+    """Rows of each table `DataFrame.show()` printed in `text`, in order."""
+    tables: list[int] = []
+    bars = 0
+    in_table = False
+    for line in text.splitlines() + [""]:
+        if line.startswith(("+", "|")):
+            in_table = True
+            bars += line.startswith("|")
+        elif in_table:
+            tables.append(bars - 1)
+            bars, in_table = 0, False
+    return tables
+
+
 @pytest.mark.parametrize("marker", ["store.begin(max_parallelism=128)", "KeyedStateBackend("])
 def test_readme_example_runs(marker: str, tmp_path: Path) -> None:
-    code = _blocks(marker).replace('"/tmp/job"', repr(str(tmp_path / "job")))
+    code = _on(_block(marker), tmp_path / "job")
     namespace: dict[str, object] = {}
     exec(compile(code, f"README.md example {marker}", "exec"), namespace)  # noqa: S102 - our own docs
     import flinkstate as fs
 
     assert fs.open(tmp_path / "job").checkpoints()
+
+
+def run_readme(root: Path, spark: Any = None) -> str:
+    """Run every python and sql block of the README in order on `root`; returns what they printed."""
+    out = io.StringIO()
+    namespace: dict[str, Any] = {}
+    with contextlib.redirect_stdout(out):
+        for i, (lang, code) in enumerate(readme_blocks(README.read_text())):
+            code = _on(code, root)
+            if lang == "python":
+                exec(compile(code, f"README.md block {i}", "exec"), namespace)  # noqa: S102 - our own docs
+            else:
+                for stmt in filter(str.strip, code.split(";")):
+                    df = namespace["spark"].sql(stmt)
+                    if stmt.strip().upper().startswith("SELECT"):
+                        df.show()
+    return out.getvalue()
+
+
+@pytest.mark.spark
+def test_readme_blocks_run_in_order_on_one_root_and_show_rows(spark: Any, tmp_path: Path) -> None:
+    text = README.read_text()
+    shows = sum(code.count(".show()") for _, code in readme_blocks(text)) + text.count("```sql\n")
+    printed = run_readme(tmp_path / "job")
+    tables = shown_tables(printed)
+    assert len(tables) == shows, printed
+    assert all(n > 0 for n in tables), printed
+    import flinkstate as fs
+
+    store = fs.open(tmp_path / "job")
+    assert store.read_state("sessions", "clicks").num_rows == 1
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The repository's tracked files (what a clone holds) in a temporary folder."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True).stdout.decode().split("\0")
+    dest = tmp_path_factory.mktemp("clone") / "flinkstate"
+    for f in filter(None, files):
+        if (ROOT / f).is_file():
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / f, dest / f)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def user_env(clone: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A user's environment: this interpreter has the package, the `python3` on PATH has nothing."""
+    bare = tmp_path_factory.mktemp("bare") / "venv"
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(bare)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")}
+    env["PATH"] = f"{bare / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    # stands in for `pip install .` into this interpreter (the index is not needed for the test)
+    env["PYTHONPATH"] = os.pathsep.join([str(clone / "python"), str(clone / "connector")])
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    return env
+
+
+def _run(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    (cwd / "script.py").write_text(script)
+    return subprocess.run([sys.executable, "script.py"], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_workers_without_flinkstate_get_an_error_naming_their_interpreter(clone: Path, user_env: dict[str, str], tmp_path: Path) -> None:
+    script = (
+        "from pyspark.sql import SparkSession\n"
+        "import pyspark_flinkstate\n"
+        "from flinkstate.errors import WorkerPythonError\n"
+        "spark = SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false').getOrCreate()\n"
+        "try:\n"
+        "    pyspark_flinkstate.register(spark)\n"
+        "    print('REGISTERED')\n"
+        "except WorkerPythonError as e:\n"
+        "    print('ERROR', e)\n"
+        "spark.stop()\n"
+    )
+    r = _run(script, tmp_path, user_env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    bare_python3 = user_env["PATH"].split(os.pathsep)[0] + "/python3"
+    assert "ERROR" in r.stdout and bare_python3 in r.stdout and f"PYSPARK_PYTHON={sys.executable}" in r.stdout, r.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_readme_blocks_run_from_a_fresh_clone_the_documented_way(clone: Path, user_env: dict[str, str], tmp_path: Path) -> None:
+    root = tmp_path / "job"
+    parts = []
+    for lang, code in readme_blocks((clone / "README.md").read_text()):
+        code = code.replace('"/tmp/job"', repr(str(root))).replace("'/tmp/job'", f"'{root}'")
+        if lang == "python":
+            parts.append(code)
+        else:
+            parts += [f"spark.sql({s.strip()!r})" + (".show()" if s.strip().upper().startswith("SELECT") else "")
+                      for s in code.split(";") if s.strip()]
+    # the README's way: PYSPARK_PYTHON names the venv's interpreter (or the venv is activated)
+    r = _run("\n".join(parts), tmp_path, {**user_env, "PYSPARK_PYTHON": sys.executable})
+    assert r.returncode == 0, r.stderr[-3000:]
+    tables = shown_tables(r.stdout)
+    assert tables and all(n > 0 for n in tables), r.stdout
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    commands = [code.strip() for code in re.findall(r"```bash\n(.*?)```", README.read_text(), re.S)]
+    test_command = next(c for c in commands if "pytest" in c)
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    steps = [line for line in ci if line.strip() and not line.startswith("#")]
+    assert steps[-1] == test_command, steps
+    assert all(line.startswith(("set ", "cd ")) for line in steps[:-1]), steps
+
+
+def test_install_extras_pin_pandas_to_what_pyspark_supports() -> None:
+    # PySpark 4 emits a FutureWarning for pandas >= 3 in every session that touches pandas
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra in ("spark", "dev"):
+        pandas = [Requirement(r) for r in extras[extra] if Requirement(r).name == "pandas"]
+        assert pandas, f"extra {extra!r} does not pin pandas"
+        assert not pandas[0].specifier.contains("3.0.0") and pandas[0].specifier.contains("2.3.3"), (extra, str(pandas[0]))

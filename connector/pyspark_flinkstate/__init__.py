@@ -8,9 +8,13 @@ SavepointWriter load on first use.
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from typing import Any
 
-__all__ = ["DefaultSource", "FlinkStateDataSource", "SavepointWriter", "register"]
+__all__ = ["DefaultSource", "FlinkStateDataSource", "SavepointWriter", "register", "check_workers", "worker_python"]
 
 try:
     from pyspark_flinkstate.source import FlinkStateDataSource
@@ -18,11 +22,39 @@ try:
     DefaultSource = FlinkStateDataSource
 except ImportError:  # pragma: no cover - pyspark missing: keep the module importable
     # no DefaultSource then: Spark's lookup skips modules without one
-    __all__ = ["SavepointWriter", "register"]
+    __all__ = ["SavepointWriter", "register", "check_workers", "worker_python"]
+
+
+def worker_python(spark: Any) -> str:
+    """The interpreter Spark starts its Python workers with (PYSPARK_PYTHON, default `python3` on PATH)."""
+    sc = getattr(spark, "sparkContext", None)
+    exe = getattr(sc, "pythonExec", None) if sc is not None else None
+    return str(exe or os.environ.get("PYSPARK_PYTHON") or "python3")
+
+
+def check_workers(spark: Any) -> None:
+    """Raise WorkerPythonError, naming the interpreter, when Spark's Python workers cannot import this package."""
+    from flinkstate.errors import WorkerPythonError
+
+    exe = worker_python(spark)
+    found = shutil.which(exe)
+    if found is not None and os.path.abspath(found) == os.path.abspath(sys.executable):
+        return
+    fix = (f"set PYSPARK_PYTHON={sys.executable} before the SparkSession starts, or run with the virtual "
+           "environment that has flinkstate activated")
+    if found is None:
+        raise WorkerPythonError(f"Spark's Python workers run {exe!r} (PYSPARK_PYTHON, default python3 on PATH), "
+                                f"which is not on PATH: {fix}")
+    r = subprocess.run([found, "-c", "import pyspark_flinkstate.source"], capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["exit status " + str(r.returncode)])[-1]
+        raise WorkerPythonError(f"Spark's Python workers run {found} (PYSPARK_PYTHON, default python3 on PATH), "
+                                f"which cannot import pyspark_flinkstate ({last}); this script runs {sys.executable}: {fix}")
 
 
 def register(spark: Any) -> None:
-    """Register the data source explicitly (only needed where auto-discovery is off)."""
+    """Register the data source with `spark` (needed where Spark's lookup cannot see it), checking its workers first."""
+    check_workers(spark)
     spark.dataSource.register(FlinkStateDataSource)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
@@ -73,11 +74,26 @@ def cmd_checkpoints(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"no checkpoints at {store.root}\n")
         return 0
     rows = [
-        [str(c.checkpoint_id), c.kind, c.status, c.created_at.strftime("%Y-%m-%d %H:%M:%S"), str(c.max_parallelism), str(c.files), str(c.rows), _fmt_bytes(c.bytes)]
+        [str(c.checkpoint_id), c.kind, c.status, c.created_at.strftime("%Y-%m-%d %H:%M:%S"), str(c.max_parallelism), str(c.files), str(c.rows),
+         _delta_rows(store, c), _fmt_bytes(c.bytes)]
         for c in cps
     ]
-    _table(rows, ["id", "kind", "status", "created (UTC)", "max_par", "files", "rows", "size"], out)
+    _table(rows, ["id", "kind", "status", "created (UTC)", "max_par", "files", "full rows", "delta rows", "size"], out)
+    out.write("full rows: entries in full files; delta rows: upserts and tombstones in delta files "
+              "(incremental checkpoints, Spark appends); size: all files\n")
     return 0
+
+
+def _delta_rows(store: Any, info: Any) -> str:
+    """Entries in the delta files a completed checkpoint uses ("-" for a discarded one)."""
+    if info.status != "completed":
+        return "-"
+    return str(sum(f.rows for f in store.files(info.checkpoint_id) if f.kind in ("delta", "timers-delta")))
+
+
+def _no_files() -> dict[str, int]:
+    """Per-state file statistics before any file is counted (rows: in full files; delta_rows: in delta files)."""
+    return {"files": 0, "bytes": 0, "rows": 0, "deltas": 0, "delta_rows": 0}
 
 
 def describe(store: Any, checkpoint_id: int | None) -> dict[str, Any]:
@@ -87,18 +103,19 @@ def describe(store: Any, checkpoint_id: int | None) -> dict[str, Any]:
     stats: dict[tuple[str, str | None, str], dict[str, int]] = {}
     for e in files:
         scope = "timers" if e.kind.startswith("timers") else ("operator" if e.kind == "operator" else ("coordinator" if e.kind == "coordinator" else "keyed"))
-        s = stats.setdefault((e.operator, e.state, scope), {"files": 0, "bytes": 0, "rows": 0, "deltas": 0})
+        s = stats.setdefault((e.operator, e.state, scope), _no_files())
         s["files"] += 1
         s["bytes"] += e.bytes
         if e.kind in ("delta", "timers-delta"):
             s["deltas"] += 1
+            s["delta_rows"] += e.rows
         else:
             s["rows"] += e.rows
     ops = []
     for uid, op in sorted(meta.operators.items()):
         states = []
         for name, d in op.keyed_states.items():
-            s = stats.get((uid, name, "keyed"), {"files": 0, "bytes": 0, "rows": 0, "deltas": 0})
+            s = stats.get((uid, name, "keyed"), _no_files())
             ttl = None if d.ttl is None else {"ttl_ms": d.ttl.ttl_ms, "update_type": d.ttl.update_type, "visibility": d.ttl.state_visibility}
             states.append({
                 "name": name, "type": "keyed", "kind": d.kind, "key_type": str(d.key_type),
@@ -107,15 +124,15 @@ def describe(store: Any, checkpoint_id: int | None) -> dict[str, Any]:
                 "value_type": str(d.value_type), "ttl": ttl, **s,
             })
         for name, t in op.timer_services.items():
-            s = stats.get((uid, name, "timers"), {"files": 0, "bytes": 0, "rows": 0, "deltas": 0})
+            s = stats.get((uid, name, "timers"), _no_files())
             states.append({"name": name, "type": "timers", "kind": f"{t.domain}-time timers", "key_type": str(t.key_type),
                            "namespace_type": None if t.namespace_type is None else str(t.namespace_type), "value_type": "timestamp (int64 ms)", "ttl": None, **s})
         for name, o in op.operator_states.items():
-            s = stats.get((uid, name, "operator"), {"files": 0, "bytes": 0, "rows": 0, "deltas": 0})
+            s = stats.get((uid, name, "operator"), _no_files())
             states.append({"name": name, "type": "operator", "kind": f"{o.mode} operator state", "key_type": None if o.key_type is None else str(o.key_type),
                            "namespace_type": None, "value_type": str(o.value_type), "ttl": None, **s})
         if op.has_coordinator:
-            s = stats.get((uid, None, "coordinator"), {"files": 0, "bytes": 0, "rows": 0, "deltas": 0})
+            s = stats.get((uid, None, "coordinator"), _no_files())
             states.append({"name": "(coordinator)", "type": "coordinator", "kind": "coordinator", "key_type": None, "namespace_type": None, "value_type": "binary", "ttl": None, **s})
         ops.append({"uid": uid, "parallelism": op.parallelism, "states": states})
     return {"checkpoint": meta.info.to_dict(), "properties": meta.properties, "operators": ops}
@@ -141,8 +158,10 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
         for s in op["states"]:
             ttl = "-" if s["ttl"] is None else f"{s['ttl']['ttl_ms']} ms {s['ttl']['update_type']}"
             vt = s["value_type"] if not s.get("user_key_type") else f"map<{s['user_key_type']}, {s['value_type']}>"
-            rows.append([s["name"], s["kind"], s["key_type"] or "-", vt, ttl, str(s["rows"]), str(s["files"]), str(s["deltas"]), _fmt_bytes(s["bytes"])])
-        _table(rows, ["state", "kind", "key", "value", "ttl", "rows", "files", "deltas", "size"], out)
+            rows.append([s["name"], s["kind"], s["key_type"] or "-", vt, ttl, str(s["rows"]), str(s["delta_rows"]), str(s["files"]),
+                         str(s["deltas"]), _fmt_bytes(s["bytes"])])
+        _table(rows, ["state", "kind", "key", "value", "ttl", "full rows", "delta rows", "files", "deltas", "size"], out)
+    out.write("\nfull rows: entries in full files; delta rows: upserts and tombstones in delta files; size: all files\n")
     return 0
 
 
@@ -155,7 +174,10 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `flinkstate` command."""
+    from flinkstate import __version__
+
     p = argparse.ArgumentParser(prog="flinkstate", description="Inspect and produce Flink-grade state checkpoints stored as Parquet + Delta Lake.")
+    p.add_argument("--version", action="version", version=f"flinkstate {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -174,8 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--checkpoint", type=int, default=None, metavar="ID", help="checkpoint id (default: the latest)")
     sp.set_defaults(func=cmd_describe)
 
-    sp = sub.add_parser("demo", help="run a stateful sessionization job with checkpoints, then query them with Spark SQL")
-    sp.add_argument("--path", default=None, help="where to write checkpoints (default ./demo-checkpoints)")
+    sp = sub.add_parser("demo", help="run a stateful sessionization job with checkpoints, then query them with Spark SQL",
+                        description="Run a sessionization job with checkpoints, then query them with Spark SQL (needs Java 17; "
+                                    "without it the answers come from pyarrow).")
+    sp.add_argument("--path", default=None, help="where to write checkpoints (default ./demo-checkpoints): a new or empty folder, "
+                    "or one an earlier demo wrote (only its _flinkstate/ and shared/ are replaced); any other non-empty folder is refused")
     sp.add_argument("--no-sql", action="store_true", help="skip the Spark SQL part")
     sp.set_defaults(func=cmd_demo)
     return p
@@ -186,10 +211,17 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args, out))
+        rc = int(args.func(args, out))
+        out.flush()
+        return rc
     except FlinkStateError as e:
         sys.stderr.write(f"flinkstate: {type(e).__name__}: {e}\n")
         return 2
+    except BrokenPipeError:
+        # the reader went away (`flinkstate ... | head`): stop quietly, and keep the exit-time flush from failing again
+        if out is sys.stdout:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

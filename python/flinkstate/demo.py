@@ -12,9 +12,12 @@ the connector the same answers are computed with ``flinkstate.open(path)`` and p
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 import random
+import re
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -22,7 +25,11 @@ from typing import Any, TextIO
 
 import pyarrow as pa
 
-__all__ = ["run_demo", "click_events", "SessionFunction", "OPERATOR", "SESSION_GAP_MS"]
+__all__ = ["run_demo", "click_events", "prepare_demo_root", "java_problem", "SessionFunction", "OPERATOR", "SESSION_GAP_MS",
+           "DEMO_MARKER"]
+
+DEMO_MARKER = ".flinkstate-demo"
+DEMO_ENTRIES = ("_flinkstate", "shared", DEMO_MARKER)  # all the demo writes into its root
 
 OPERATOR = "sessions"
 SESSION_GAP_MS = 10 * 60 * 1000
@@ -125,6 +132,9 @@ def _fmt_bytes(n: float) -> str:
 def _print_table(t: pa.Table, out: TextIO, limit: int = 20) -> None:
     rows = t.slice(0, limit).to_pylist()
     cols = t.column_names
+    if t.num_rows == 0:
+        out.write("  " + "  ".join(cols) + "\n  (no rows)\n")
+        return
     cells = [[str(r[c]) for c in cols] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
     out.write("  " + "  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip() + "\n")
@@ -135,6 +145,66 @@ def _print_table(t: pa.Table, out: TextIO, limit: int = 20) -> None:
         out.write(f"  ... {t.num_rows - limit} more rows\n")
 
 
+def utc(ms: int | None) -> str:
+    """An epoch-millisecond time as a readable UTC timestamp."""
+    if ms is None:
+        return "-"
+    return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+def prepare_demo_root(path: str, out: TextIO) -> None:
+    """Make `path` ready for the demo: refuse a non-empty folder it did not create, and clear only its own files there."""
+    from flinkstate.errors import InvalidArgumentError
+
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise InvalidArgumentError(f"demo path {path} is a file, not a folder")
+    entries = os.listdir(path) if os.path.isdir(path) else []
+    if entries and DEMO_MARKER not in entries:
+        raise InvalidArgumentError(f"demo path {path} is not empty and is not a demo root (it has no {DEMO_MARKER}): "
+                                   "the demo only writes into a new or empty folder, or one an earlier demo wrote")
+    if entries:
+        out.write(f"removing the previous demo's checkpoints in {path} (other files there stay)\n")
+        for name in DEMO_ENTRIES:
+            target = os.path.join(path, name)
+            if os.path.isdir(target) and not os.path.islink(target):
+                shutil.rmtree(target)
+            elif os.path.lexists(target):
+                os.remove(target)
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, DEMO_MARKER), "w") as f:
+        f.write("written by `flinkstate demo`: it may replace _flinkstate/ and shared/ here, nothing else\n")
+
+
+def java_problem() -> str | None:
+    """Why Spark cannot start here (no Java, or older than 17), or None when a Java 17+ runs."""
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    where = f"JAVA_HOME={home}" if home else "PATH"
+    if not java or not os.access(java, os.X_OK):
+        return f"no Java found ({where}): Spark needs Java 17 or later"
+    try:
+        r = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"Java at {java} does not run ({e}): Spark needs Java 17 or later"
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', r.stderr + r.stdout)
+    if r.returncode != 0 or m is None:
+        return f"Java at {java} does not run (exit status {r.returncode}): Spark needs Java 17 or later"
+    major = int(m.group(2)) if m.group(1) == "1" and m.group(2) else int(m.group(1))
+    if major < 17:
+        return f"Java at {java} is version {major}: Spark needs Java 17 or later"
+    return None
+
+
+def _changed_pair(store: Any, ids: list[int]) -> tuple[int, int] | None:
+    """The latest two consecutive retained checkpoints whose open sessions differ."""
+    from flinkstate.changes import state_changes
+
+    for a, b in reversed(list(zip(ids, ids[1:]))):
+        if state_changes(store, OPERATOR, "session", a, b).num_rows:
+            return a, b
+    return None
+
+
 def run_demo(path: str | None = None, *, sql: bool = True, out: TextIO = sys.stdout, events: int = 120_000,
              users: int = 4000) -> int:
     """Run the sessionization job with checkpoints at `path` (default ./demo-checkpoints), then query them."""
@@ -142,9 +212,7 @@ def run_demo(path: str | None = None, *, sql: bool = True, out: TextIO = sys.std
     from flinkstate.runtime import KeyedJob
 
     path = path or os.path.join(os.getcwd(), "demo-checkpoints")
-    if os.path.isdir(os.path.join(path, "_flinkstate")):
-        out.write(f"removing the previous demo checkpoints in {path}\n")
-        shutil.rmtree(path)
+    prepare_demo_root(path, out)
     end_ms = int(time.time() * 1000)
     sim_now = [end_ms - events * 60]  # processing time of the job: follows the events (deterministic TTL)
 
@@ -184,9 +252,11 @@ def run_demo(path: str | None = None, *, sql: bool = True, out: TextIO = sys.std
 
     store = flinkstate.open(path)
     latest = store.latest_checkpoint_id()
-    out.write(f"phase 2: restore checkpoint {latest} with 3 subtasks (key groups re-split) and continue\n")
+    out.write(f"phase 2: a simulated failure stops the job after {first} events; it restarts from its latest "
+              f"checkpoint {latest} with 3 subtasks (key groups re-split) and continues\n")
     with KeyedJob.restore(OPERATOR, fn, checkpoint_path=path, parallelism=3, **common) as job2:
-        out.write(f"  resumed at source offset {job2.source_offset}, watermark {job2.watermark}\n")
+        out.write(f"  resumed at source offset {job2.source_offset} (events after it are replayed), "
+                  f"watermark {utc(job2.watermark)}\n")
         r2 = job2.run(source(), final_watermark=False)
         job2.trigger_checkpoint()
         job2.wait_for_checkpoints()
@@ -201,23 +271,32 @@ def run_demo(path: str | None = None, *, sql: bool = True, out: TextIO = sys.std
     watermark = int(meta.properties.get("runner.watermark", "0"))
     answered = False
     ids = [c.checkpoint_id for c in store.checkpoints()]
-    prev = ids[-2] if len(ids) > 1 else None
+    discarded = [c.checkpoint_id for c in store.checkpoints(include_discarded=True) if c.checkpoint_id not in ids]
+    if discarded:
+        span = f"{discarded[0]}–{discarded[-1]}" if len(discarded) > 1 else str(discarded[0])
+        out.write(f"checkpoints {span} were discarded by retention (the job keeps its latest 5); "
+                  f"{', '.join(map(str, ids))} remain\n\n")
+    pair = _changed_pair(store, ids)
     if sql:
-        answered = _answer_with_spark(path, cp, prev, watermark, clock(), out)
+        problem = java_problem()
+        if problem is not None:
+            out.write(f"Spark SQL skipped: {problem}; answering with pyarrow instead\n\n")
+        else:
+            answered = _answer_with_spark(path, cp, pair, watermark, clock(), out)
     if not answered:
-        _answer_with_pyarrow(store, cp, prev, watermark, clock(), out)
+        _answer_with_pyarrow(store, cp, pair, watermark, clock(), out)
     out.write(f"\ncheckpoints are in {path}: Parquet files under shared/, Delta tables under _flinkstate/\n")
     return 0
 
 
-def _queries(watermark: int, prev: int | None, cp: int) -> list[tuple[str, str]]:
+def _queries(watermark: int, pair: tuple[int, int] | None) -> list[tuple[str, str]]:
     window = SESSION_GAP_MS // 2
     return [
         ("open sessions per country",
          "SELECT value.country AS country, count(*) AS open_sessions, sum(value.clicks) AS clicks "
          "FROM session GROUP BY value.country ORDER BY open_sessions DESC"),
-        (f"keys with a timer due in the next {window // 60000} minutes after the watermark",
-         f"SELECT key, timestamp, timestamp - {watermark} AS due_in_ms FROM timers "
+        (f"keys with a timer due in the next {window // 60000} minutes after the watermark ({utc(watermark)})",
+         f"SELECT key, timestamp_millis(timestamp) AS due_at, timestamp - {watermark} AS due_in_ms FROM timers "
          f"WHERE timestamp <= {watermark + window} ORDER BY timestamp LIMIT 10"),
         ("state size per checkpoint",
          "SELECT checkpoint_id, count(*) AS files, sum(rows) AS rows, sum(bytes) AS bytes, "
@@ -225,13 +304,13 @@ def _queries(watermark: int, prev: int | None, cp: int) -> list[tuple[str, str]]
          "FROM files GROUP BY checkpoint_id ORDER BY checkpoint_id"),
         ("users with the most finished sessions",
          "SELECT key AS user, value AS sessions FROM totals ORDER BY sessions DESC, user LIMIT 5"),
-    ] + ([] if prev is None else [
-        (f"what changed in the open sessions between checkpoints {prev} and {cp}",
+    ] + ([] if pair is None else [
+        (f"what changed in the open sessions between checkpoints {pair[0]} and {pair[1]}",
          "SELECT change_type, count(*) AS entries FROM changes GROUP BY change_type ORDER BY change_type"),
     ])
 
 
-def _answer_with_spark(path: str, cp: int, prev: int | None, watermark: int, now: int, out: TextIO) -> bool:
+def _answer_with_spark(path: str, cp: int, pair: tuple[int, int] | None, watermark: int, now: int, out: TextIO) -> bool:
     """Answer the questions with Spark SQL over format("flinkstate"); False when PySpark is absent."""
     try:
         import pyspark  # noqa: F401
@@ -242,8 +321,9 @@ def _answer_with_spark(path: str, cp: int, prev: int | None, watermark: int, now
 
     from pyspark.sql import SparkSession
 
-    out.write("starting a local SparkSession for SQL over the checkpoints ...\n")
+    out.write("starting a local SparkSession for SQL over the checkpoints (10-60 s: Java starts, then Spark) ...\n")
     out.flush()
+    started = time.perf_counter()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     import warnings
@@ -254,9 +334,11 @@ def _answer_with_spark(path: str, cp: int, prev: int | None, watermark: int, now
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
              .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.sql.python.filterPushdown.enabled", "true")
-             .config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false").getOrCreate())
+             .config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "true").getOrCreate())
     try:
         spark.sparkContext.setLogLevel("ERROR")
+        out.write(f"Spark {spark.version} started in {time.perf_counter() - started:.0f} s; each query below runs "
+                  "Spark jobs in Python workers (a few seconds each; progress on stderr)\n")
         if "pyspark_flinkstate" not in {m.name for m in pkgutil.iter_modules()}:
             # an editable install hides the module from Spark's lookup of pyspark_* data sources
             import pyspark_flinkstate
@@ -273,19 +355,29 @@ def _answer_with_spark(path: str, cp: int, prev: int | None, watermark: int, now
         reader(operator=OPERATOR, state="event-timers", table="timers").createOrReplaceTempView("timers")
         reader(table="files").createOrReplaceTempView("files")
         reader(operator=OPERATOR, state="sessions_total").createOrReplaceTempView("totals")
-        if prev is not None:
-            reader(operator=OPERATOR, state="session", table="changes", fromCheckpointId=str(prev),
-                   toCheckpointId=str(cp)).createOrReplaceTempView("changes")
+        if pair is not None:
+            reader(operator=OPERATOR, state="session", table="changes", fromCheckpointId=str(pair[0]),
+                   toCheckpointId=str(pair[1])).createOrReplaceTempView("changes")
         out.write(f"SQL over checkpoint {cp} with spark.read.format('flinkstate'):\n")
-        for title, q in _queries(watermark, prev, cp):
+        for title, q in _queries(watermark, pair):
             out.write(f"\n-- {title}\n{q}\n")
-            _print_table(pa.Table.from_pylist([r.asDict() for r in spark.sql(q).collect()]), out)
+            out.flush()
+            t = time.perf_counter()
+            df = spark.sql(q)
+            _print_table(_result_table(df.columns, [r.asDict() for r in df.collect()]), out)
+            out.write(f"  ({time.perf_counter() - t:.1f} s)\n")
+            out.flush()
         return True
     finally:
         spark.stop()
 
 
-def _answer_with_pyarrow(store: Any, cp: int, prev: int | None, watermark: int, now: int, out: TextIO) -> None:
+def _result_table(columns: list[str], rows: list[dict[str, Any]]) -> pa.Table:
+    """A query's rows as a table that keeps its column names when there are no rows."""
+    return pa.Table.from_pylist(rows) if rows else pa.table({c: pa.array([], pa.string()) for c in columns})
+
+
+def _answer_with_pyarrow(store: Any, cp: int, pair: tuple[int, int] | None, watermark: int, now: int, out: TextIO) -> None:
     import pyarrow.compute as pc
 
     out.write(f"answers over checkpoint {cp} with flinkstate.open(path) and pyarrow:\n")
@@ -301,9 +393,9 @@ def _answer_with_pyarrow(store: Any, cp: int, prev: int | None, watermark: int, 
     window = SESSION_GAP_MS // 2
     timers = store.read_timers(OPERATOR, "event-timers", cp)
     due = timers.filter(pc.less_equal(timers.column("timestamp"), watermark + window)).sort_by("timestamp").slice(0, 10)
-    due = pa.table({"key": due.column("key"), "timestamp": due.column("timestamp"),
+    due = pa.table({"key": due.column("key"), "due_at": [utc(t) for t in due.column("timestamp").to_pylist()],
                     "due_in_ms": pc.subtract(due.column("timestamp"), watermark)})
-    out.write(f"\n-- keys with a timer due in the next {window // 60000} minutes after the watermark\n")
+    out.write(f"\n-- keys with a timer due in the next {window // 60000} minutes after the watermark ({utc(watermark)})\n")
     _print_table(due, out)
     rows = []
     for info in store.checkpoints():
@@ -316,10 +408,10 @@ def _answer_with_pyarrow(store: Any, cp: int, prev: int | None, watermark: int, 
     tot = store.read_state(OPERATOR, "sessions_total", cp).sort_by([("value", "descending"), ("key", "ascending")]).slice(0, 5)
     out.write("\n-- users with the most finished sessions\n")
     _print_table(pa.table({"user": tot.column("key"), "sessions": tot.column("value")}), out)
-    if prev is not None:
-        out.write(f"\n-- what changed in the open sessions between checkpoints {prev} and {cp}\n")
+    if pair is not None:
+        out.write(f"\n-- what changed in the open sessions between checkpoints {pair[0]} and {pair[1]}\n")
         from flinkstate.changes import state_changes
 
-        ch = state_changes(store, OPERATOR, "session", prev, cp)
+        ch = state_changes(store, OPERATOR, "session", pair[0], pair[1])
         _print_table(ch.group_by("change_type").aggregate([("change_type", "count")])
                      .rename_columns(["change_type", "entries"]).sort_by("change_type"), out)

@@ -17,6 +17,7 @@ __all__ = [
     "CommitConflictError",
     "KeyGroupOutOfRangeError",
     "ReadOnlyStoreError",
+    "WorkerPythonError",
 ]
 
 
@@ -58,3 +59,7 @@ class KeyGroupOutOfRangeError(FlinkStateError, ValueError):
 
 class ReadOnlyStoreError(FlinkStateError, PermissionError):
     """The store cannot be written (read-only filesystem, permissions, bucket policy): nothing was changed."""
+
+
+class WorkerPythonError(FlinkStateError, RuntimeError):
+    """Spark's Python workers run an interpreter that cannot import flinkstate (it is named)."""

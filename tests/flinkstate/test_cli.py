@@ -86,3 +86,41 @@ def test_errors_exit_2_with_a_message_naming_the_thing(root: str, tmp_path, caps
     rc, _ = run("checkpoints", str(tmp_path / "nothing-here"))
     assert rc == 2
     assert "is not a flinkstate job root" in capsys.readouterr().err
+
+
+def _cli(*argv: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "flinkstate", *argv], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, **kw)  # type: ignore[call-overload]
+
+
+def test_version() -> None:
+    r = _cli("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"flinkstate {fs.__version__}"
+
+
+@pytest.mark.parametrize("argv", [["checkpoints"], ["describe", "--json"]])
+def test_output_into_a_closed_pipe_ends_quietly(root: str, argv: list[str]) -> None:
+    # `flinkstate ... | head` once head has exited: the reader is gone before anything is written
+    p = subprocess.Popen([sys.executable, "-m", "flinkstate", argv[0], root, *argv[1:]], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    p.wait(timeout=120)
+    p.stderr.close()
+    assert err == "", err
+
+
+def test_rows_columns_count_delta_files_too(root: str) -> None:
+    # checkpoint 2 adds key "c" in a delta file only (as a Spark append does)
+    rc, text = run("checkpoints", root)
+    head = text.splitlines()[0]
+    assert "full rows" in head and "delta rows" in head
+    cp2 = text.splitlines()[3].split()
+    assert cp2[0] == "2" and cp2[-4:-2] == ["5", "1"], text  # 5 full rows over all states
+    rc, text = run("describe", root)
+    count_line = next(line for line in text.splitlines() if line.startswith("count"))
+    assert count_line.split()[-6:-2] == ["2", "1", "2", "1"], count_line
+    doc = json.loads(run("describe", root, "--json")[1])
+    count = next(s for op in doc["operators"] for s in op["states"] if s["name"] == "count")
+    assert (count["rows"], count["delta_rows"]) == (2, 1)

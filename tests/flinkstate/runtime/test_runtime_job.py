@@ -151,7 +151,7 @@ def test_demo_runs_without_spark(tmp_path: Path) -> None:
     out = io.StringIO()
     assert run_demo(str(tmp_path / "demo"), sql=False, out=out, events=8000, users=400) == 0
     text = out.getvalue()
-    for needle in ("phase 1", "phase 2: restore checkpoint", "open sessions per country", "timer due",
+    for needle in ("phase 1", "phase 2: a simulated failure", "open sessions per country", "timer due",
                    "state size per checkpoint", "incremental"):
         assert needle in text, text
     store = flinkstate.open(tmp_path / "demo")
