@@ -10,6 +10,9 @@ Supported now:
   state, ttl_last_access (epoch ms); list state one row per element, map state one row per entry;
   timers per timer service named without `_timer_state/` (key_group, key, [namespace], timestamp).
   Every key's key group is checked against Flink's assignment for the declared key type.
+- HashMap (heap) native keyed state (`heap`, through the same `read_keyed_state`): checkpoints and
+  NATIVE savepoints (KeyGroupsStateHandle, types 3 and 12), snappy compressed or not, decoded to the
+  same tables as canonical; told apart from canonical streams by their per-key-group id headers.
 - Serializers (`serializers`, `values`): Long, Integer, Short, Byte, Double, Float, Boolean, Char,
   String, byte[], Row, Tuple, POJO, List, Map, the TTL wrapper, timers, VoidNamespace.
 - Operator state (`operator_state.read_operator_state`): split and union list state, broadcast state.
@@ -18,7 +21,7 @@ Refused with a typed error naming them: RocksDB native/incremental handles, chan
 file-merging segments, unaligned channel state, metadata versions outside 3..6 (UnsupportedFlinkFormatError);
 Kryo, Avro and other serializers (UnsupportedSerializerError, naming operator, state and class).
 Corrupt or truncated files raise CorruptFileError naming the file and the key group.
-Not yet: heap-native and RocksDB-native formats, window namespaces beyond generic decoding, PyFlink coders.
+Not yet: RocksDB-native formats, window namespaces beyond generic decoding, PyFlink coders.
 """
 
 from flinkstate.flink.canonical import KeyedState, read_keyed_state

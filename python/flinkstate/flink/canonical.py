@@ -20,6 +20,7 @@ from flinkstate.errors import InvalidArgumentError, StateNotFoundError
 from flinkstate.flink._fastpath import fixed_run_spec
 from flinkstate.flink._io import DataReader, snappy_unframe
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
+from flinkstate.flink.heap import decode_heap_key_groups, is_heap_native
 from flinkstate.flink.metadata import CheckpointMetadata, KeyGroupsHandle, OperatorState, UnsupportedKeyedHandle
 from flinkstate.flink.serializers import StateMeta, TypeNode, arrow_type, read_keyed_header
 from flinkstate.flink.values import Reader, make_reader
@@ -163,6 +164,25 @@ class _StateDecoder:
         if pos != len(key):
             raise ValueError(f"{len(key) - pos} unread bytes in a key")
 
+    def add_decoded(self, kg: int, k: object, ns: object, state: object) -> None:
+        """Add one decoded heap-native entry: a value, a list of elements, a list of map (key, value) or a timestamp."""
+        if self.timer:
+            rows = self.rows
+            rows["key_group"].append(kg)
+            rows["key"].append(k)
+            if "namespace" in rows:
+                rows["namespace"].append(ns)
+            rows["timestamp"].append(state)
+        elif self.kind == "MAP":
+            for uk, v in state:
+                self._row(kg, k, ns, v, 0, 0)
+                self.rows["user_key"].append(uk)
+        elif self.kind == "LIST":
+            for v in state:
+                self._row(kg, k, ns, v, 0, 0)
+        else:
+            self._row(kg, k, ns, state, 0, 0)
+
     def _row(self, kg: int, k: object, ns: object, v: object, vpos: int, vend: int) -> None:
         if vpos != vend:
             raise ValueError(f"{vend - vpos} unread bytes in a value")
@@ -241,7 +261,7 @@ def _key_group_streams(data: bytes, handle: KeyGroupsHandle, compressed: bool, w
 def decode_keyed_handle(
     handle: KeyGroupsHandle, base_dir: str, op: OperatorState, decoders: dict[str, _StateDecoder] | None = None
 ) -> tuple[TypeNode, list[StateMeta], dict[str, _StateDecoder]]:
-    """Decode one subtask's canonical keyed-state stream, adding its entries to decoders (by state name).
+    """Decode one subtask's canonical or heap-native keyed-state stream, adding its entries to decoders (by state name).
 
     Subtasks may list their states in different orders (states registered lazily): the state ids
     of each file are mapped by name; one state with different serializers in two files is refused.
@@ -262,6 +282,12 @@ def decode_keyed_handle(
         elif dec.meta != m:
             raise UnsupportedFlinkFormatError(f"{where}: {ctx}: state {m.name!r} has different serializers in different subtasks")
         by_id.append(dec)
+    if handle.kind == "KeyGroupsStateHandle" and is_heap_native(data, handle):
+        for dec in by_id:  # entries come decoded one by one: no fixed-width runs, no raw list values
+            dec.fast = None
+            dec.list_width = 0
+        decode_heap_key_groups(data, handle, compressed, by_id, where, ctx)
+        return key_type, metas, decoders
     for kg, buf, pos in _key_group_streams(data, handle, compressed, where):
         try:
             _decode_key_group(buf, pos, kg, prefix, by_id)
@@ -314,7 +340,7 @@ def _decode_key_group(buf: bytes, pos: int, kg: int, prefix: int, decoders: list
 
 
 def read_keyed_state(meta: CheckpointMetadata, uid: str, verify_key_groups: bool = True) -> KeyedState:
-    """Decode every keyed state and timer service of an operator of a canonical savepoint into Arrow tables."""
+    """Decode every keyed state and timer service of an operator (canonical savepoint, heap checkpoint or NATIVE savepoint) into Arrow tables."""
     op = meta.operator(uid)
     decoders = None
     key_type = None
