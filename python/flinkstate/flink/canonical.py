@@ -19,6 +19,8 @@ import pyarrow as pa
 from flinkstate.errors import InvalidArgumentError, StateNotFoundError
 from flinkstate.flink._fastpath import fixed_run_spec
 from flinkstate.flink._io import DataReader, snappy_unframe
+from flinkstate.flink._records import record_plan
+from flinkstate.flink._vector import Source
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
 from flinkstate.flink.heap import decode_heap_key_groups, is_heap_native
 from flinkstate.flink.metadata import CheckpointMetadata, KeyGroupsHandle, OperatorState, UnsupportedKeyedHandle
@@ -34,7 +36,14 @@ _I32 = struct.Struct(">i")
 _U16 = struct.Struct(">H")
 _U64 = struct.Struct(">Q")
 _SIGN = 1 << 63
-_LIST_DTYPES = {"long": ">i8", "int": ">i4", "short": ">i2", "byte": "i1", "double": ">f8", "float": ">f4", "bool": "u1"}
+
+
+class KeyGroupCorrupt(ValueError):
+    """A record of key group kg does not decode."""
+
+    def __init__(self, kg: int, message: str) -> None:
+        super().__init__(message)
+        self.kg = kg
 
 
 @dataclass
@@ -94,11 +103,31 @@ class _StateDecoder:
         if self.ttl:
             self.rows["ttl_last_access"] = []
         self.fast = fixed_run_spec(self.kind, prefix, self.key_node, self.ns_node, self.value_node)
-        # LIST of fixed-width elements without TTL: values are kept whole and split with numpy in table().
-        self.list_width = 0
-        if self.kind == "LIST" and not self.ttl and elem is not None and elem.kind in _LIST_DTYPES:
-            self.list_width = np.dtype(_LIST_DTYPES[elem.kind]).itemsize
-        self.list_raw: list[bytes] = []
+        # Other states whose parts all have vector readers: the framing loop only collects record starts.
+        self.plan = None if self.fast is not None or self.timer else record_plan(
+            self.kind, prefix, self.key_node, self.ns_node, self.value_node, ctx)
+        self.starts: list[int] = []
+        self.kg_runs: list[tuple[int, int]] = []
+        self.vector_chunks: list[dict[str, pa.Array]] = []
+
+    def flush(self, src: Source) -> None:
+        """Decode the records collected from src (one file's stream) into column chunks."""
+        if not self.starts:
+            return
+        starts = np.array(self.starts, dtype=np.int64)
+        kgs = np.repeat(np.array([k for k, _ in self.kg_runs], np.int32), [n for _, n in self.kg_runs])
+        runs, self.starts, self.kg_runs = self.kg_runs, [], []
+        try:
+            self.vector_chunks.append(self.plan.columns(src, starts, kgs))
+        except (IndexError, ValueError) as e:  # find the first key group whose records fail on their own
+            first = 0
+            for kg, n in runs:
+                try:
+                    self.plan.columns(src, starts[first : first + n], kgs[first : first + n])
+                except (IndexError, ValueError) as inner:
+                    raise KeyGroupCorrupt(kg, str(inner)) from e
+                first += n
+            raise
 
     def _skip_len(self, key: bytes, pos: int, start: int) -> int:
         n = pos - start
@@ -142,12 +171,6 @@ class _StateDecoder:
                 v, vpos = self.elem_reader(value, 1)
             self._row(kg, k, ns, v, vpos, len(value))
             rows["user_key"].append(uk)
-        elif self.list_width:
-            if len(value) % (self.list_width + 1) != self.list_width:
-                raise ValueError(f"a list value of {len(value)} bytes is not ','-delimited {self.list_width}-byte elements")
-            rows["key_group"].append(kg)
-            rows["key"].append(k)
-            self.list_raw.append(value)
         elif self.kind == "LIST":
             vpos = 0
             n = len(value)
@@ -211,8 +234,11 @@ class _StateDecoder:
         if "value" in self.rows:
             types["value"] = arrow_type(self.elem_node)
         order = ["key_group", "key", "namespace", "user_key", "timestamp", "value", "ttl_last_access"]
-        if self.list_width:
-            return self._list_table(types)
+        if self.vector_chunks:
+            names = [c for c in order if c in self.rows]
+            return pa.Table.from_batches(
+                [pa.record_batch([ch[c].cast(types[c]) for c in names], names=names) for ch in self.vector_chunks]
+            ).combine_chunks()
         chunks = self.fast.chunks if self.fast is not None else {}
         cols = {
             c: pa.array(np.concatenate(chunks[c]) if c in chunks else self.rows[c], type=types[c])
@@ -222,40 +248,29 @@ class _StateDecoder:
         return pa.table(cols)
 
 
-    def _list_table(self, types: dict[str, pa.DataType]) -> pa.Table:
-        """Split the kept list values (elements joined by ',') into one row per element with numpy."""
-        w = self.list_width
-        lens = np.fromiter((len(v) for v in self.list_raw), dtype=np.int64, count=len(self.list_raw))
-        counts = (lens + 1) // (w + 1)
-        cells = np.frombuffer(b",".join(self.list_raw) + b",", dtype=np.uint8).reshape(-1, w + 1)
-        if (cells[:, w] != 0x2C).any():
-            raise CorruptFileError(f"{self.ctx}: list elements are not ','-delimited")
-        values = np.ascontiguousarray(cells[:, :w]).view(_LIST_DTYPES[self.elem_node.kind]).ravel()
-        values = values != 0 if self.elem_node.kind == "bool" else values.astype(values.dtype.newbyteorder("="))
-        rows = pa.array(np.repeat(np.arange(len(counts)), counts))
-        return pa.table({
-            "key_group": pa.array(self.rows["key_group"], pa.int32()).take(rows),
-            "key": pa.array(self.rows["key"], types["key"]).take(rows),
-            "value": pa.array(values, type=arrow_type(self.elem_node)),
-        })
-
-
-def _key_group_streams(data: bytes, handle: KeyGroupsHandle, compressed: bool, where: str):
-    """Yield (key group, buffer, start) for each key group with data."""
+def _key_group_streams(data: bytes, handle: KeyGroupsHandle, compressed: bool, where: str) -> tuple[bytes, list[tuple[int, int]]]:
+    """The stream to frame and (key group, start) of each key group with data; snappy streams are joined."""
     offsets = handle.offsets
     present = np.flatnonzero(offsets > 0)
     ends = np.sort(offsets[present])
-    for i in present:
-        kg = handle.start + int(i)
+    out: list[tuple[int, int]] = []
+    parts: list[bytes] = []
+    base = 0
+    for i in present.tolist():
+        kg = handle.start + i
         off = int(offsets[i])
         if off >= len(data):
             raise CorruptFileError(f"{where}: key group {kg}: offset {off} is past the end of the file ({len(data)} bytes)")
         if compressed:
             j = np.searchsorted(ends, off, side="right")
             end = int(ends[j]) if j < len(ends) else len(data)
-            yield kg, snappy_unframe(memoryview(data)[off:end], f"{where} key group {kg}"), 0
+            part = snappy_unframe(memoryview(data)[off:end], f"{where} key group {kg}")
+            out.append((kg, base))
+            parts.append(part)
+            base += len(part)
         else:
-            yield kg, data, off
+            out.append((kg, off))
+    return (b"".join(parts) if compressed else data), out
 
 
 def decode_keyed_handle(
@@ -283,31 +298,61 @@ def decode_keyed_handle(
             raise UnsupportedFlinkFormatError(f"{where}: {ctx}: state {m.name!r} has different serializers in different subtasks")
         by_id.append(dec)
     if handle.kind == "KeyGroupsStateHandle" and is_heap_native(data, handle):
-        for dec in by_id:  # entries come decoded one by one: no fixed-width runs, no raw list values
+        for dec in by_id:  # entries come decoded one by one: no fixed-width runs, no collected record starts
             dec.fast = None
-            dec.list_width = 0
+            dec.plan = None
         decode_heap_key_groups(data, handle, compressed, by_id, where, ctx)
         return key_type, metas, decoders
-    for kg, buf, pos in _key_group_streams(data, handle, compressed, where):
-        try:
-            _decode_key_group(buf, pos, kg, prefix, by_id)
-        except (IndexError, ValueError, struct.error, UnicodeDecodeError) as e:
-            raise CorruptFileError(f"{where}: {ctx}: key group {kg} is corrupt or truncated: {e}") from e
+    buf, groups = _key_group_streams(data, handle, compressed, where)
+    src = Source(buf)
+    kg = handle.start
+    try:
+        for kg, pos in groups:
+            _decode_key_group(src, pos, kg, prefix, by_id)
+        for dec in by_id:
+            kg = -1
+            dec.flush(src)
+    except KeyGroupCorrupt as e:
+        raise CorruptFileError(f"{where}: {ctx}: key group {e.kg} is corrupt or truncated: {e}") from e
+    except (IndexError, ValueError, struct.error, UnicodeDecodeError) as e:
+        at = f"key group {kg}" if kg >= 0 else f"a key group of {handle.start}..{handle.end}"
+        raise CorruptFileError(f"{where}: {ctx}: {at} is corrupt or truncated: {e}") from e
     return key_type, metas, decoders
 
 
-def _decode_key_group(buf: bytes, pos: int, kg: int, prefix: int, decoders: list[_StateDecoder]) -> None:
+def _collect(buf: bytes, pos: int, kg: int, dec: _StateDecoder) -> int:
+    """Record where each record of a run of dec's state starts (up to the flagged one); return the offset after it."""
+    unpack_i32 = _I32.unpack_from
+    starts = dec.starts
+    append = starts.append
+    n0 = len(starts)
+    while True:
+        klen = unpack_i32(buf, pos)[0]
+        vp = pos + 4 + klen
+        vlen = unpack_i32(buf, vp)[0]
+        if klen <= 0 or vlen < 0:
+            raise IndexError(f"key/value length {klen}/{vlen} at offset {pos}")
+        append(pos)
+        last = buf[pos + 4] & 0x80
+        pos = vp + 4 + vlen
+        if last:
+            dec.kg_runs.append((kg, len(starts) - n0))
+            return pos
+
+
+def _decode_key_group(src: Source, pos: int, kg: int, prefix: int, decoders: list[_StateDecoder]) -> None:
+    buf = src.buf
+    arr = src.arr
     unpack_i32 = _I32.unpack_from
     sid = _U16.unpack_from(buf, pos)[0]
     pos += 2
     n_states = len(decoders)
-    arr = np.frombuffer(buf, dtype=np.uint8)
     while True:
         if sid >= n_states:
             raise ValueError(f"state id {sid} is not in the header ({n_states} states)")
         dec = decoders[sid]
-        if dec.fast is not None:  # a whole run of fixed-width records at once
-            pos = dec.fast.run(arr, pos, kg)
+        if dec.fast is not None or dec.plan is not None:  # a whole run at once (fixed width) or its record starts
+            pos = dec.fast.run(arr, pos, kg) if dec.fast is not None else _collect(buf, pos, kg, dec)
             sid = _U16.unpack_from(buf, pos)[0]
             pos += 2
             if sid == _END_OF_KEY_GROUP:
