@@ -43,6 +43,8 @@ class RecordPlan:
         if (stored != kgs).any():
             raise ValueError(f"a key carries key group {int(stored[np.flatnonzero(stored != kgs)[0]])}")
         cols: dict[str, pa.Array] = {"key_group": pa.array(kgs, pa.int32())}
+        if self.kind == "TIMER":
+            return self._timers(src, cols, kpos, klen, vlen)
         cols["key"], pos = self.key(src, kpos + self.prefix, None)
         if self.ns is None:
             if arr[pos].any():
@@ -61,6 +63,23 @@ class RecordPlan:
         if self.kind == "LIST":
             return self._list(src, cols, vpos, vlen)
         self._values(src, cols, value_start, value_present, vpos + vlen)
+        return cols
+
+    def _timers(self, src: Source, cols: dict[str, pa.Array], kpos: np.ndarray, klen: np.ndarray,
+                vlen: np.ndarray) -> dict[str, pa.Array]:
+        """Timer records: key = prefix + (timestamp ^ sign bit) + key + namespace, no value."""
+        raw = gather(src.arr, kpos + self.prefix, ">u8")
+        ts = pa.array((raw ^ np.uint64(1 << 63)).view(np.int64))
+        cols["key"], pos = self.key(src, kpos + self.prefix + 8, None)
+        if self.ns is None:
+            if src.arr[pos].any():
+                raise ValueError("a VoidNamespace byte is not 0")
+            pos = pos + 1
+        else:
+            cols["namespace"], pos = self.ns(src, pos, None)
+        if (pos != kpos + klen).any() or vlen.any():
+            raise ValueError("unread bytes in a timer")
+        cols["timestamp"] = ts
         return cols
 
     def _values(self, src: Source, cols: dict[str, pa.Array], pos: np.ndarray, present: np.ndarray | None,
@@ -101,7 +120,13 @@ _LONG = _long_reader()
 
 
 def record_plan(kind: str, prefix: int, key: TypeNode, ns: TypeNode, value: TypeNode | None, ctx: str) -> RecordPlan | None:
-    """A RecordPlan for a VALUE/REDUCING/AGGREGATING/LIST/MAP state when every part has a vector reader, else None."""
+    """A RecordPlan for a VALUE/REDUCING/AGGREGATING/LIST/MAP state or a timer service when every part has a vector reader."""
+    if kind == "TIMER":
+        key_reader = vector_reader(key, ctx)
+        ns_reader = None if ns.kind == "void" else vector_reader(ns, ctx)
+        if key_reader is None or (ns.kind != "void" and ns_reader is None):
+            return None
+        return RecordPlan(kind, prefix, key_reader, ns_reader, None, key_reader, False, 0)
     if kind not in ("VALUE", "REDUCING", "AGGREGATING", "LIST", "MAP") or value is None:
         return None
     if key.fixed_width < 0 and ns.fixed_width < 0:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
+from numpy.lib.stride_tricks import as_strided
 
 from flinkstate.flink.errors import UnsupportedSerializerError
 from flinkstate.flink.serializers import TypeNode, arrow_type
@@ -42,9 +43,13 @@ def gather(arr: np.ndarray, pos: np.ndarray, dtype: str) -> np.ndarray:
     w = dt.itemsize
     if w == 1:
         return arr[pos].view(dt)
-    block = arr[pos[:, None] + np.arange(w)]
-    values = np.ascontiguousarray(block).view(dt).ravel()
-    return values.astype(dt.newbyteorder("="))
+    if len(arr) < w:
+        if len(pos):
+            raise IndexError("a value runs past the end of the stream")
+        return np.zeros(0, dt.newbyteorder("="))
+    # Overlapping rows of w bytes, one per offset (a view): fancy indexing copies w bytes per value.
+    rows = as_strided(arr, shape=(len(arr) - w + 1, w), strides=(1, 1), writeable=False)
+    return rows[pos].view(dt).ravel().astype(dt.newbyteorder("="))
 
 
 def _safe(pos: np.ndarray, present: np.ndarray | None) -> np.ndarray:

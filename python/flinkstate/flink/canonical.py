@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from flinkstate.errors import InvalidArgumentError, StateNotFoundError
-from flinkstate.flink._fastpath import fixed_run_spec
+from flinkstate.flink._framing import frame_records
 from flinkstate.flink._io import DataReader, snappy_unframe
 from flinkstate.flink._records import record_plan
 from flinkstate.flink._vector import Source
@@ -102,10 +102,8 @@ class _StateDecoder:
         self.elem_node = elem
         if self.ttl:
             self.rows["ttl_last_access"] = []
-        self.fast = fixed_run_spec(self.kind, prefix, self.key_node, self.ns_node, self.value_node)
-        # Other states whose parts all have vector readers: the framing loop only collects record starts.
-        self.plan = None if self.fast is not None or self.timer else record_plan(
-            self.kind, prefix, self.key_node, self.ns_node, self.value_node, ctx)
+        # States whose parts all have vector readers are decoded from their records' start offsets at once.
+        self.plan = record_plan(self.kind, prefix, self.key_node, self.ns_node, self.value_node, ctx)
         self.starts: list[int] = []
         self.kg_runs: list[tuple[int, int]] = []
         self.vector_chunks: list[dict[str, pa.Array]] = []
@@ -116,17 +114,21 @@ class _StateDecoder:
             return
         starts = np.array(self.starts, dtype=np.int64)
         kgs = np.repeat(np.array([k for k, _ in self.kg_runs], np.int32), [n for _, n in self.kg_runs])
-        runs, self.starts, self.kg_runs = self.kg_runs, [], []
+        self.starts, self.kg_runs = [], []
+        self.decode_records(src, starts, kgs)
+
+    def decode_records(self, src: Source, starts: np.ndarray, kgs: np.ndarray) -> None:
+        """Decode the records starting at these offsets of src (key groups kgs) into a column chunk."""
+        assert self.plan is not None
         try:
             self.vector_chunks.append(self.plan.columns(src, starts, kgs))
         except (IndexError, ValueError) as e:  # find the first key group whose records fail on their own
-            first = 0
-            for kg, n in runs:
+            for kg in dict.fromkeys(kgs.tolist()):
+                sel = kgs == kg
                 try:
-                    self.plan.columns(src, starts[first : first + n], kgs[first : first + n])
+                    self.plan.columns(src, starts[sel], kgs[sel])
                 except (IndexError, ValueError) as inner:
                     raise KeyGroupCorrupt(kg, str(inner)) from e
-                first += n
             raise
 
     def _skip_len(self, key: bytes, pos: int, start: int) -> int:
@@ -238,13 +240,8 @@ class _StateDecoder:
             names = [c for c in order if c in self.rows]
             return pa.Table.from_batches(
                 [pa.record_batch([ch[c].cast(types[c]) for c in names], names=names) for ch in self.vector_chunks]
-            ).combine_chunks()
-        chunks = self.fast.chunks if self.fast is not None else {}
-        cols = {
-            c: pa.array(np.concatenate(chunks[c]) if c in chunks else self.rows[c], type=types[c])
-            for c in order
-            if c in self.rows
-        }
+            )
+        cols = {c: pa.array(self.rows[c], type=types[c]) for c in order if c in self.rows}
         return pa.table(cols)
 
 
@@ -298,8 +295,7 @@ def decode_keyed_handle(
             raise UnsupportedFlinkFormatError(f"{where}: {ctx}: state {m.name!r} has different serializers in different subtasks")
         by_id.append(dec)
     if handle.kind == "KeyGroupsStateHandle" and is_heap_native(data, handle):
-        for dec in by_id:  # entries come decoded one by one: no fixed-width runs, no collected record starts
-            dec.fast = None
+        for dec in by_id:  # entries come decoded one by one, not from collected record starts
             dec.plan = None
         decode_heap_key_groups(data, handle, compressed, by_id, where, ctx)
         return key_type, metas, decoders
@@ -307,6 +303,10 @@ def decode_keyed_handle(
     src = Source(buf)
     kg = handle.start
     try:
+        framed = frame_records(src.arr, groups, len(buf), prefix, len(by_id))
+        if framed is not None:
+            _decode_framed(src, *framed, prefix, by_id)
+            return key_type, metas, decoders
         for kg, pos in groups:
             _decode_key_group(src, pos, kg, prefix, by_id)
         for dec in by_id:
@@ -342,7 +342,6 @@ def _collect(buf: bytes, pos: int, kg: int, dec: _StateDecoder) -> int:
 
 def _decode_key_group(src: Source, pos: int, kg: int, prefix: int, decoders: list[_StateDecoder]) -> None:
     buf = src.buf
-    arr = src.arr
     unpack_i32 = _I32.unpack_from
     sid = _U16.unpack_from(buf, pos)[0]
     pos += 2
@@ -351,8 +350,8 @@ def _decode_key_group(src: Source, pos: int, kg: int, prefix: int, decoders: lis
         if sid >= n_states:
             raise ValueError(f"state id {sid} is not in the header ({n_states} states)")
         dec = decoders[sid]
-        if dec.fast is not None or dec.plan is not None:  # a whole run at once (fixed width) or its record starts
-            pos = dec.fast.run(arr, pos, kg) if dec.fast is not None else _collect(buf, pos, kg, dec)
+        if dec.plan is not None:  # only the record starts of the run, decoded at once later
+            pos = _collect(buf, pos, kg, dec)
             sid = _U16.unpack_from(buf, pos)[0]
             pos += 2
             if sid == _END_OF_KEY_GROUP:
@@ -382,6 +381,31 @@ def _decode_key_group(src: Source, pos: int, kg: int, prefix: int, decoders: lis
             pos += 2
             if sid == _END_OF_KEY_GROUP:
                 return
+
+
+def _decode_framed(src: Source, starts: np.ndarray, sids: np.ndarray, kgs: np.ndarray, prefix: int,
+                   decoders: list[_StateDecoder]) -> None:
+    """Decode records located by frame_records: per state at once, or one by one for states without a plan."""
+    order = np.argsort(sids, kind="stable")
+    bounds = np.searchsorted(sids[order], np.arange(len(decoders) + 1))
+    unpack_i32 = _I32.unpack_from
+    buf = src.buf
+    for i, dec in enumerate(decoders):
+        sel = order[bounds[i] : bounds[i + 1]]
+        if not len(sel):
+            continue
+        if dec.plan is not None:
+            dec.decode_records(src, starts[sel], kgs[sel])
+            continue
+        for pos, kg in zip(starts[sel].tolist(), kgs[sel].tolist(), strict=True):
+            try:
+                klen = unpack_i32(buf, pos)[0]
+                key = bytes([buf[pos + 4] & 0x7F]) + buf[pos + 5 : pos + 4 + klen]
+                vlen = unpack_i32(buf, pos + 4 + klen)[0]
+                value = buf[pos + 8 + klen : pos + 8 + klen + vlen]
+                dec.add(kg, key, value)
+            except (IndexError, ValueError, struct.error, UnicodeDecodeError) as e:
+                raise KeyGroupCorrupt(kg, str(e)) from e
 
 
 def read_keyed_state(meta: CheckpointMetadata, uid: str, verify_key_groups: bool = True) -> KeyedState:
