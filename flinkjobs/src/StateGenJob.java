@@ -53,7 +53,8 @@ import org.apache.flink.util.Collector;
  *
  * Usage: StateGenJob OUT_DIR N VARIANT... where VARIANT is files | inline | snappy (CANONICAL
  * savepoints), native (a NATIVE savepoint of the HashMap backend, separate files) or checkpoint
- * (a retained HashMap checkpoint, snappy, separate files).
+ * (a retained HashMap checkpoint, snappy, separate files); rocksdb (a NATIVE savepoint of the
+ * RocksDB backend) and rocksdb-checkpoint (a retained incremental RocksDB checkpoint).
  * Each savepoint variant writes OUT_DIR/VARIANT/savepoint/, the checkpoint variant the job's
  * checkpoint directory OUT_DIR/checkpoint/checkpoint/ (chk-N/, shared/, taskowned/, moved away
  * from where Flink wrote it), and each OUT_DIR/VARIANT/expected.jsonl.
@@ -314,9 +315,11 @@ public class StateGenJob {
         LongKeyed.TTL_LIST_BOUNDS.clear();
         LONG_DONE.set(0); STRING_DONE.set(0); OPSTATE_DONE.set(0); BROADCAST_DONE.set(0);
         Configuration conf = new Configuration();
-        conf.setString("state.backend.type", "hashmap");
+        boolean rocks = variant.startsWith("rocksdb");
+        conf.setString("state.backend.type", rocks ? "rocksdb" : "hashmap");
+        if (rocks) conf.setString("execution.checkpointing.incremental", "true");
         conf.setString("execution.checkpointing.data-inline-threshold", variant.equals("inline") ? "20kb" : "0b");
-        boolean checkpoint = variant.equals("checkpoint");
+        boolean checkpoint = variant.endsWith("checkpoint");
         conf.setString("execution.checkpointing.snapshot-compression", variant.equals("snappy") || checkpoint ? "true" : "false");
         if (checkpoint) {
             conf.setString("execution.checkpointing.interval", "300ms");
@@ -364,7 +367,7 @@ public class StateGenJob {
             Files.move(jobDir, target, StandardCopyOption.REPLACE_EXISTING);
         } else {
             Path tmp = out.resolve(variant + "-tmp");
-            SavepointFormatType format = variant.equals("native") ? SavepointFormatType.NATIVE : SavepointFormatType.CANONICAL;
+            SavepointFormatType format = variant.equals("native") || rocks ? SavepointFormatType.NATIVE : SavepointFormatType.CANONICAL;
             String sp = client.triggerSavepoint(tmp.toUri().toString(), format).get();
             client.cancel().get();
             target = dir.resolve("savepoint");

@@ -93,11 +93,15 @@ class KeyGroupsHandle:
 
 @dataclass(frozen=True)
 class UnsupportedKeyedHandle:
-    """A keyed handle that is parsed but not decoded (RocksDB native/incremental)."""
+    """A keyed handle that is parsed but not decoded (RocksDB native/incremental), with its files."""
 
     kind: str
     start: int
     count: int
+    checkpoint_id: int = -1
+    meta_stream: StreamHandle | None = None
+    shared: tuple[tuple[str, StreamHandle | None], ...] = ()
+    private: tuple[tuple[str, StreamHandle | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -285,19 +289,19 @@ def _keyed_handle(r: DataReader, where: str) -> KeyGroupsHandle | UnsupportedKey
         kind = {_KG: "KeyGroupsStateHandle", _KG_V2: "KeyGroupsStateHandle", _SP_KG: "KeyGroupsSavepointStateHandle"}[t]
         return KeyGroupsHandle(kind, start, offsets, stream)
     if t in (_INCR, _INCR_V2):
-        r.i64()  # checkpoint id
+        checkpoint_id = r.i64()
         r.utf()  # backend UUID
         start, n = r.i32(), r.i32()
         if t == _INCR_V2:
             r.i64()  # checkpointed size
-        _stream_handle(r, where)  # metadata
-        for _ in range(2):  # shared, private
-            for _ in range(_count(r, "incremental handle files")):
-                r.utf()
-                _stream_handle(r, where)
+        meta_stream = _stream_handle(r, where)
+        files = []
+        for _ in range(2):  # shared (SST files), private (MANIFEST, CURRENT, OPTIONS): local name -> handle
+            files.append(tuple((r.utf(), _stream_handle(r, where)) for _ in range(_count(r, "incremental handle files"))))
         if t == _INCR_V2:
             r.utf()  # state handle id
-        return UnsupportedKeyedHandle("IncrementalRemoteKeyedStateHandle (RocksDB native/incremental)", start, n)
+        return UnsupportedKeyedHandle("IncrementalRemoteKeyedStateHandle (RocksDB native/incremental)", start, n,
+                                      checkpoint_id, meta_stream, files[0], files[1])
     if t in _CHANGELOG:
         raise UnsupportedFlinkFormatError(f"{r.where}: {where} uses {_CHANGELOG[t]} (changelog state backend), which is not supported")
     raise CorruptFileError(f"{r.where}: {where}: unknown keyed state handle type {t} at offset {r.pos - 1}")
