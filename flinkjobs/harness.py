@@ -22,6 +22,7 @@ HERE = Path(__file__).resolve().parent
 JOB_SOURCE = HERE / "src" / "StateGenJob.java"
 VARIANTS = ("files", "inline", "snappy")
 NATIVE_VARIANTS = ("native", "checkpoint")
+ROCKSDB_VARIANTS = ("rocksdb", "rocksdb-checkpoint")
 _JARS = ("flink-dist-", "log4j-")
 
 

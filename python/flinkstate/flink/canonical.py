@@ -23,6 +23,7 @@ from flinkstate.flink._records import record_plan
 from flinkstate.flink._vector import Source
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
 from flinkstate.flink.heap import decode_heap_key_groups, is_heap_native
+from flinkstate.flink.rocksdb import column_families, records_buffer
 from flinkstate.flink.metadata import CheckpointMetadata, KeyGroupsHandle, OperatorState, UnsupportedKeyedHandle
 from flinkstate.flink.serializers import StateMeta, TypeNode, arrow_type, read_keyed_header
 from flinkstate.flink.values import Reader, make_reader
@@ -383,6 +384,40 @@ def _decode_key_group(src: Source, pos: int, kg: int, prefix: int, decoders: lis
                 return
 
 
+def decode_rocksdb_handle(
+    handle: UnsupportedKeyedHandle, base_dir: str, op: OperatorState, decoders: dict[str, _StateDecoder] | None = None
+) -> tuple[TypeNode, list[StateMeta], dict[str, _StateDecoder]]:
+    """Decode one subtask's RocksDB native/incremental state (SST files): merged records to the canonical decoders."""
+    assert handle.meta_stream is not None
+    where = handle.meta_stream.location(base_dir) if handle.meta_stream.kind != "inline" else f"inline state {handle.meta_stream.path}"
+    ctx = f"operator {op.label}"
+    compressed, key_type, metas = read_keyed_header(DataReader(handle.meta_stream.read(base_dir), where=where), ctx)
+    del compressed  # SST blocks carry their own compression
+    prefix = 1 if op.max_parallelism <= 128 else 2
+    if decoders is None:
+        decoders = {}
+    try:
+        families = column_families(handle, base_dir, prefix)
+    except (IndexError, ValueError, struct.error) as e:
+        raise CorruptFileError(f"{where}: {ctx}: RocksDB state is corrupt: {e}") from e
+    for m in metas:
+        dec = decoders.get(m.name)
+        if dec is None:
+            dec = decoders[m.name] = _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}")
+        pairs = families.get(m.name, [])
+        if not pairs:
+            continue
+        buf, offsets = records_buffer(pairs)
+        src = Source(buf)
+        starts = np.array(offsets, np.int64)
+        kgs = np.array([int.from_bytes(k[:prefix], "big") for k, _ in pairs], np.int32)
+        try:
+            _decode_framed(src, starts, np.zeros(len(starts), np.int64), kgs, prefix, [dec])
+        except KeyGroupCorrupt as e:
+            raise CorruptFileError(f"{where}: {ctx}: state {m.name!r}: key group {e.kg} is corrupt: {e}") from e
+    return key_type, metas, decoders
+
+
 def _decode_framed(src: Source, starts: np.ndarray, sids: np.ndarray, kgs: np.ndarray, prefix: int,
                    decoders: list[_StateDecoder]) -> None:
     """Decode records located by frame_records: per state at once, or one by one for states without a plan."""
@@ -418,8 +453,11 @@ def read_keyed_state(meta: CheckpointMetadata, uid: str, verify_key_groups: bool
         if h is None:
             continue
         if isinstance(h, UnsupportedKeyedHandle):
-            raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} uses {h.kind}, which is not supported")
-        key_type, _, decoders = decode_keyed_handle(h, meta.directory, op, decoders)
+            if h.meta_stream is None:
+                raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} uses {h.kind}, which is not supported")
+            key_type, _, decoders = decode_rocksdb_handle(h, meta.directory, op, decoders)
+        else:
+            key_type, _, decoders = decode_keyed_handle(h, meta.directory, op, decoders)
         if sub.raw_keyed is not None:
             raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} has raw keyed state, which is not supported")
     if key_type is None or decoders is None:

@@ -45,3 +45,12 @@ def flink_fresh_native(tmp_path_factory: pytest.TempPathFactory) -> Path:
     harness = _harness()
     harness.run_job(out, 150, harness.NATIVE_VARIANTS)
     return out
+
+
+@pytest.fixture(scope="session")
+def flink_fresh_rocksdb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A RocksDB NATIVE savepoint and retained incremental checkpoints, written by real Flink 2.3.0 now."""
+    out = tmp_path_factory.mktemp("flink-rocksdb")
+    harness = _harness()
+    harness.run_job(out, 150, harness.ROCKSDB_VARIANTS)
+    return out

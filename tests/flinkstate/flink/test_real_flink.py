@@ -36,3 +36,11 @@ def test_fresh_native_savepoint_and_checkpoint(flink_fresh_native: Path) -> None
     assert check_savepoint(sp, flink_fresh_native / "native" / "expected.jsonl") > 800
     chk = sorted((flink_fresh_native / "checkpoint" / "checkpoint").glob("chk-*"))[-1]
     assert check_savepoint(chk, flink_fresh_native / "checkpoint" / "expected.jsonl") > 800
+
+
+def test_fresh_rocksdb_savepoint_and_incremental_checkpoint(flink_fresh_rocksdb: Path) -> None:
+    """RocksDB NATIVE savepoint and incremental checkpoint (SSTs, list merge operands) real Flink just wrote equal the dump."""
+    sp = flink_fresh_rocksdb / "rocksdb" / "savepoint"
+    assert check_savepoint(sp, flink_fresh_rocksdb / "rocksdb" / "expected.jsonl") > 800
+    chk = sorted((flink_fresh_rocksdb / "rocksdb-checkpoint" / "checkpoint").glob("chk-*"))[-1]
+    assert check_savepoint(chk, flink_fresh_rocksdb / "rocksdb-checkpoint" / "expected.jsonl") > 800
