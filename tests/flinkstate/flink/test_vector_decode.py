@@ -23,28 +23,29 @@ def string_state_meta(name: str) -> bytes:
     return out + utf("NAMESPACE_SERIALIZER") + struct.pack(">i", 2) + utf(VOID) + struct.pack(">i", 3)
 
 
-def savepoint(values: dict[int, str | None]) -> bytes:
-    """`_metadata` with one subtask over 128 key groups: Long key -> String value, records sorted by key group."""
+def savepoint(values: dict[int, str | None], maxp: int = 128) -> bytes:
+    """`_metadata` with one subtask over maxp key groups: Long key -> String value, records sorted by key group."""
     header = struct.pack(">i?i", 6, False, 2) + utf(LONG) + struct.pack(">ih", 3, 1) + string_state_meta("s")
     by_kg: dict[int, list[int]] = {}
     for key in values:
-        by_kg.setdefault(assign_key_group(key, 128), []).append(key)
+        by_kg.setdefault(assign_key_group(key, maxp), []).append(key)
     body = b""
-    offsets = [0] * 128
+    offsets = [0] * maxp
     for kg in sorted(by_kg):
         offsets[kg] = len(header) + len(body)
         body += struct.pack(">H", 0)
         keys = by_kg[kg]
         for i, key in enumerate(keys):
             last = i == len(keys) - 1
-            k = bytes([kg | (0x80 if last else 0)]) + struct.pack(">q", key) + b"\x00"
+            head = kg.to_bytes(1 if maxp <= 128 else 2, "big")
+            k = bytes([head[0] | (0x80 if last else 0)]) + head[1:] + struct.pack(">q", key) + b"\x00"
             v = b"\x00" if values[key] is None else java_string(values[key])
             body += struct.pack(">i", len(k)) + k + struct.pack(">i", len(v)) + v
         body += struct.pack(">H", 0xFFFF)
     data = header + body
-    keyed = b"\x07" + struct.pack(">ii", 0, 128) + struct.pack(">128q", *offsets)
+    keyed = b"\x07" + struct.pack(">ii", 0, maxp) + struct.pack(f">{maxp}q", *offsets)
     keyed += b"\x01" + utf("inline-state") + struct.pack(">i", len(data)) + data
-    return metadata(keyed)
+    return metadata(keyed).replace(struct.pack(">qqii", 1, 2, 1, 128), struct.pack(">qqii", 1, 2, 1, maxp), 1)
 
 
 def java_string(s: str) -> bytes:
@@ -77,3 +78,15 @@ def test_unpaired_surrogate_is_a_typed_error() -> None:
     kg = assign_key_group(7, 128)
     with pytest.raises(CorruptFileError, match=rf"inline-state.*key group {kg}.*surrogate"):
         read_keyed_state(parse_metadata(savepoint({7: "a\ud800b", 8: "fine"})), "op")
+
+
+def test_two_byte_key_group_prefixes() -> None:
+    """maxParallelism 300: keys carry two-byte key-group prefixes (high byte non-zero too); records mimic headers."""
+    values: dict[int, str | None] = {}
+    for key in range(1500):
+        kg = assign_key_group(key, 300)
+        values[key] = ("\x00\x00\x00\x0b" + chr(kg >> 8) + chr(kg & 0x7F)) * (key % 3) + "v"
+    table = read_keyed_state(parse_metadata(savepoint(values, maxp=300)), "op").states["s"]
+    assert {r["key"]: r["value"] for r in table.to_pylist()} == values
+    kgs = table.column("key_group").to_pylist()
+    assert kgs == [assign_key_group(k, 300) for k in table.column("key").to_pylist()] and max(kgs) >= 256
