@@ -6,6 +6,9 @@ its offset: u16 state id, then (i32 len, key, i32 len, value) pairs; the high bi
 byte says a u16 follows (the next state id, or 0xFFFF at the end of the key group). Keys are
 key-group prefix + key + namespace [+ map user key]; list values are elements joined by ','; map
 values are a null flag + value; timers are keys of prefix + (timestamp ^ sign bit) + key + namespace.
+Record starts are located with numpy (`_framing`) and each state's records decoded at once
+(`_records`). The same decoders take heap-native streams (`heap`) and the merged records of
+RocksDB native/incremental state (`rocksdb`), so every format yields the same tables.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from flinkstate.flink._records import record_plan
 from flinkstate.flink._vector import Source
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
 from flinkstate.flink.heap import decode_heap_key_groups, is_heap_native
-from flinkstate.flink.rocksdb import column_families, records_buffer
 from flinkstate.flink.metadata import CheckpointMetadata, KeyGroupsHandle, OperatorState, UnsupportedKeyedHandle
+from flinkstate.flink.rocksdb import column_families, records_buffer
 from flinkstate.flink.serializers import StateMeta, TypeNode, arrow_type, read_keyed_header
 from flinkstate.flink.values import Reader, make_reader
 from flinkstate.keygroups import assign_key_groups
