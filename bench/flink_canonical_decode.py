@@ -3,6 +3,9 @@
     python flinkjobs/harness.py /tmp/fl 100000 files keys=100000 skeys=50000 rate=50000
     python bench/flink_canonical_decode.py /tmp/fl/files/savepoint
 
+The same command times the other formats too: the harness variants `native` (HashMap NATIVE
+savepoint), `rocksdb` (RocksDB NATIVE savepoint) and the `*checkpoint` variants' chk-N directories.
+
 For each keyed operator: the decode time of all its states and timers, then the time pyarrow
 takes to read the same rows back from Parquet files (the decoded tables written uncompressed
 and with snappy into a temporary directory), in the same run. Times are CPU seconds of this
