@@ -21,6 +21,8 @@ FLINK_VERSION = "2.3.0"
 HERE = Path(__file__).resolve().parent
 JOB_SOURCE = HERE / "src" / "StateGenJob.java"
 VARIANTS = ("files", "inline", "snappy")
+NATIVE_VARIANTS = ("native", "checkpoint")
+ROCKSDB_VARIANTS = ("rocksdb", "rocksdb-checkpoint")
 _JARS = ("flink-dist-", "log4j-")
 
 

@@ -51,8 +51,13 @@ import org.apache.flink.util.Collector;
  * flinkstate's generator job: deterministic input, every keyed/operator state kind the
  * decoder must read, a savepoint per variant and a JSON-lines dump of what the job holds.
  *
- * Usage: StateGenJob OUT_DIR N VARIANT... where VARIANT is files | inline | snappy.
- * Each variant writes OUT_DIR/VARIANT/savepoint/ and OUT_DIR/VARIANT/expected.jsonl.
+ * Usage: StateGenJob OUT_DIR N VARIANT... where VARIANT is files | inline | snappy (CANONICAL
+ * savepoints), native (a NATIVE savepoint of the HashMap backend, separate files) or checkpoint
+ * (a retained HashMap checkpoint, snappy, separate files); rocksdb (a NATIVE savepoint of the
+ * RocksDB backend) and rocksdb-checkpoint (a retained incremental RocksDB checkpoint).
+ * Each savepoint variant writes OUT_DIR/VARIANT/savepoint/, the checkpoint variant the job's
+ * checkpoint directory OUT_DIR/checkpoint/checkpoint/ (chk-N/, shared/, taskowned/, moved away
+ * from where Flink wrote it), and each OUT_DIR/VARIANT/expected.jsonl.
  */
 public class StateGenJob {
     /** maxParallelism (system property flinkstate.maxp): above 128 keys carry a 2-byte key-group prefix. */
@@ -310,9 +315,16 @@ public class StateGenJob {
         LongKeyed.TTL_LIST_BOUNDS.clear();
         LONG_DONE.set(0); STRING_DONE.set(0); OPSTATE_DONE.set(0); BROADCAST_DONE.set(0);
         Configuration conf = new Configuration();
-        conf.setString("state.backend.type", "hashmap");
+        boolean rocks = variant.startsWith("rocksdb");
+        conf.setString("state.backend.type", rocks ? "rocksdb" : "hashmap");
+        if (rocks) conf.setString("execution.checkpointing.incremental", "true");
         conf.setString("execution.checkpointing.data-inline-threshold", variant.equals("inline") ? "20kb" : "0b");
-        conf.setString("execution.checkpointing.snapshot-compression", variant.equals("snappy") ? "true" : "false");
+        boolean checkpoint = variant.endsWith("checkpoint");
+        conf.setString("execution.checkpointing.snapshot-compression", variant.equals("snappy") || checkpoint ? "true" : "false");
+        if (checkpoint) {
+            conf.setString("execution.checkpointing.interval", "300ms");
+            conf.setString("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION");
+        }
         conf.setString("rest.bind-port", "0");
         // File-system checkpoint storage: the JobManager storage would inline everything.
         conf.setString("execution.checkpointing.storage", "filesystem");
@@ -339,19 +351,48 @@ public class StateGenJob {
             if (System.currentTimeMillis() > deadline) throw new IllegalStateException("records not processed in time");
             Thread.sleep(50);
         }
-        Path tmp = out.resolve(variant + "-tmp");
-        String sp = client.triggerSavepoint(tmp.toUri().toString(), SavepointFormatType.CANONICAL).get();
-        client.cancel().get();
         Path dir = out.resolve(variant);
         Files.createDirectories(dir);
-        Path target = dir.resolve("savepoint");
-        Files.move(Paths.get(new java.net.URI(sp)), target, StandardCopyOption.REPLACE_EXISTING);
-        Files.delete(tmp);
+        Path target;
+        if (checkpoint) {
+            // Wait for a checkpoint triggered after the last record (two past the newest chk-N seen now).
+            Path jobDir = out.resolve("checkpoints").resolve(client.getJobID().toString());
+            int want = newestCheckpoint(jobDir, false) + 2;
+            while (newestCheckpoint(jobDir, true) < want) {
+                if (System.currentTimeMillis() > deadline + 60_000) throw new IllegalStateException("no checkpoint in time");
+                Thread.sleep(50);
+            }
+            client.cancel().get();
+            target = dir.resolve("checkpoint");
+            Files.move(jobDir, target, StandardCopyOption.REPLACE_EXISTING);
+        } else {
+            Path tmp = out.resolve(variant + "-tmp");
+            SavepointFormatType format = variant.equals("native") || rocks ? SavepointFormatType.NATIVE : SavepointFormatType.CANONICAL;
+            String sp = client.triggerSavepoint(tmp.toUri().toString(), format).get();
+            client.cancel().get();
+            target = dir.resolve("savepoint");
+            Files.move(Paths.get(new java.net.URI(sp)), target, StandardCopyOption.REPLACE_EXISTING);
+            Files.delete(tmp);
+        }
         try (PrintWriter w = new PrintWriter(dir.resolve("expected.jsonl").toFile(), StandardCharsets.UTF_8)) {
             for (String line : DUMP.values()) w.println(line);
         }
         deleteTree(out.resolve("checkpoints"));
         System.out.println("wrote " + target + " (" + DUMP.size() + " dump lines)");
+    }
+
+    /** The highest N of the chk-N directories in jobDir (with a _metadata if completed), -1 if none. */
+    static int newestCheckpoint(Path jobDir, boolean completed) throws Exception {
+        int best = -1;
+        if (!Files.isDirectory(jobDir)) return best;
+        try (var list = Files.list(jobDir)) {
+            for (Path p : (Iterable<Path>) list::iterator) {
+                String name = p.getFileName().toString();
+                if (!name.startsWith("chk-") || (completed && !Files.exists(p.resolve("_metadata")))) continue;
+                best = Math.max(best, Integer.parseInt(name.substring(4)));
+            }
+        }
+        return best;
     }
 
     static void deleteTree(Path p) throws Exception {

@@ -10,15 +10,27 @@ Supported now:
   state, ttl_last_access (epoch ms); list state one row per element, map state one row per entry;
   timers per timer service named without `_timer_state/` (key_group, key, [namespace], timestamp).
   Every key's key group is checked against Flink's assignment for the declared key type.
+- HashMap (heap) native keyed state (`heap`, through the same `read_keyed_state`): checkpoints and
+  NATIVE savepoints (KeyGroupsStateHandle, types 3 and 12), snappy compressed or not, decoded to the
+  same tables as canonical; told apart from canonical streams by their per-key-group id headers.
+- RocksDB native savepoints and incremental checkpoints (IncrementalRemoteKeyedStateHandle, `rocksdb`,
+  `sst`): the handle's SST files read in pure Python (block-based format_version 2-5, snappy or no
+  compression, column family from the properties block), put/delete/merge records resolved per key
+  (list merge operands joined with ','), keys outside the subtask's key-group range dropped, then
+  decoded like canonical records. Absolute file paths of a checkpoint copied elsewhere are resolved
+  against its `shared/`, `taskowned/` and `chk-N/` directories.
+- Canonical decoding is vectorised (`_framing`, `_records`, `_vector`): record starts located with
+  numpy, keys and values decoded per state at once (record by record only as a fallback).
 - Serializers (`serializers`, `values`): Long, Integer, Short, Byte, Double, Float, Boolean, Char,
   String, byte[], Row, Tuple, POJO, List, Map, the TTL wrapper, timers, VoidNamespace.
 - Operator state (`operator_state.read_operator_state`): split and union list state, broadcast state.
 
-Refused with a typed error naming them: RocksDB native/incremental handles, changelog handles,
+Refused with a typed error naming them: RocksDB handles without a metadata stream, other SST formats
+(hash/partitioned indexes, other compressions, format_version 6), changelog handles,
 file-merging segments, unaligned channel state, metadata versions outside 3..6 (UnsupportedFlinkFormatError);
 Kryo, Avro and other serializers (UnsupportedSerializerError, naming operator, state and class).
 Corrupt or truncated files raise CorruptFileError naming the file and the key group.
-Not yet: heap-native and RocksDB-native formats, window namespaces beyond generic decoding, PyFlink coders.
+Not yet: SST block checksums (XXH3) are not verified; range tombstones are not applied; window namespaces beyond generic decoding, PyFlink coders.
 """
 
 from flinkstate.flink.canonical import KeyedState, read_keyed_state

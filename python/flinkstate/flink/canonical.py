@@ -6,6 +6,9 @@ its offset: u16 state id, then (i32 len, key, i32 len, value) pairs; the high bi
 byte says a u16 follows (the next state id, or 0xFFFF at the end of the key group). Keys are
 key-group prefix + key + namespace [+ map user key]; list values are elements joined by ','; map
 values are a null flag + value; timers are keys of prefix + (timestamp ^ sign bit) + key + namespace.
+Record starts are located with numpy (`_framing`) and each state's records decoded at once
+(`_records`). The same decoders take heap-native streams (`heap`) and the merged records of
+RocksDB native/incremental state (`rocksdb`), so every format yields the same tables.
 """
 
 from __future__ import annotations
@@ -17,10 +20,14 @@ import numpy as np
 import pyarrow as pa
 
 from flinkstate.errors import InvalidArgumentError, StateNotFoundError
-from flinkstate.flink._fastpath import fixed_run_spec
+from flinkstate.flink._framing import frame_records
 from flinkstate.flink._io import DataReader, snappy_unframe
+from flinkstate.flink._records import record_plan
+from flinkstate.flink._vector import Source
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
+from flinkstate.flink.heap import decode_heap_key_groups, is_heap_native
 from flinkstate.flink.metadata import CheckpointMetadata, KeyGroupsHandle, OperatorState, UnsupportedKeyedHandle
+from flinkstate.flink.rocksdb import column_families, records_buffer
 from flinkstate.flink.serializers import StateMeta, TypeNode, arrow_type, read_keyed_header
 from flinkstate.flink.values import Reader, make_reader
 from flinkstate.keygroups import assign_key_groups
@@ -33,7 +40,14 @@ _I32 = struct.Struct(">i")
 _U16 = struct.Struct(">H")
 _U64 = struct.Struct(">Q")
 _SIGN = 1 << 63
-_LIST_DTYPES = {"long": ">i8", "int": ">i4", "short": ">i2", "byte": "i1", "double": ">f8", "float": ">f4", "bool": "u1"}
+
+
+class KeyGroupCorrupt(ValueError):
+    """A record of key group kg does not decode."""
+
+    def __init__(self, kg: int, message: str) -> None:
+        super().__init__(message)
+        self.kg = kg
 
 
 @dataclass
@@ -92,12 +106,34 @@ class _StateDecoder:
         self.elem_node = elem
         if self.ttl:
             self.rows["ttl_last_access"] = []
-        self.fast = fixed_run_spec(self.kind, prefix, self.key_node, self.ns_node, self.value_node)
-        # LIST of fixed-width elements without TTL: values are kept whole and split with numpy in table().
-        self.list_width = 0
-        if self.kind == "LIST" and not self.ttl and elem is not None and elem.kind in _LIST_DTYPES:
-            self.list_width = np.dtype(_LIST_DTYPES[elem.kind]).itemsize
-        self.list_raw: list[bytes] = []
+        # States whose parts all have vector readers are decoded from their records' start offsets at once.
+        self.plan = record_plan(self.kind, prefix, self.key_node, self.ns_node, self.value_node, ctx)
+        self.starts: list[int] = []
+        self.kg_runs: list[tuple[int, int]] = []
+        self.vector_chunks: list[dict[str, pa.Array]] = []
+
+    def flush(self, src: Source) -> None:
+        """Decode the records collected from src (one file's stream) into column chunks."""
+        if not self.starts:
+            return
+        starts = np.array(self.starts, dtype=np.int64)
+        kgs = np.repeat(np.array([k for k, _ in self.kg_runs], np.int32), [n for _, n in self.kg_runs])
+        self.starts, self.kg_runs = [], []
+        self.decode_records(src, starts, kgs)
+
+    def decode_records(self, src: Source, starts: np.ndarray, kgs: np.ndarray) -> None:
+        """Decode the records starting at these offsets of src (key groups kgs) into a column chunk."""
+        assert self.plan is not None
+        try:
+            self.vector_chunks.append(self.plan.columns(src, starts, kgs))
+        except (IndexError, ValueError) as e:  # find the first key group whose records fail on their own
+            for kg in dict.fromkeys(kgs.tolist()):
+                sel = kgs == kg
+                try:
+                    self.plan.columns(src, starts[sel], kgs[sel])
+                except (IndexError, ValueError) as inner:
+                    raise KeyGroupCorrupt(kg, str(inner)) from e
+            raise
 
     def _skip_len(self, key: bytes, pos: int, start: int) -> int:
         n = pos - start
@@ -141,12 +177,6 @@ class _StateDecoder:
                 v, vpos = self.elem_reader(value, 1)
             self._row(kg, k, ns, v, vpos, len(value))
             rows["user_key"].append(uk)
-        elif self.list_width:
-            if len(value) % (self.list_width + 1) != self.list_width:
-                raise ValueError(f"a list value of {len(value)} bytes is not ','-delimited {self.list_width}-byte elements")
-            rows["key_group"].append(kg)
-            rows["key"].append(k)
-            self.list_raw.append(value)
         elif self.kind == "LIST":
             vpos = 0
             n = len(value)
@@ -162,6 +192,25 @@ class _StateDecoder:
             self._row(kg, k, ns, v, vpos, len(value))
         if pos != len(key):
             raise ValueError(f"{len(key) - pos} unread bytes in a key")
+
+    def add_decoded(self, kg: int, k: object, ns: object, state: object) -> None:
+        """Add one decoded heap-native entry: a value, a list of elements, a list of map (key, value) or a timestamp."""
+        if self.timer:
+            rows = self.rows
+            rows["key_group"].append(kg)
+            rows["key"].append(k)
+            if "namespace" in rows:
+                rows["namespace"].append(ns)
+            rows["timestamp"].append(state)
+        elif self.kind == "MAP":
+            for uk, v in state:
+                self._row(kg, k, ns, v, 0, 0)
+                self.rows["user_key"].append(uk)
+        elif self.kind == "LIST":
+            for v in state:
+                self._row(kg, k, ns, v, 0, 0)
+        else:
+            self._row(kg, k, ns, state, 0, 0)
 
     def _row(self, kg: int, k: object, ns: object, v: object, vpos: int, vend: int) -> None:
         if vpos != vend:
@@ -191,57 +240,44 @@ class _StateDecoder:
         if "value" in self.rows:
             types["value"] = arrow_type(self.elem_node)
         order = ["key_group", "key", "namespace", "user_key", "timestamp", "value", "ttl_last_access"]
-        if self.list_width:
-            return self._list_table(types)
-        chunks = self.fast.chunks if self.fast is not None else {}
-        cols = {
-            c: pa.array(np.concatenate(chunks[c]) if c in chunks else self.rows[c], type=types[c])
-            for c in order
-            if c in self.rows
-        }
+        if self.vector_chunks:
+            names = [c for c in order if c in self.rows]
+            return pa.Table.from_batches(
+                [pa.record_batch([ch[c].cast(types[c]) for c in names], names=names) for ch in self.vector_chunks]
+            )
+        cols = {c: pa.array(self.rows[c], type=types[c]) for c in order if c in self.rows}
         return pa.table(cols)
 
 
-    def _list_table(self, types: dict[str, pa.DataType]) -> pa.Table:
-        """Split the kept list values (elements joined by ',') into one row per element with numpy."""
-        w = self.list_width
-        lens = np.fromiter((len(v) for v in self.list_raw), dtype=np.int64, count=len(self.list_raw))
-        counts = (lens + 1) // (w + 1)
-        cells = np.frombuffer(b",".join(self.list_raw) + b",", dtype=np.uint8).reshape(-1, w + 1)
-        if (cells[:, w] != 0x2C).any():
-            raise CorruptFileError(f"{self.ctx}: list elements are not ','-delimited")
-        values = np.ascontiguousarray(cells[:, :w]).view(_LIST_DTYPES[self.elem_node.kind]).ravel()
-        values = values != 0 if self.elem_node.kind == "bool" else values.astype(values.dtype.newbyteorder("="))
-        rows = pa.array(np.repeat(np.arange(len(counts)), counts))
-        return pa.table({
-            "key_group": pa.array(self.rows["key_group"], pa.int32()).take(rows),
-            "key": pa.array(self.rows["key"], types["key"]).take(rows),
-            "value": pa.array(values, type=arrow_type(self.elem_node)),
-        })
-
-
-def _key_group_streams(data: bytes, handle: KeyGroupsHandle, compressed: bool, where: str):
-    """Yield (key group, buffer, start) for each key group with data."""
+def _key_group_streams(data: bytes, handle: KeyGroupsHandle, compressed: bool, where: str) -> tuple[bytes, list[tuple[int, int]]]:
+    """The stream to frame and (key group, start) of each key group with data; snappy streams are joined."""
     offsets = handle.offsets
     present = np.flatnonzero(offsets > 0)
     ends = np.sort(offsets[present])
-    for i in present:
-        kg = handle.start + int(i)
+    out: list[tuple[int, int]] = []
+    parts: list[bytes] = []
+    base = 0
+    for i in present.tolist():
+        kg = handle.start + i
         off = int(offsets[i])
         if off >= len(data):
             raise CorruptFileError(f"{where}: key group {kg}: offset {off} is past the end of the file ({len(data)} bytes)")
         if compressed:
             j = np.searchsorted(ends, off, side="right")
             end = int(ends[j]) if j < len(ends) else len(data)
-            yield kg, snappy_unframe(memoryview(data)[off:end], f"{where} key group {kg}"), 0
+            part = snappy_unframe(memoryview(data)[off:end], f"{where} key group {kg}")
+            out.append((kg, base))
+            parts.append(part)
+            base += len(part)
         else:
-            yield kg, data, off
+            out.append((kg, off))
+    return (b"".join(parts) if compressed else data), out
 
 
 def decode_keyed_handle(
     handle: KeyGroupsHandle, base_dir: str, op: OperatorState, decoders: dict[str, _StateDecoder] | None = None
 ) -> tuple[TypeNode, list[StateMeta], dict[str, _StateDecoder]]:
-    """Decode one subtask's canonical keyed-state stream, adding its entries to decoders (by state name).
+    """Decode one subtask's canonical or heap-native keyed-state stream, adding its entries to decoders (by state name).
 
     Subtasks may list their states in different orders (states registered lazily): the state ids
     of each file are mapped by name; one state with different serializers in two files is refused.
@@ -262,26 +298,64 @@ def decode_keyed_handle(
         elif dec.meta != m:
             raise UnsupportedFlinkFormatError(f"{where}: {ctx}: state {m.name!r} has different serializers in different subtasks")
         by_id.append(dec)
-    for kg, buf, pos in _key_group_streams(data, handle, compressed, where):
-        try:
-            _decode_key_group(buf, pos, kg, prefix, by_id)
-        except (IndexError, ValueError, struct.error, UnicodeDecodeError) as e:
-            raise CorruptFileError(f"{where}: {ctx}: key group {kg} is corrupt or truncated: {e}") from e
+    if handle.kind == "KeyGroupsStateHandle" and is_heap_native(data, handle):
+        for dec in by_id:  # entries come decoded one by one, not from collected record starts
+            dec.plan = None
+        decode_heap_key_groups(data, handle, compressed, by_id, where, ctx)
+        return key_type, metas, decoders
+    buf, groups = _key_group_streams(data, handle, compressed, where)
+    src = Source(buf)
+    kg = handle.start
+    try:
+        framed = frame_records(src.arr, groups, len(buf), prefix, len(by_id))
+        if framed is not None:
+            _decode_framed(src, *framed, prefix, by_id)
+            return key_type, metas, decoders
+        for kg, pos in groups:
+            _decode_key_group(src, pos, kg, prefix, by_id)
+        for dec in by_id:
+            kg = -1
+            dec.flush(src)
+    except KeyGroupCorrupt as e:
+        raise CorruptFileError(f"{where}: {ctx}: key group {e.kg} is corrupt or truncated: {e}") from e
+    except (IndexError, ValueError, struct.error, UnicodeDecodeError) as e:
+        at = f"key group {kg}" if kg >= 0 else f"a key group of {handle.start}..{handle.end}"
+        raise CorruptFileError(f"{where}: {ctx}: {at} is corrupt or truncated: {e}") from e
     return key_type, metas, decoders
 
 
-def _decode_key_group(buf: bytes, pos: int, kg: int, prefix: int, decoders: list[_StateDecoder]) -> None:
+def _collect(buf: bytes, pos: int, kg: int, dec: _StateDecoder) -> int:
+    """Record where each record of a run of dec's state starts (up to the flagged one); return the offset after it."""
+    unpack_i32 = _I32.unpack_from
+    starts = dec.starts
+    append = starts.append
+    n0 = len(starts)
+    while True:
+        klen = unpack_i32(buf, pos)[0]
+        vp = pos + 4 + klen
+        vlen = unpack_i32(buf, vp)[0]
+        if klen <= 0 or vlen < 0:
+            raise IndexError(f"key/value length {klen}/{vlen} at offset {pos}")
+        append(pos)
+        last = buf[pos + 4] & 0x80
+        pos = vp + 4 + vlen
+        if last:
+            dec.kg_runs.append((kg, len(starts) - n0))
+            return pos
+
+
+def _decode_key_group(src: Source, pos: int, kg: int, prefix: int, decoders: list[_StateDecoder]) -> None:
+    buf = src.buf
     unpack_i32 = _I32.unpack_from
     sid = _U16.unpack_from(buf, pos)[0]
     pos += 2
     n_states = len(decoders)
-    arr = np.frombuffer(buf, dtype=np.uint8)
     while True:
         if sid >= n_states:
             raise ValueError(f"state id {sid} is not in the header ({n_states} states)")
         dec = decoders[sid]
-        if dec.fast is not None:  # a whole run of fixed-width records at once
-            pos = dec.fast.run(arr, pos, kg)
+        if dec.plan is not None:  # only the record starts of the run, decoded at once later
+            pos = _collect(buf, pos, kg, dec)
             sid = _U16.unpack_from(buf, pos)[0]
             pos += 2
             if sid == _END_OF_KEY_GROUP:
@@ -313,8 +387,67 @@ def _decode_key_group(buf: bytes, pos: int, kg: int, prefix: int, decoders: list
                 return
 
 
+def decode_rocksdb_handle(
+    handle: UnsupportedKeyedHandle, base_dir: str, op: OperatorState, decoders: dict[str, _StateDecoder] | None = None
+) -> tuple[TypeNode, list[StateMeta], dict[str, _StateDecoder]]:
+    """Decode one subtask's RocksDB native/incremental state (SST files): merged records to the canonical decoders."""
+    assert handle.meta_stream is not None
+    where = handle.meta_stream.location(base_dir) if handle.meta_stream.kind != "inline" else f"inline state {handle.meta_stream.path}"
+    ctx = f"operator {op.label}"
+    compressed, key_type, metas = read_keyed_header(DataReader(handle.meta_stream.read(base_dir), where=where), ctx)
+    del compressed  # SST blocks carry their own compression
+    prefix = 1 if op.max_parallelism <= 128 else 2
+    if decoders is None:
+        decoders = {}
+    try:
+        families = column_families(handle, base_dir, prefix)
+    except (IndexError, ValueError, struct.error) as e:
+        raise CorruptFileError(f"{where}: {ctx}: RocksDB state is corrupt: {e}") from e
+    for m in metas:
+        dec = decoders.get(m.name)
+        if dec is None:
+            dec = decoders[m.name] = _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}")
+        pairs = families.get(m.name, [])
+        if not pairs:
+            continue
+        buf, offsets = records_buffer(pairs)
+        src = Source(buf)
+        starts = np.array(offsets, np.int64)
+        kgs = np.array([int.from_bytes(k[:prefix], "big") for k, _ in pairs], np.int32)
+        try:
+            _decode_framed(src, starts, np.zeros(len(starts), np.int64), kgs, prefix, [dec])
+        except KeyGroupCorrupt as e:
+            raise CorruptFileError(f"{where}: {ctx}: state {m.name!r}: key group {e.kg} is corrupt: {e}") from e
+    return key_type, metas, decoders
+
+
+def _decode_framed(src: Source, starts: np.ndarray, sids: np.ndarray, kgs: np.ndarray, prefix: int,
+                   decoders: list[_StateDecoder]) -> None:
+    """Decode records located by frame_records: per state at once, or one by one for states without a plan."""
+    order = np.argsort(sids, kind="stable")
+    bounds = np.searchsorted(sids[order], np.arange(len(decoders) + 1))
+    unpack_i32 = _I32.unpack_from
+    buf = src.buf
+    for i, dec in enumerate(decoders):
+        sel = order[bounds[i] : bounds[i + 1]]
+        if not len(sel):
+            continue
+        if dec.plan is not None:
+            dec.decode_records(src, starts[sel], kgs[sel])
+            continue
+        for pos, kg in zip(starts[sel].tolist(), kgs[sel].tolist(), strict=True):
+            try:
+                klen = unpack_i32(buf, pos)[0]
+                key = bytes([buf[pos + 4] & 0x7F]) + buf[pos + 5 : pos + 4 + klen]
+                vlen = unpack_i32(buf, pos + 4 + klen)[0]
+                value = buf[pos + 8 + klen : pos + 8 + klen + vlen]
+                dec.add(kg, key, value)
+            except (IndexError, ValueError, struct.error, UnicodeDecodeError) as e:
+                raise KeyGroupCorrupt(kg, str(e)) from e
+
+
 def read_keyed_state(meta: CheckpointMetadata, uid: str, verify_key_groups: bool = True) -> KeyedState:
-    """Decode every keyed state and timer service of an operator of a canonical savepoint into Arrow tables."""
+    """Decode every keyed state and timer service of an operator (canonical savepoint, heap checkpoint or NATIVE savepoint) into Arrow tables."""
     op = meta.operator(uid)
     decoders = None
     key_type = None
@@ -323,8 +456,11 @@ def read_keyed_state(meta: CheckpointMetadata, uid: str, verify_key_groups: bool
         if h is None:
             continue
         if isinstance(h, UnsupportedKeyedHandle):
-            raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} uses {h.kind}, which is not supported")
-        key_type, _, decoders = decode_keyed_handle(h, meta.directory, op, decoders)
+            if h.meta_stream is None:
+                raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} uses {h.kind}, which is not supported")
+            key_type, _, decoders = decode_rocksdb_handle(h, meta.directory, op, decoders)
+        else:
+            key_type, _, decoders = decode_keyed_handle(h, meta.directory, op, decoders)
         if sub.raw_keyed is not None:
             raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} has raw keyed state, which is not supported")
     if key_type is None or decoders is None:

@@ -9,6 +9,7 @@ channel state are refused with UnsupportedFlinkFormatError naming them.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 
@@ -43,6 +44,8 @@ _CHANGELOG = {8: "ChangelogStateBackendHandle", 9: "ChangelogStateHandleStreamIm
 _STREAM_KINDS = {15: "SegmentFileStateHandle (file-merging)", 16: "EmptyFileMergingOperatorStreamStateHandle",
                  17: "FileMergingOperatorStreamStateHandle", 18: "EmptySegmentFileStateHandle (file-merging)"}
 MODES = ("SPLIT_DISTRIBUTE", "UNION", "BROADCAST")
+_LOG = logging.getLogger(__name__)
+_RELOCATED: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -55,14 +58,30 @@ class StreamHandle:
     data: bytes | None = None
 
     def location(self, base_dir: str) -> str:
-        """The file path to read (inline handles return their recorded name)."""
+        """The file path to read (inline handles return their recorded name).
+
+        An absolute path that no longer exists (a checkpoint copied away from where Flink wrote
+        it) is resolved against the copied layout: `<job dir>/shared/`, `<job dir>/taskowned/`
+        or the checkpoint's own `chk-N/` directory, when the file is there.
+        """
         if self.kind == "relative":
             return os.path.join(base_dir, self.path)
-        if self.path.startswith("file://"):
-            return self.path[7:]
-        if self.path.startswith("file:"):
-            return self.path[5:]
-        return self.path
+        path = self.path
+        if path.startswith("file://"):
+            path = path[7:]
+        elif path.startswith("file:"):
+            path = path[5:]
+        if self.kind == "file" and base_dir and not os.path.exists(path):
+            parent, name = os.path.split(path)
+            folder = os.path.basename(parent)
+            base = os.path.normpath(base_dir)
+            moved = os.path.join(base, name) if folder == os.path.basename(base) else os.path.join(os.path.dirname(base), folder, name)
+            if folder in ("shared", "taskowned", os.path.basename(base)) and os.path.exists(moved):
+                if base not in _RELOCATED:
+                    _RELOCATED.add(base)
+                    _LOG.info("%s: state files recorded under %s are read from the copied checkpoint layout", base, os.path.dirname(parent))
+                return moved
+        return path
 
     def read(self, base_dir: str) -> bytes:
         """The whole stream's bytes; a missing file is a CorruptFileError naming the handle."""
@@ -93,11 +112,15 @@ class KeyGroupsHandle:
 
 @dataclass(frozen=True)
 class UnsupportedKeyedHandle:
-    """A keyed handle that is parsed but not decoded (RocksDB native/incremental)."""
+    """A keyed handle that is parsed but not decoded (RocksDB native/incremental), with its files."""
 
     kind: str
     start: int
     count: int
+    checkpoint_id: int = -1
+    meta_stream: StreamHandle | None = None
+    shared: tuple[tuple[str, StreamHandle | None], ...] = ()
+    private: tuple[tuple[str, StreamHandle | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -285,19 +308,19 @@ def _keyed_handle(r: DataReader, where: str) -> KeyGroupsHandle | UnsupportedKey
         kind = {_KG: "KeyGroupsStateHandle", _KG_V2: "KeyGroupsStateHandle", _SP_KG: "KeyGroupsSavepointStateHandle"}[t]
         return KeyGroupsHandle(kind, start, offsets, stream)
     if t in (_INCR, _INCR_V2):
-        r.i64()  # checkpoint id
+        checkpoint_id = r.i64()
         r.utf()  # backend UUID
         start, n = r.i32(), r.i32()
         if t == _INCR_V2:
             r.i64()  # checkpointed size
-        _stream_handle(r, where)  # metadata
-        for _ in range(2):  # shared, private
-            for _ in range(_count(r, "incremental handle files")):
-                r.utf()
-                _stream_handle(r, where)
+        meta_stream = _stream_handle(r, where)
+        files = []
+        for _ in range(2):  # shared (SST files), private (MANIFEST, CURRENT, OPTIONS): local name -> handle
+            files.append(tuple((r.utf(), _stream_handle(r, where)) for _ in range(_count(r, "incremental handle files"))))
         if t == _INCR_V2:
             r.utf()  # state handle id
-        return UnsupportedKeyedHandle("IncrementalRemoteKeyedStateHandle (RocksDB native/incremental)", start, n)
+        return UnsupportedKeyedHandle("IncrementalRemoteKeyedStateHandle (RocksDB native/incremental)", start, n,
+                                      checkpoint_id, meta_stream, files[0], files[1])
     if t in _CHANGELOG:
         raise UnsupportedFlinkFormatError(f"{r.where}: {where} uses {_CHANGELOG[t]} (changelog state backend), which is not supported")
     raise CorruptFileError(f"{r.where}: {where}: unknown keyed state handle type {t} at offset {r.pos - 1}")

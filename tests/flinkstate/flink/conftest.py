@@ -36,3 +36,21 @@ def flink_fresh_maxp300(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("flink-savepoints-maxp300")
     _harness().run_job(out, 1000, ("files",), props={"maxp": 300, "keys": 500, "rate": 5000})
     return out
+
+
+@pytest.fixture(scope="session")
+def flink_fresh_native(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A NATIVE savepoint and a retained snappy checkpoint of the HashMap backend, written by real Flink 2.3.0 now."""
+    out = tmp_path_factory.mktemp("flink-native")
+    harness = _harness()
+    harness.run_job(out, 150, harness.NATIVE_VARIANTS)
+    return out
+
+
+@pytest.fixture(scope="session")
+def flink_fresh_rocksdb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A RocksDB NATIVE savepoint and retained incremental checkpoints, written by real Flink 2.3.0 now."""
+    out = tmp_path_factory.mktemp("flink-rocksdb")
+    harness = _harness()
+    harness.run_job(out, 150, harness.ROCKSDB_VARIANTS)
+    return out

@@ -28,3 +28,19 @@ def test_max_parallelism_above_128(flink_fresh_maxp300: Path) -> None:
     assert meta.operator("long-keyed").max_parallelism == 300
     kgs = read_keyed_state(meta, "long-keyed").states["count"].column("key_group").to_pylist()
     assert max(kgs) >= 256 and min(kgs) < 150  # prefixes with a non-zero high byte too
+
+
+def test_fresh_native_savepoint_and_checkpoint(flink_fresh_native: Path) -> None:
+    """HashMap NATIVE savepoint and retained checkpoint real Flink just wrote equal the job's dump."""
+    sp = flink_fresh_native / "native" / "savepoint"
+    assert check_savepoint(sp, flink_fresh_native / "native" / "expected.jsonl") > 800
+    chk = sorted((flink_fresh_native / "checkpoint" / "checkpoint").glob("chk-*"))[-1]
+    assert check_savepoint(chk, flink_fresh_native / "checkpoint" / "expected.jsonl") > 800
+
+
+def test_fresh_rocksdb_savepoint_and_incremental_checkpoint(flink_fresh_rocksdb: Path) -> None:
+    """RocksDB NATIVE savepoint and incremental checkpoint (SSTs, list merge operands) real Flink just wrote equal the dump."""
+    sp = flink_fresh_rocksdb / "rocksdb" / "savepoint"
+    assert check_savepoint(sp, flink_fresh_rocksdb / "rocksdb" / "expected.jsonl") > 800
+    chk = sorted((flink_fresh_rocksdb / "rocksdb-checkpoint" / "checkpoint").glob("chk-*"))[-1]
+    assert check_savepoint(chk, flink_fresh_rocksdb / "rocksdb-checkpoint" / "expected.jsonl") > 800
