@@ -140,6 +140,23 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
+    """`flinkstate verify PATH [--checkpoint ID]`: read and check every file, print what is damaged (rc 1 if any)."""
+    from flinkstate.verify import verify_store
+
+    report = verify_store(_open_existing(args), args.checkpoint)
+    if args.json:
+        json.dump(report.to_dict(), out, indent=2)
+        out.write("\n")
+    else:
+        for d in report.damaged:
+            out.write(f"DAMAGED {d.path}: {d.problem}\n")
+        ids = ", ".join(map(str, report.checkpoints)) or "none readable"
+        out.write(f"{'damaged' if report.damaged else 'ok'}: {report.files_checked} files of checkpoints [{ids}] at {report.root}, "
+                  f"{len(report.damaged)} damaged\n")
+    return 0 if report.ok else 1
+
+
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate demo [--path DIR]`: run the sessionization job, then query it with Spark SQL."""
     from flinkstate.demo import run_demo
@@ -167,6 +184,11 @@ def build_parser() -> argparse.ArgumentParser:
     common(sp)
     sp.add_argument("--checkpoint", type=int, default=None, metavar="ID", help="checkpoint id (default: the latest)")
     sp.set_defaults(func=cmd_describe)
+
+    sp = sub.add_parser("verify", help="read and check every file checkpoints use; print what is damaged (exit status 1 if anything is)")
+    common(sp)
+    sp.add_argument("--checkpoint", type=int, default=None, metavar="ID", help="checkpoint id (default: every retained checkpoint and savepoint)")
+    sp.set_defaults(func=cmd_verify)
 
     sp = sub.add_parser("demo", help="run a stateful sessionization job with checkpoints, then query them with Spark SQL")
     sp.add_argument("--path", default=None, help="where to write checkpoints (default ./demo-checkpoints)")

@@ -158,7 +158,7 @@ class CheckpointStore:
         from flinkstate.format.datafile import state_schema
 
         entries = self.state_files(operator, state, r.checkpoint_id)
-        t = read_view(self.io, entries, primary_key_columns(desc), r.max_parallelism, key_group_range=key_group_range)
+        t = read_view(self.io, entries, primary_key_columns(desc), r.max_parallelism, key_group_range=key_group_range, descriptor=desc)
         return _sorted(t if t is not None else state_schema(desc).empty_table(), [C.COL_KEY_GROUP])
 
     def read_timers(self, operator: str, service: str, checkpoint_id: int | None = None) -> pa.Table:
@@ -168,7 +168,7 @@ class CheckpointStore:
         from flinkstate.format.datafile import timer_schema
 
         entries = self.state_files(operator, service, r.checkpoint_id, scope="timers")
-        t = read_view(self.io, entries, primary_key_columns(desc), r.max_parallelism)
+        t = read_view(self.io, entries, primary_key_columns(desc), r.max_parallelism, descriptor=desc)
         return _sorted(t if t is not None else timer_schema(desc).empty_table(), [C.COL_KEY_GROUP, C.COL_TIMESTAMP])
 
     def read_operator_state(self, operator: str, name: str, checkpoint_id: int | None = None) -> pa.Table:
@@ -178,7 +178,7 @@ class CheckpointStore:
         from flinkstate.format.datafile import operator_state_schema
 
         entries = self.state_files(operator, name, r.checkpoint_id, scope="operator")
-        tables = [read_data_file(self.io, e) for e in entries]
+        tables = [read_data_file(self.io, e, descriptor=desc) for e in entries]
         return pa.concat_tables(tables) if tables else operator_state_schema(desc).empty_table()
 
     def read_coordinator(self, operator: str, checkpoint_id: int | None = None) -> pa.Table:

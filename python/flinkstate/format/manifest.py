@@ -40,6 +40,7 @@ MANIFEST_SCHEMA = pa.schema(
         pa.field("seq", pa.int32(), nullable=False),
         pa.field("rows", pa.int64(), nullable=False),
         pa.field("bytes", pa.int64(), nullable=False),
+        pa.field("checksum", pa.string()),  # added after v1's first release: older manifests lack it
     ]
 )
 
@@ -93,6 +94,23 @@ def _delta_errors() -> tuple[type[BaseException], ...]:
     return CommitFailedError, DeltaError, TableNotFoundError
 
 
+def _conform_rows(t: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Rows of one Delta data file in the current schema: columns added since it was written read as null."""
+    for f in schema:
+        if f.name not in t.column_names and f.nullable:
+            t = t.append_column(f, pa.nulls(t.num_rows, f.type))
+    return t.select(schema.names).cast(schema)
+
+
+def _as_table_schema(rows: pa.Table, table: Any) -> pa.Table:
+    """Rows to append, without the columns an existing table predates (a root created by an
+    earlier release keeps its schema, so that release can still read it)."""
+    if table is None:
+        return rows
+    names = set(pa.schema(table.schema().to_arrow()).names)
+    return rows.select([n for n in rows.column_names if n in names])
+
+
 class DeltaCatalog:
     """Reads and commits the manifest and log tables of one job root."""
 
@@ -143,7 +161,7 @@ class DeltaCatalog:
                 _FILE_CACHE.move_to_end(key)
             parts.append(t)
         schema = LOG_SCHEMA if rel == C.LOG_TABLE else MANIFEST_SCHEMA
-        out = pa.concat_tables([t.cast(schema) for t in parts]) if parts else schema.empty_table()
+        out = pa.concat_tables([_conform_rows(t, schema) for t in parts]) if parts else schema.empty_table()
         if checkpoint_id is not None:
             out = out.filter(pc.equal(out.column("checkpoint_id"), checkpoint_id))
         return out.select(columns) if columns else out
@@ -227,6 +245,7 @@ class DeltaCatalog:
                 rows=r["rows"],
                 bytes=r["bytes"],
                 seq=r["seq"],
+                checksum=r["checksum"],
             )
             for r in tbl.to_pylist()
         ]
@@ -265,9 +284,9 @@ class DeltaCatalog:
         for e in entries:
             cols["checkpoint_id"].append(checkpoint_id)
             cols["attempt_id"].append(attempt_id)
-            for k in ("operator", "state", "kind", "path", "key_group_start", "key_group_end", "created_by_checkpoint_id", "seq", "rows", "bytes"):
+            for k in ("operator", "state", "kind", "path", "key_group_start", "key_group_end", "created_by_checkpoint_id", "seq", "rows", "bytes", "checksum"):
                 cols[k].append(getattr(e, k))
-        table = pa.table(cols, schema=MANIFEST_SCHEMA)
+        table = _as_table_schema(pa.table(cols, schema=MANIFEST_SCHEMA), self._table(C.MANIFEST_TABLE))
         target = self._table(C.MANIFEST_TABLE)
         write_deltalake(target if target is not None else self._uri(C.MANIFEST_TABLE), table, mode="append",
                         storage_options=self.io.delta_storage_options())
