@@ -142,9 +142,15 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate verify PATH [--checkpoint ID]`: read and check every file, print what is damaged (rc 1 if any)."""
+    import flinkstate
+    from flinkstate.errors import CorruptFileError
     from flinkstate.verify import verify_store
 
-    report = verify_store(_open_existing(args), args.checkpoint)
+    try:
+        store = _open_existing(args)
+    except CorruptFileError:  # the log itself is damaged: verify_store names it as damage found
+        store = flinkstate.open(args.path, _storage_options(args))
+    report = verify_store(store, args.checkpoint)
     if args.json:
         json.dump(report.to_dict(), out, indent=2)
         out.write("\n")

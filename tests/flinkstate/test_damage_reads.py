@@ -197,3 +197,112 @@ def test_manifest_rows_without_a_checksum_still_read(where: dict[str, Any], stor
     with pytest.raises(fs.CorruptFileError, match=r"column 'value' has type string"):
         reopened.read_state("sessions", "count")
 
+
+# ---------------------------------------------------------------------- 7. damaged Delta metadata
+
+
+def remove(store: fs.CheckpointStore, rel: str) -> None:
+    store.io.fs.rm(store.io.fs_path(rel))
+    if store.io.scheme == "s3":
+        store.io.fs.invalidate_cache()
+
+
+def delta_log(store: fs.CheckpointStore, table: str) -> str:
+    return f"{table}/_delta_log"
+
+
+def table_parts(store: fs.CheckpointStore, table: str) -> list[str]:
+    return sorted(p for p in store.io.list_files(table) if p.endswith(".parquet") and "/_delta_log/" not in p)
+
+
+def _garbage(store: fs.CheckpointStore, table: str) -> str:
+    rel = f"{delta_log(store, table)}/{2:020d}.json"
+    write(store, rel, b"garbage {")
+    return rel
+
+
+def _truncated_commit(store: fs.CheckpointStore, table: str) -> str:
+    rel = f"{delta_log(store, table)}/{2:020d}.json"
+    write(store, rel, read(store, rel)[:40])
+    return rel
+
+
+def _gap(store: fs.CheckpointStore, table: str) -> str:
+    rel = f"{delta_log(store, table)}/{1:020d}.json"
+    remove(store, rel)
+    return rel
+
+
+def _delta_checkpoint(store: fs.CheckpointStore, table: str) -> str:
+    from deltalake import DeltaTable
+
+    DeltaTable(store.io.delta_uri(table), storage_options=store.io.delta_storage_options()).create_checkpoint()
+    rel = f"{delta_log(store, table)}/{2:020d}.checkpoint.parquet"
+    write(store, rel, read(store, rel)[:30])
+    return rel
+
+
+def _last_checkpoint_nowhere(store: fs.CheckpointStore, table: str) -> str:
+    rel = f"{delta_log(store, table)}/_last_checkpoint"
+    write(store, rel, b'{"version": 99, "size": 3}')
+    return rel
+
+
+def _truncated_part(store: fs.CheckpointStore, table: str) -> str:
+    rel = table_parts(store, table)[0] if table == C.LOG_TABLE else _manifest_part_of_checkpoint_2(store)
+    write(store, rel, read(store, rel)[:10])
+    return rel
+
+
+def _deleted_part(store: fs.CheckpointStore, table: str) -> str:
+    rel = table_parts(store, table)[0] if table == C.LOG_TABLE else _manifest_part_of_checkpoint_2(store)
+    remove(store, rel)
+    return rel
+
+
+def _manifest_part_of_checkpoint_2(store: fs.CheckpointStore) -> str:
+    from deltalake import DeltaTable
+
+    t = DeltaTable(store.io.delta_uri(C.MANIFEST_TABLE), storage_options=store.io.delta_storage_options())
+    actions = pa.table(t.get_add_actions(flatten=True)).to_pylist()
+    return f"{C.MANIFEST_TABLE}/" + next(a["path"] for a in actions if a["min.checkpoint_id"] == 2)
+
+
+DELTA_DAMAGE = {
+    "garbage-commit": (_garbage, r"is not valid JSON"),
+    "truncated-commit": (_truncated_commit, r"is not valid JSON"),
+    "gap": (_gap, r"is missing \(a gap before version 2\)"),
+    "truncated-delta-checkpoint": (_delta_checkpoint, r"is unreadable"),
+    "last-checkpoint-nowhere": (_last_checkpoint_nowhere, r"points to the checkpoint of version 99"),
+    "truncated-table-file": (_truncated_part, r"is 10 bytes, its Delta log records \d+"),
+    "deleted-table-file": (_deleted_part, r"is missing"),
+}
+
+
+@pytest.mark.parametrize("table", [C.LOG_TABLE, C.MANIFEST_TABLE])
+@pytest.mark.parametrize("damage", list(DELTA_DAMAGE))
+def test_damaged_delta_metadata_is_named(store: fs.CheckpointStore, unchanged: Any, capsys: pytest.CaptureFixture[str],
+                                         table: str, damage: str) -> None:
+    store.checkpoints(), store.files(1), store.files(2)  # warm every cache of this process first
+    make, problem = DELTA_DAMAGE[damage]
+    rel = make(store, table)
+    unchanged()
+    culprit = re.escape(store.io.url(table)) + r" is damaged: .*" + re.escape(rel.rsplit("/", 1)[1]) + r".*" + problem
+    fresh = fs.open(store.root, store.io.storage_options or None)
+    for s in (store, fresh):  # the same process (caches warm) and a new handle
+        with pytest.raises(fs.CorruptFileError, match=culprit):
+            s.checkpoints()
+            s.files(2)
+            s.read_state("sessions", "count", 2)
+        with pytest.raises(fs.CorruptFileError, match=culprit):
+            with s.begin() as w:
+                w.put_state("sessions", COUNT, pa.table({"key": ["z"], "value": [9]}))
+        with pytest.raises(fs.CorruptFileError, match=culprit):
+            s.retain(1)
+    opts = [f"--storage-option={k}={v}" for k, v in (store.io.storage_options or {}).items()]
+    capsys.readouterr()
+    assert main(["describe", store.root, "--checkpoint", "2", *opts]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search("CorruptFileError: .*" + culprit, err), err
+    rc, out = verify(store, capsys)
+    assert rc == 1 and re.search(r"DAMAGED .*" + culprit, out), out

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from flinkstate.errors import CommitConflictError, CorruptFileError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
+from flinkstate.format.deltacheck import check_table_files, delta_log_error, table_file_error
 from flinkstate.io import FileIO
 
 __all__ = ["MANIFEST_SCHEMA", "LOG_SCHEMA", "LogRecord", "DeltaCatalog"]
@@ -122,14 +123,29 @@ class DeltaCatalog:
 
     def _table(self, rel: str, version: int | None = None) -> Any:
         from deltalake import DeltaTable
-        from deltalake.exceptions import TableNotFoundError
+        from deltalake.exceptions import DeltaError, TableNotFoundError
 
         try:
             return DeltaTable(self._uri(rel), version=version, storage_options=self.io.delta_storage_options())
         except TableNotFoundError:
             return None
+        except DeltaError as e:  # a damaged _delta_log: name the file, never treat the table as empty
+            raise delta_log_error(self.io, rel, e) from e
 
     def _read(self, table: Any, rel: str, checkpoint_id: int | None = None, columns: list[str] | None = None) -> pa.Table:
+        """Rows of a Delta table (`_read_rows`); a table file gone, resized or unreadable raises CorruptFileError naming it."""
+        from deltalake.exceptions import DeltaError
+
+        try:
+            return self._read_rows(table, rel, checkpoint_id, columns)
+        except CorruptFileError:
+            raise
+        except DeltaError as e:
+            raise delta_log_error(self.io, rel, e) from e
+        except (OSError, pa.ArrowInvalid) as e:
+            raise table_file_error(self.io, rel, pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist(), e) from e
+
+    def _read_rows(self, table: Any, rel: str, checkpoint_id: int | None = None, columns: list[str] | None = None) -> pa.Table:
         """Rows of a Delta table, reading only files whose stats may hold `checkpoint_id`.
 
         Uses the snapshot's add actions (paths and min/max stats) and a per-file cache, so
@@ -143,6 +159,8 @@ class DeltaCatalog:
             lo = actions.column("min.checkpoint_id").to_pylist()
             hi = actions.column("max.checkpoint_id").to_pylist()
             paths = [p for p, a, b in zip(paths, lo, hi) if a is None or b is None or a <= checkpoint_id <= b]
+        sizes = dict(zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist()))
+        check_table_files(self.io, rel, paths, [sizes[p] for p in paths])  # the cache must not serve a file that is gone
         base = self._uri(rel)
         parts = []
         for p in paths:
