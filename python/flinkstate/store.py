@@ -31,7 +31,7 @@ def _info(r: LogRecord) -> CheckpointInfo:
     return CheckpointInfo(
         checkpoint_id=r.checkpoint_id,
         kind=r.kind,
-        status=r.status,
+        status="damaged" if r.damage else r.status,
         created_at=r.created_at,
         max_parallelism=r.max_parallelism,
         files=r.files,
@@ -93,11 +93,17 @@ class CheckpointStore:
     def metadata(self, checkpoint_id: int | None = None) -> CheckpointMetadata:
         """Operators and descriptors of one checkpoint (default the latest)."""
         r = self.record(checkpoint_id)
-        return CheckpointMetadata(
-            info=_info(r),
-            operators=CheckpointMetadata.decode_operators(r.metadata),
-            properties=dict(r.metadata.get("properties", {})),
-        )
+        try:
+            return CheckpointMetadata(
+                info=_info(r),
+                operators=CheckpointMetadata.decode_operators(r.metadata),
+                properties=dict(r.metadata.get("properties", {})),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            from flinkstate.errors import CorruptFileError
+
+            raise CorruptFileError(f"checkpoint {r.checkpoint_id} is damaged: its metadata in the log {self.io.url(C.LOG_TABLE)} "
+                                   f"does not describe its operators ({type(e).__name__}: {e})") from e
 
     def files(self, checkpoint_id: int | None = None) -> list[FileEntry]:
         """Every file the checkpoint uses (its shared-state manifest)."""
@@ -211,7 +217,17 @@ class CheckpointStore:
         """Discard checkpoints (not savepoints) and delete shared files no retained checkpoint uses."""
         from flinkstate.registry import discard_checkpoints
 
+        self._refuse_gc_if_damaged()
         return discard_checkpoints(self, checkpoint_ids)
+
+    def _refuse_gc_if_damaged(self) -> None:
+        """CorruptFileError unless every retained checkpoint's log row reads: GC never runs on a partial view."""
+        from flinkstate.errors import CorruptFileError
+
+        damaged = [r for r in self.catalog.records() if r.damage and r.status == C.STATUS_COMPLETED]
+        if damaged:
+            raise CorruptFileError(f"garbage collection refused at {self.root}, nothing deleted: {damaged[0].damage}; "
+                                   f"damaged checkpoints: {[r.checkpoint_id for r in damaged]}")
 
     def retain(self, num_retained: int) -> list[str]:
         """Keep the newest `num_retained` checkpoints (savepoints are never touched), then collect
@@ -225,6 +241,8 @@ class CheckpointStore:
 def _check_version(r: LogRecord) -> LogRecord:
     from flinkstate.errors import CorruptFileError
 
+    if r.damage:
+        raise CorruptFileError(f"{r.damage}; other checkpoints are not affected and read by id")
     versions = {r.format_version, r.metadata.get("format_version", C.FORMAT_VERSION)}
     unknown = [v for v in versions if v not in C.SUPPORTED_FORMAT_VERSIONS]
     if unknown:

@@ -306,3 +306,44 @@ def test_damaged_delta_metadata_is_named(store: fs.CheckpointStore, unchanged: A
     assert err.count("\n") == 1 and re.search("CorruptFileError: .*" + culprit, err), err
     rc, out = verify(store, capsys)
     assert rc == 1 and re.search(r"DAMAGED .*" + culprit, out), out
+
+
+# ---------------------------------------------------------------------- 8. one damaged log row
+
+
+@pytest.mark.parametrize("bad", ["{not json", "[1, 2]"])
+def test_one_damaged_log_row_leaves_the_other_checkpoints_readable(store: fs.CheckpointStore, unchanged: Any,
+                                                                   capsys: pytest.CaptureFixture[str], bad: str) -> None:
+    from deltalake import write_deltalake
+
+    with store.begin() as w:
+        w.put_state("sessions", COUNT, pa.table({"key": ["e"], "value": [5], "tombstone": [False]}), mode="delta")
+    before = {cid: store.read_state("sessions", "count", cid) for cid in (1, 2)}
+    rows = store.catalog.log_table().to_pyarrow_table()  # a tool rewrites the log (a valid Delta overwrite), damaging row 3
+    meta = [bad if cid == 3 else m for cid, m in zip(rows.column("checkpoint_id").to_pylist(), rows.column("metadata").to_pylist())]
+    rows = rows.set_column(rows.schema.get_field_index("metadata"), "metadata", pa.array(meta, pa.string()))
+    write_deltalake(store.io.delta_uri(C.LOG_TABLE), rows, mode="overwrite", storage_options=store.io.delta_storage_options())
+    unchanged()
+    for s in (store, fs.open(store.root, store.io.storage_options or None)):
+        assert [(c.checkpoint_id, c.status) for c in s.checkpoints()] == [(1, "completed"), (2, "completed"), (3, "damaged")]
+        for cid in (1, 2):
+            assert s.read_state("sessions", "count", cid).equals(before[cid])
+            assert s.read_timers("sessions", "gap", cid).num_rows == 1
+        with pytest.raises(fs.CorruptFileError, match=r"checkpoint 3 is damaged: its metadata in the log .*_flinkstate/log"):
+            s.read_state("sessions", "count")
+        with pytest.raises(fs.CorruptFileError, match=r"checkpoint 3 is damaged"):
+            s.read_state("sessions", "count", 3)
+        with pytest.raises(fs.CorruptFileError, match=r"checkpoint 3 is damaged.*nothing was written"):
+            with s.begin() as w:
+                w.put_state("sessions", COUNT, pa.table({"key": ["z"], "value": [9]}))
+        with pytest.raises(fs.CorruptFileError, match=r"garbage collection refused.*checkpoint 3 is damaged"):
+            s.retain(1)
+    opts = [f"--storage-option={k}={v}" for k, v in (store.io.storage_options or {}).items()]
+    capsys.readouterr()
+    assert main(["checkpoints", store.root, *opts]) == 0 and "damaged" in capsys.readouterr().out
+    assert main(["describe", store.root, *opts]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "checkpoint 3 is damaged" in err, err
+    rc, out = verify(store, capsys)
+    assert rc == 1 and re.search(r"DAMAGED .*_flinkstate/log: checkpoint 3 is damaged", out), out
+    assert re.search(r"of checkpoints \[1, 2\]", out), out  # the intact ones were still checked

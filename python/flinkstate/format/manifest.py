@@ -80,6 +80,7 @@ class LogRecord:
     rows: int
     bytes: int
     metadata: dict[str, Any]
+    damage: str | None = None  # why this checkpoint cannot be read (its metadata is damaged); None when intact
 
 
 # Delta data files are immutable: their parsed content is cached by (table, file path)
@@ -93,6 +94,17 @@ def _delta_errors() -> tuple[type[BaseException], ...]:
     from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
     return CommitFailedError, DeltaError, TableNotFoundError
+
+
+def _parse_metadata(row: dict[str, Any], log_url: str) -> tuple[dict[str, Any], str | None]:
+    """A log row's metadata document, or ({}, what is wrong) when it is not a JSON object."""
+    try:
+        meta = json.loads(row["metadata"])
+    except (json.JSONDecodeError, TypeError) as e:
+        return {}, f"checkpoint {row['checkpoint_id']} is damaged: its metadata in the log {log_url} is not valid JSON ({e})"
+    if not isinstance(meta, dict):
+        return {}, f"checkpoint {row['checkpoint_id']} is damaged: its metadata in the log {log_url} is not a JSON object"
+    return meta, None
 
 
 def _conform_rows(t: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -221,10 +233,7 @@ class DeltaCatalog:
         for r in rows:
             if r["event"] != C.EVENT_COMPLETED:
                 continue
-            try:
-                meta = json.loads(r["metadata"])
-            except json.JSONDecodeError as e:
-                raise CorruptFileError(f"checkpoint {r['checkpoint_id']}: metadata in the log is not valid JSON") from e
+            meta, damage = _parse_metadata(r, self.io.url(C.LOG_TABLE))  # one damaged row never hides the others
             out.append(
                 LogRecord(
                     checkpoint_id=int(r["checkpoint_id"]),
@@ -239,6 +248,7 @@ class DeltaCatalog:
                     rows=int(r["rows"]),
                     bytes=int(r["bytes"]),
                     metadata=meta,
+                    damage=damage,
                 )
             )
         out.sort(key=lambda r: r.checkpoint_id)
