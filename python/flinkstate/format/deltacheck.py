@@ -12,7 +12,7 @@ import json
 import posixpath
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -31,11 +31,25 @@ def _what(rel: str) -> str:
     return "checkpoint log" if rel.endswith("log") else "shared-state manifest"
 
 
+def _located(io: FileIO, rel: str) -> tuple[Any, str]:
+    """(filesystem, path) where delta-rs keeps a file of a Delta table (memory:// roots: a local folder)."""
+    if io.scheme == "memory":
+        import fsspec
+
+        return fsspec.filesystem("file"), io.delta_uri(rel)
+    return io.fs, io.fs_path(rel)
+
+
+def _open(io: FileIO, rel: str) -> Any:
+    fsys, path = _located(io, rel)
+    return fsys.open(path, "rb")
+
+
 def _sizes(io: FileIO, rel_dir: str) -> dict[str, int]:
     """File name -> size of the files directly in a folder, freshly listed (empty if the folder is gone)."""
-    path = io.fs_path(rel_dir)
+    fsys, path = _located(io, rel_dir)
     try:
-        listing = io.fs.ls(path, detail=True, refresh=True) if io.scheme == "s3" else io.fs.ls(path, detail=True)
+        listing = fsys.ls(path, detail=True, refresh=True) if io.scheme == "s3" else fsys.ls(path, detail=True)
     except FileNotFoundError:
         return {}
     return {posixpath.basename(str(i["name"]).rstrip("/")): int(i.get("size") or 0) for i in listing if i.get("type") == "file"}
@@ -62,7 +76,7 @@ def table_file_error(io: FileIO, rel: str, paths: Sequence[str], e: BaseExceptio
 
     for p in paths:
         try:
-            with io.open(posixpath.join(rel, p), "rb") as f:
+            with _open(io, posixpath.join(rel, p)) as f:
                 pq.read_metadata(f)
         except (OSError, pa.ArrowInvalid) as err:
             return CorruptFileError(f"the {_what(rel)} {io.url(rel)} is damaged: {io.url(posixpath.join(rel, p))} is unreadable "
@@ -98,7 +112,7 @@ def _diagnose(io: FileIO, log: str) -> str:
     if "_last_checkpoint" in sizes:
         hint = f"{log}/_last_checkpoint"
         try:
-            with io.open(hint, "rb") as f:
+            with _open(io, hint) as f:
                 version = int(json.loads(f.read())["version"])
         except (ValueError, KeyError, TypeError) as err:
             return f"{url(hint)} is not valid JSON with a version ({_first_line(err)})"
@@ -106,7 +120,7 @@ def _diagnose(io: FileIO, log: str) -> str:
             return f"{url(hint)} points to the checkpoint of version {version}, and no such checkpoint file exists in {url(log)}"
         for n in sorted(checkpoints[version]):
             try:
-                with io.open(f"{log}/{n}", "rb") as f:
+                with _open(io, f"{log}/{n}") as f:
                     pq.read_metadata(f)
             except (OSError, pa.ArrowInvalid) as err:
                 return f"the Delta checkpoint {url(f'{log}/{n}')} is unreadable ({_first_line(err)})"
@@ -122,7 +136,7 @@ def _diagnose(io: FileIO, log: str) -> str:
                 + (f" (a gap before version {after[0]})" if after else ""))
     for v in expected:
         name = f"{log}/{v:020d}.json"
-        with io.open(name, "rb") as f:
+        with _open(io, name) as f:
             data = f.read()
         if not data.strip():
             return f"commit file {url(name)} is empty"
