@@ -63,7 +63,11 @@ def verify_store(store: CheckpointStore, checkpoint_id: int | None = None) -> Ve
     except CorruptFileError as e:  # the log or manifest itself: nothing further can be trusted
         report.damaged.append(Damage(_culprit(str(e), store), (), str(e)))
         return report
-    ids = [c.checkpoint_id for c in infos] if checkpoint_id is None else [store.checkpoint(checkpoint_id).checkpoint_id]
+    ids = [c.checkpoint_id for c in infos]
+    if checkpoint_id is not None:
+        if checkpoint_id not in ids:
+            store.checkpoint(checkpoint_id)  # CheckpointNotFoundError listing the retained ids
+        ids = [checkpoint_id]
     users: dict[str, list[int]] = {}
     todo: dict[str, tuple[FileEntry, Any, int]] = {}
     for cid in ids:
