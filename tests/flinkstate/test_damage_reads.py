@@ -347,3 +347,5 @@ def test_one_damaged_log_row_leaves_the_other_checkpoints_readable(store: fs.Che
     rc, out = verify(store, capsys)
     assert rc == 1 and re.search(r"DAMAGED .*_flinkstate/log: checkpoint 3 is damaged", out), out
     assert re.search(r"of checkpoints \[1, 2\]", out), out  # the intact ones were still checked
+    rc, out = verify(store, capsys, "--checkpoint", "3")
+    assert rc == 1 and "DAMAGED" in out and "checkpoint 3 is damaged" in out, out
