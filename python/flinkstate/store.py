@@ -217,17 +217,9 @@ class CheckpointStore:
         """Discard checkpoints (not savepoints) and delete shared files no retained checkpoint uses."""
         from flinkstate.registry import discard_checkpoints
 
-        self._refuse_gc_if_damaged()
+        _refuse_gc_if_damaged(self)
         return discard_checkpoints(self, checkpoint_ids)
 
-    def _refuse_gc_if_damaged(self) -> None:
-        """CorruptFileError unless every retained checkpoint's log row reads: GC never runs on a partial view."""
-        from flinkstate.errors import CorruptFileError
-
-        damaged = [r for r in self.catalog.records() if r.damage and r.status == C.STATUS_COMPLETED]
-        if damaged:
-            raise CorruptFileError(f"garbage collection refused at {self.root}, nothing deleted: {damaged[0].damage}; "
-                                   f"damaged checkpoints: {[r.checkpoint_id for r in damaged]}")
 
     def retain(self, num_retained: int) -> list[str]:
         """Keep the newest `num_retained` checkpoints (savepoints are never touched), then collect
@@ -250,6 +242,16 @@ def _check_version(r: LogRecord) -> LogRecord:
             f"checkpoint {r.checkpoint_id} was written in format version {unknown[0]}; this release reads {list(C.SUPPORTED_FORMAT_VERSIONS)}"
         )
     return r
+
+
+def _refuse_gc_if_damaged(store: CheckpointStore) -> None:
+    """CorruptFileError unless every retained checkpoint's log row reads: GC never runs on a partial view."""
+    from flinkstate.errors import CorruptFileError
+
+    damaged = [r for r in store.catalog.records() if r.damage and r.status == C.STATUS_COMPLETED]
+    if damaged:
+        raise CorruptFileError(f"garbage collection refused at {store.root}, nothing deleted: {damaged[0].damage}; "
+                               f"damaged checkpoints: {[r.checkpoint_id for r in damaged]}")
 
 
 def _sorted(t: pa.Table, by: list[str]) -> pa.Table:
