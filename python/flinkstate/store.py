@@ -215,9 +215,9 @@ class CheckpointStore:
 
     def discard(self, checkpoint_ids: list[int]) -> list[str]:
         """Discard checkpoints (not savepoints) and delete shared files no retained checkpoint uses."""
+        _refuse_gc_if_damaged(self)
         from flinkstate.registry import discard_checkpoints
 
-        _refuse_gc_if_damaged(self)
         return discard_checkpoints(self, checkpoint_ids)
 
 
