@@ -220,7 +220,6 @@ class CheckpointStore:
 
         return discard_checkpoints(self, checkpoint_ids)
 
-
     def retain(self, num_retained: int) -> list[str]:
         """Keep the newest `num_retained` checkpoints (savepoints are never touched), then collect
         garbage; returns the deleted paths."""
