@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -21,8 +20,9 @@ import pyarrow.compute as pc
 
 from flinkstate.errors import CommitConflictError, CorruptFileError
 from flinkstate.format import constants as C
-from flinkstate.format.datafile import FileEntry
 from flinkstate.format.deltacheck import check_table_files, delta_log_error, table_file_error
+from flinkstate.format.logrows import as_table_schema, conform_rows, parse_metadata
+from flinkstate.format.datafile import FileEntry
 from flinkstate.io import FileIO
 
 __all__ = ["MANIFEST_SCHEMA", "LOG_SCHEMA", "LogRecord", "DeltaCatalog"]
@@ -163,7 +163,7 @@ class DeltaCatalog:
                 _FILE_CACHE.move_to_end(key)
             parts.append(t)
         schema = LOG_SCHEMA if rel == C.LOG_TABLE else MANIFEST_SCHEMA
-        out = pa.concat_tables([_conform_rows(t, schema) for t in parts]) if parts else schema.empty_table()
+        out = pa.concat_tables([conform_rows(t, schema) for t in parts]) if parts else schema.empty_table()
         if checkpoint_id is not None:
             out = out.filter(pc.equal(out.column("checkpoint_id"), checkpoint_id))
         return out.select(columns) if columns else out
@@ -205,7 +205,7 @@ class DeltaCatalog:
         for r in rows:
             if r["event"] != C.EVENT_COMPLETED:
                 continue
-            meta, damage = _parse_metadata(r, self.io.url(C.LOG_TABLE))  # one damaged row never hides the others
+            meta, damage = parse_metadata(r, self.io.url(C.LOG_TABLE))  # one damaged row never hides the others
             out.append(
                 LogRecord(
                     checkpoint_id=int(r["checkpoint_id"]),
@@ -286,7 +286,7 @@ class DeltaCatalog:
             cols["attempt_id"].append(attempt_id)
             for k in ("operator", "state", "kind", "path", "key_group_start", "key_group_end", "created_by_checkpoint_id", "seq", "rows", "bytes", "checksum"):
                 cols[k].append(getattr(e, k))
-        table = _as_table_schema(pa.table(cols, schema=MANIFEST_SCHEMA), self._table(C.MANIFEST_TABLE))
+        table = as_table_schema(pa.table(cols, schema=MANIFEST_SCHEMA), self._table(C.MANIFEST_TABLE))
         target = self._table(C.MANIFEST_TABLE)
         write_deltalake(target if target is not None else self._uri(C.MANIFEST_TABLE), table, mode="append",
                         storage_options=self.io.delta_storage_options())
@@ -318,31 +318,3 @@ class DeltaCatalog:
             ) from e
         self._maybe_checkpoint(table)
         return planned_version + 1
-
-
-def _parse_metadata(row: dict[str, Any], log_url: str) -> tuple[dict[str, Any], str | None]:
-    """A log row's metadata document, or ({}, what is wrong) when it is not a JSON object."""
-    try:
-        meta = json.loads(row["metadata"])
-    except (json.JSONDecodeError, TypeError) as e:
-        return {}, f"checkpoint {row['checkpoint_id']} is damaged: its metadata in the log {log_url} is not valid JSON ({e})"
-    if not isinstance(meta, dict):
-        return {}, f"checkpoint {row['checkpoint_id']} is damaged: its metadata in the log {log_url} is not a JSON object"
-    return meta, None
-
-
-def _conform_rows(t: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Rows of one Delta data file in the current schema: columns added since it was written read as null."""
-    for f in schema:
-        if f.name not in t.column_names and f.nullable:
-            t = t.append_column(f, pa.nulls(t.num_rows, f.type))
-    return t.select(schema.names).cast(schema)
-
-
-def _as_table_schema(rows: pa.Table, table: Any) -> pa.Table:
-    """Rows to append, without the columns an existing table predates (a root created by an
-    earlier release keeps its schema, so that release can still read it)."""
-    if table is None:
-        return rows
-    names = set(pa.schema(table.schema().to_arrow()).names)
-    return rows.select([n for n in rows.column_names if n in names])
