@@ -241,7 +241,7 @@ class FlinkStateReader(DataSourceReader):
         e = ds.field(C.COL_KEY_GROUP).isin(p.key_groups)
         return e if expr is None else expr & e
 
-    def _view(self, p: StatePartition, pk: list[str], filter: Any) -> pa.Table | None:
+    def _view(self, p: StatePartition, pk: list[str], filter: Any, descriptor: Any = None) -> pa.Table | None:
         """Merge per range of one full file: full files of disjoint ranges need no de-duplication."""
         from flinkstate.format.merge import read_view
 
@@ -252,7 +252,7 @@ class FlinkStateReader(DataSourceReader):
             if p.key_groups is not None and not any(lo <= k <= hi for k in p.key_groups):
                 continue
             sub = [e for e in files if overlaps(e, lo, hi)]
-            v = read_view(self.res.io, sub, pk, self.res.max_parallelism, key_group_range=(lo, hi), filter=filter)
+            v = read_view(self.res.io, sub, pk, self.res.max_parallelism, key_group_range=(lo, hi), filter=filter, descriptor=descriptor)
             if v is not None and v.num_rows:
                 parts.append(v)
         if not parts:
@@ -263,7 +263,7 @@ class FlinkStateReader(DataSourceReader):
         from flinkstate.format.datafile import primary_key_columns
 
         desc = self.res.descriptor()
-        view = self._view(p, primary_key_columns(desc), self._kg_filter(p, self._row_filter()))
+        view = self._view(p, primary_key_columns(desc), self._kg_filter(p, self._row_filter()), desc)
         if view is None or view.num_rows == 0:
             return None
         return shape_state(view, desc, self.res.opts, self._reference_ms())
@@ -292,7 +292,7 @@ class FlinkStateReader(DataSourceReader):
                 continue
             _METRICS["files_opened"] += len(files)
             v = read_view(self.res.io, files, primary_key_columns(s), self.res.max_parallelism,
-                          key_group_range=(p.key_group_start, p.key_group_end), filter=expr)
+                          key_group_range=(p.key_group_start, p.key_group_end), filter=expr, descriptor=s)
             if v is None or v.num_rows == 0:
                 continue
             n = v.num_rows

@@ -85,6 +85,10 @@ class CheckpointWriter:
             base_rec = next((r for r in all_records if r.checkpoint_id == int(base)), None) or store.record(int(base))
         else:
             base_rec = store.record(int(base))
+        if base_rec is not None and base_rec.damage:  # never build on a checkpoint whose operators are unknown
+            from flinkstate.errors import CorruptFileError
+
+            raise CorruptFileError(f"{base_rec.damage}; pass base=<an intact checkpoint id> or discard it; nothing was written")
         self.base = base_rec
         used = {r.checkpoint_id for r in all_records}
         if checkpoint_id is None:

@@ -248,9 +248,8 @@ def check_collectable(store: CheckpointStore) -> set[str]:
     unless the log and the manifest can be read in full and agree on every retained checkpoint."""
     catalog = store.catalog
     try:
-        gone = catalog.missing_files(C.LOG_TABLE) + catalog.missing_files(C.MANIFEST_TABLE)
-        if gone:
-            raise CorruptFileError(f"Delta data files the checkpoint log or manifest references are missing: {[store.io.url(p) for p in gone]}")
+        catalog.check_files(C.LOG_TABLE)
+        catalog.check_files(C.MANIFEST_TABLE)
         recs = catalog.records()
         # retained = what the raw log rows say, whatever parsing made of them
         events = catalog.log_events().to_pylist()

@@ -32,7 +32,7 @@ def _info(r: LogRecord) -> CheckpointInfo:
     return CheckpointInfo(
         checkpoint_id=r.checkpoint_id,
         kind=r.kind,
-        status=r.status,
+        status="damaged" if r.damage else r.status,
         created_at=r.created_at,
         max_parallelism=r.max_parallelism,
         files=r.files,
@@ -94,11 +94,17 @@ class CheckpointStore:
     def metadata(self, checkpoint_id: int | None = None) -> CheckpointMetadata:
         """Operators and descriptors of one checkpoint (default the latest)."""
         r = self.record(checkpoint_id)
-        return CheckpointMetadata(
-            info=_info(r),
-            operators=CheckpointMetadata.decode_operators(r.metadata),
-            properties=dict(r.metadata.get("properties", {})),
-        )
+        try:
+            return CheckpointMetadata(
+                info=_info(r),
+                operators=CheckpointMetadata.decode_operators(r.metadata),
+                properties=dict(r.metadata.get("properties", {})),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            from flinkstate.errors import CorruptFileError
+
+            raise CorruptFileError(f"checkpoint {r.checkpoint_id} is damaged: its metadata in the log {self.io.url(C.LOG_TABLE)} "
+                                   f"does not describe its operators ({type(e).__name__}: {e})") from e
 
     def files(self, checkpoint_id: int | None = None) -> list[FileEntry]:
         """Every file the checkpoint uses (its shared-state manifest)."""
@@ -159,7 +165,7 @@ class CheckpointStore:
         from flinkstate.format.datafile import state_schema
 
         entries = self.state_files(operator, state, r.checkpoint_id)
-        t = read_view(self.io, entries, primary_key_columns(desc), r.max_parallelism, key_group_range=key_group_range)
+        t = read_view(self.io, entries, primary_key_columns(desc), r.max_parallelism, key_group_range=key_group_range, descriptor=desc)
         return _sorted(t if t is not None else state_schema(desc).empty_table(), [C.COL_KEY_GROUP])
 
     def read_timers(self, operator: str, service: str, checkpoint_id: int | None = None) -> pa.Table:
@@ -169,7 +175,7 @@ class CheckpointStore:
         from flinkstate.format.datafile import timer_schema
 
         entries = self.state_files(operator, service, r.checkpoint_id, scope="timers")
-        t = read_view(self.io, entries, primary_key_columns(desc), r.max_parallelism)
+        t = read_view(self.io, entries, primary_key_columns(desc), r.max_parallelism, descriptor=desc)
         return _sorted(t if t is not None else timer_schema(desc).empty_table(), [C.COL_KEY_GROUP, C.COL_TIMESTAMP])
 
     def read_operator_state(self, operator: str, name: str, checkpoint_id: int | None = None) -> pa.Table:
@@ -179,7 +185,7 @@ class CheckpointStore:
         from flinkstate.format.datafile import operator_state_schema
 
         entries = self.state_files(operator, name, r.checkpoint_id, scope="operator")
-        tables = [read_data_file(self.io, e) for e in entries]
+        tables = [read_data_file(self.io, e, descriptor=desc) for e in entries]
         return pa.concat_tables(tables) if tables else operator_state_schema(desc).empty_table()
 
     def read_coordinator(self, operator: str, checkpoint_id: int | None = None) -> pa.Table:
@@ -210,6 +216,7 @@ class CheckpointStore:
 
     def discard(self, checkpoint_ids: list[int]) -> list[str]:
         """Discard checkpoints (not savepoints) and delete shared files no retained checkpoint uses."""
+        _refuse_gc_if_damaged(self)
         from flinkstate.registry import discard_checkpoints
 
         return discard_checkpoints(self, checkpoint_ids)
@@ -233,6 +240,8 @@ class CheckpointStore:
 def _check_version(r: LogRecord) -> LogRecord:
     from flinkstate.errors import CorruptFileError
 
+    if r.damage:
+        raise CorruptFileError(f"{r.damage}; other checkpoints are not affected and read by id")
     versions = {r.format_version, r.metadata.get("format_version", C.FORMAT_VERSION)}
     unknown = [v for v in versions if v not in C.SUPPORTED_FORMAT_VERSIONS]
     if unknown:
@@ -240,6 +249,16 @@ def _check_version(r: LogRecord) -> LogRecord:
             f"checkpoint {r.checkpoint_id} was written in format version {unknown[0]}; this release reads {list(C.SUPPORTED_FORMAT_VERSIONS)}"
         )
     return r
+
+
+def _refuse_gc_if_damaged(store: CheckpointStore) -> None:
+    """CorruptFileError unless every retained checkpoint's log row reads: GC never runs on a partial view."""
+    from flinkstate.errors import CorruptFileError
+
+    damaged = [r for r in store.catalog.records() if r.damage and r.status == C.STATUS_COMPLETED]
+    if damaged:
+        raise CorruptFileError(f"garbage collection refused at {store.root}, nothing deleted: {damaged[0].damage}; "
+                               f"damaged checkpoints: {[r.checkpoint_id for r in damaged]}")
 
 
 def _sorted(t: pa.Table, by: list[str]) -> pa.Table:

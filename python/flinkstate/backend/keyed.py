@@ -456,7 +456,7 @@ class KeyedStateBackend:
         store = view.store
         for name, desc in view.op.keyed_states.items():
             entries = view.files("keyed", name)
-            data = read_view(store.io, entries, primary_key_columns(desc), self.max_parallelism, key_group_range=rng)
+            data = read_view(store.io, entries, primary_key_columns(desc), self.max_parallelism, key_group_range=rng, descriptor=desc)
             t = self._new_table(desc.kind)
             if data is not None and data.num_rows:
                 t.load(*arrow_to_state_items(desc, data))
@@ -467,7 +467,7 @@ class KeyedStateBackend:
                 self._chains[("keyed", name)] = chain
         for name, tdesc in view.op.timer_services.items():
             entries = view.files("timers", name)
-            data = read_view(store.io, entries, primary_key_columns(tdesc), self.max_parallelism, key_group_range=rng)
+            data = read_view(store.io, entries, primary_key_columns(tdesc), self.max_parallelism, key_group_range=rng, descriptor=tdesc)
             t = StateTable(self._versions, self.num_buckets)
             if data is not None and data.num_rows:
                 tkeys = arrow_to_timer_keys(tdesc, data)

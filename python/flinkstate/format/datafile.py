@@ -13,11 +13,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor
 from flinkstate.errors import CorruptFileError, SchemaMismatchError
 from flinkstate.format import constants as C
+from flinkstate.format.checks import file_checksum
 from flinkstate.io import FileIO
 
 __all__ = [
@@ -47,6 +49,7 @@ class FileEntry:
     rows: int
     bytes: int
     seq: int = 0
+    checksum: str | None = None  # 'crc32:<8 hex>' of the file's bytes; None in manifests written before it
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (JSON-able)."""
@@ -231,6 +234,8 @@ def _sort(table: pa.Table, by: list[str]) -> pa.Table:
     return table.take(pa.array(order))
 
 
+_PARQUET = pads.ParquetFileFormat()
+
 _NO_DICTIONARY = frozenset({C.COL_KEY, C.COL_USER_KEY, C.COL_TIMESTAMP, C.COL_TTL, C.COL_SEQ, C.COL_PAYLOAD})
 
 
@@ -265,19 +270,22 @@ def write_data_file(
     meta.update(extra_metadata or {})
     schema = table.schema.with_metadata({**(table.schema.metadata or {}), **{k.encode(): v.encode() for k, v in meta.items()}})
     table = table.replace_schema_metadata(schema.metadata)
+    sink = pa.BufferOutputStream()
+    pq.write_table(
+        table,
+        sink,
+        # dictionary pages pay off for repetitive columns only; on unique keys and
+        # timestamps they cost a second encoding pass before Parquet falls back to plain
+        use_dictionary=[n for n in table.column_names if n not in _NO_DICTIONARY],
+        row_group_size=row_group_size,
+        compression="zstd",
+        write_statistics=True,
+        store_schema=True,
+    )
+    data = sink.getvalue()  # written in one piece, and checksummed for the manifest
     with io.open(rel_path, "wb") as f:
-        pq.write_table(
-            table,
-            f,
-            # dictionary pages pay off for repetitive columns only; on unique keys and
-            # timestamps they cost a second encoding pass before Parquet falls back to plain
-            use_dictionary=[n for n in table.column_names if n not in _NO_DICTIONARY],
-            row_group_size=row_group_size,
-            compression="zstd",
-            write_statistics=True,
-            store_schema=True,
-        )
-    size = io.size(rel_path)
+        f.write(memoryview(data))
+    size = data.size
     return FileEntry(
         path=rel_path,
         operator=operator,
@@ -289,6 +297,7 @@ def write_data_file(
         rows=table.num_rows,
         bytes=size,
         seq=seq,
+        checksum=file_checksum(data),
     )
 
 
@@ -298,8 +307,56 @@ def read_data_file(
     *,
     columns: list[str] | None = None,
     filter: Any = None,
+    descriptor: Any = None,
+    verify: bool = True,
 ) -> pa.Table:
-    """Read one data file, checking its format version; `filter` is a pyarrow expression."""
+    """Read one data file; `filter` is a pyarrow expression.
+
+    With `verify` (the default) the file is fetched whole and checked against its manifest
+    entry and `descriptor` (see format.checks): a damaged file raises CorruptFileError naming
+    it and what is wrong, never a wrong table. `verify=False` checks the format version and
+    the row count only (the benchmark's baseline).
+    """
+    if not verify:
+        return _read_unverified(io, entry, columns, filter)
+    from flinkstate.format.checks import bytes_problems, footer_problems, key_group_problems
+
+    try:
+        data = io.fs.cat_file(io.fs_path(entry.path))
+    except FileNotFoundError as e:
+        raise CorruptFileError(f"data file {io.url(entry.path)} of operator {entry.operator!r} state {entry.state!r} is missing") from e
+    except OSError as e:
+        raise CorruptFileError(f"data file {io.url(entry.path)} of operator {entry.operator!r} state {entry.state!r} is unreadable: {e}") from e
+    problems = bytes_problems(entry, data)
+    table = None
+    try:
+        parquet = pq.ParquetFile(pa.BufferReader(data))
+        schema = parquet.schema_arrow
+        problems += footer_problems(entry, schema, parquet.metadata.num_rows, descriptor)
+        # even if damaged: name every problem. A whole read decodes fastest through ParquetFile;
+        # a filtered one goes through a dataset fragment, which skips row groups by their statistics
+        if filter is None:
+            table = parquet.read(columns=columns)
+        else:
+            table = _PARQUET.make_fragment(pa.BufferReader(data)).to_table(schema=schema, columns=columns, filter=filter)
+        problems += key_group_problems(entry, table)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
+        problems.append(f"it is unreadable as Parquet ({str(e).splitlines()[0][:200]})")
+    if problems or table is None:
+        raise CorruptFileError(_damaged(io, entry, problems))
+    return table.replace_schema_metadata(None)
+
+
+def _damaged(io: FileIO, entry: FileEntry, problems: list[str]) -> str:
+    """One message naming a damaged data file, its state and every problem found."""
+    return (
+        f"data file {io.url(entry.path)} of operator {entry.operator!r} state {entry.state!r} "
+        f"(written by checkpoint {entry.created_by_checkpoint_id}) is damaged: {'; '.join(problems)}"
+    )
+
+
+def _read_unverified(io: FileIO, entry: FileEntry, columns: list[str] | None, filter: Any) -> pa.Table:
+    """The read without the checks of format.checks (format version and row count only)."""
     import pyarrow.dataset as ds
 
     try:

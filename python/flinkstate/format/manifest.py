@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from collections import OrderedDict
 from collections.abc import Callable
@@ -22,6 +21,8 @@ import pyarrow.compute as pc
 
 from flinkstate.errors import CommitConflictError, CorruptFileError
 from flinkstate.format import constants as C
+from flinkstate.format.deltacheck import check_table_files, delta_log_error, table_file_error
+from flinkstate.format.logrows import as_table_schema, conform_rows, parse_metadata
 from flinkstate.format.datafile import FileEntry
 from flinkstate.integrity import check_commit_file, missing_table_error, read_only_error
 from flinkstate.io import FileIO
@@ -42,6 +43,7 @@ MANIFEST_SCHEMA = pa.schema(
         pa.field("seq", pa.int32(), nullable=False),
         pa.field("rows", pa.int64(), nullable=False),
         pa.field("bytes", pa.int64(), nullable=False),
+        pa.field("checksum", pa.string()),  # added after v1's first release: older manifests lack it
     ]
 )
 
@@ -80,6 +82,7 @@ class LogRecord:
     rows: int
     bytes: int
     metadata: dict[str, Any]
+    damage: str | None = None  # why this checkpoint cannot be read (its metadata is damaged); None when intact
 
 
 # Delta data files are immutable: their parsed content is cached by (table, file path)
@@ -121,12 +124,14 @@ class DeltaCatalog:
 
     def _table(self, rel: str, version: int | None = None) -> Any:
         from deltalake import DeltaTable
-        from deltalake.exceptions import TableNotFoundError
+        from deltalake.exceptions import DeltaError, TableNotFoundError
 
         try:
             table = DeltaTable(self._uri(rel), version=version, storage_options=self.io.delta_storage_options())
         except TableNotFoundError:
             return None
+        except DeltaError as e:  # a damaged _delta_log: name the file, never treat the table as empty
+            raise delta_log_error(self.io, rel, e) from e
         if version is None:
             check_commit_file(self.io, rel, int(table.version()))
         return table
@@ -141,6 +146,19 @@ class DeltaCatalog:
         return table
 
     def _read(self, table: Any, rel: str, checkpoint_id: int | None = None, columns: list[str] | None = None) -> pa.Table:
+        """Rows of a Delta table (`_read_rows`); a table file gone, resized or unreadable raises CorruptFileError naming it."""
+        from deltalake.exceptions import DeltaError
+
+        try:
+            return self._read_rows(table, rel, checkpoint_id, columns)
+        except CorruptFileError:
+            raise
+        except DeltaError as e:
+            raise delta_log_error(self.io, rel, e) from e
+        except (OSError, pa.ArrowInvalid) as e:
+            raise table_file_error(self.io, rel, pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist(), e) from e
+
+    def _read_rows(self, table: Any, rel: str, checkpoint_id: int | None = None, columns: list[str] | None = None) -> pa.Table:
         """Rows of a Delta table, reading only files whose stats may hold `checkpoint_id`.
 
         Uses the snapshot's add actions (paths and min/max stats) and a per-file cache, so
@@ -154,6 +172,8 @@ class DeltaCatalog:
             lo = actions.column("min.checkpoint_id").to_pylist()
             hi = actions.column("max.checkpoint_id").to_pylist()
             paths = [p for p, a, b in zip(paths, lo, hi) if a is None or b is None or a <= checkpoint_id <= b]
+        sizes = dict(zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist()))
+        check_table_files(self.io, rel, paths, [sizes[p] for p in paths])  # the cache must not serve a file that is gone
         base = self._uri(rel)
         parts = []
         for p in paths:
@@ -171,7 +191,7 @@ class DeltaCatalog:
                 _FILE_CACHE.move_to_end(key)
             parts.append(t)
         schema = LOG_SCHEMA if rel == C.LOG_TABLE else MANIFEST_SCHEMA
-        out = pa.concat_tables([t.cast(schema) for t in parts]) if parts else schema.empty_table()
+        out = pa.concat_tables([conform_rows(t, schema) for t in parts]) if parts else schema.empty_table()
         if checkpoint_id is not None:
             out = out.filter(pc.equal(out.column("checkpoint_id"), checkpoint_id))
         return out.select(columns) if columns else out
@@ -213,10 +233,7 @@ class DeltaCatalog:
         for r in rows:
             if r["event"] != C.EVENT_COMPLETED:
                 continue
-            try:
-                meta = json.loads(r["metadata"])
-            except json.JSONDecodeError as e:
-                raise CorruptFileError(f"checkpoint {r['checkpoint_id']}: metadata in the log is not valid JSON") from e
+            meta, damage = parse_metadata(r, self.io.url(C.LOG_TABLE))  # one damaged row never hides the others
             out.append(
                 LogRecord(
                     checkpoint_id=int(r["checkpoint_id"]),
@@ -231,6 +248,7 @@ class DeltaCatalog:
                     rows=int(r["rows"]),
                     bytes=int(r["bytes"]),
                     metadata=meta,
+                    damage=damage,
                 )
             )
         out.sort(key=lambda r: r.checkpoint_id)
@@ -242,16 +260,14 @@ class DeltaCatalog:
         cols = ["checkpoint_id", "attempt_id", "event", "files", "bytes"]
         return LOG_SCHEMA.empty_table().select(cols) if t is None else self._read(t, C.LOG_TABLE, columns=cols)
 
-    def missing_files(self, rel: str) -> list[str]:
-        """Data files the current version of a Delta table references that storage no longer holds."""
+    def check_files(self, rel: str) -> None:
+        """CorruptFileError naming every data file the current version of a Delta table references
+        that storage no longer holds at its recorded size (a fresh listing, never a cache)."""
         t = self._existing(rel)
         if t is None:
-            return []
-        if self.io.scheme == "s3":
-            self.io.fs.invalidate_cache(self.io.fs_path(rel))  # delta-rs writes behind s3fs's listing cache
-        present = set(self.io.list_files(rel))
-        paths = pa.table(t.get_add_actions(flatten=True)).column("path").to_pylist()
-        return [f"{rel}/{p}" for p in paths if f"{rel}/{p}" not in present]
+            return
+        actions = pa.table(t.get_add_actions(flatten=True))
+        check_table_files(self.io, rel, actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist())
 
     def unreferenced_files(self, rel: str, older_than: dt.datetime) -> list[str]:
         """Files inside a Delta table its current version does not reference, last modified before
@@ -291,6 +307,7 @@ class DeltaCatalog:
                 rows=r["rows"],
                 bytes=r["bytes"],
                 seq=r["seq"],
+                checksum=r["checksum"],
             )
             for r in tbl.to_pylist()
         ]
@@ -333,10 +350,10 @@ class DeltaCatalog:
         for e in entries:
             cols["checkpoint_id"].append(checkpoint_id)
             cols["attempt_id"].append(attempt_id)
-            for k in ("operator", "state", "kind", "path", "key_group_start", "key_group_end", "created_by_checkpoint_id", "seq", "rows", "bytes"):
+            for k in ("operator", "state", "kind", "path", "key_group_start", "key_group_end", "created_by_checkpoint_id", "seq", "rows", "bytes", "checksum"):
                 cols[k].append(getattr(e, k))
-        table = pa.table(cols, schema=MANIFEST_SCHEMA)
         target = self._table(C.MANIFEST_TABLE)
+        table = as_table_schema(pa.table(cols, schema=MANIFEST_SCHEMA), target)
         try:
             write_deltalake(target if target is not None else self._uri(C.MANIFEST_TABLE), table, mode="append",
                             storage_options=self.io.delta_storage_options())

@@ -137,8 +137,12 @@ def read_view(
     key_group_range: tuple[int, int] | None = None,
     filter: object = None,
     columns: list[str] | None = None,
+    descriptor: object = None,
+    verify: bool = True,
 ) -> pa.Table | None:
-    """Read and merge the files of one state (optionally one key-group range); None if no file."""
+    """Read and merge the files of one state (optionally one key-group range); None if no file.
+
+    Each file is checked on read (format.checks), against `descriptor` when given."""
     import pyarrow.dataset as ds
 
     from flinkstate.format.datafile import read_data_file
@@ -159,7 +163,7 @@ def read_view(
             cols = list(columns)
             if e.kind in C.DELTA_KINDS and C.COL_TOMBSTONE not in cols:
                 cols.append(C.COL_TOMBSTONE)
-        tables.append(read_data_file(io, e, filter=expr, columns=cols))  # type: ignore[arg-type]
+        tables.append(read_data_file(io, e, filter=expr, columns=cols, descriptor=descriptor, verify=verify))  # type: ignore[arg-type]
         positions.append(pos)
     if not tables:
         return None

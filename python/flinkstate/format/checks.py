@@ -1,0 +1,125 @@
+"""Checks of one data file against what the manifest, the descriptor and the format record.
+
+A read calls them on the bytes it has already fetched: size and checksum of the bytes, then
+the Parquet footer (format version, file kind, operator, state, key-group range, creating
+checkpoint, row count, column types against the descriptor), then the key_group column of
+the rows read. Each returns the problems it found as short phrases; the reader raises them
+as one CorruptFileError, `flinkstate verify` prints them.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor
+from flinkstate.format import constants as C
+
+__all__ = ["CHECKSUM_ALGORITHM", "file_checksum", "bytes_problems", "footer_problems", "key_group_problems", "expected_schema"]
+
+CHECKSUM_ALGORITHM = "crc32"
+
+Descriptor = KeyedStateDescriptor | TimerServiceDescriptor | OperatorStateDescriptor | None
+
+
+def file_checksum(data: Any) -> str:
+    """The manifest's checksum of a data file's bytes: 'crc32:' and 8 hex digits (zlib CRC-32)."""
+    return f"{CHECKSUM_ALGORITHM}:{zlib.crc32(data) & 0xFFFFFFFF:08x}"
+
+
+def bytes_problems(entry: Any, data: Any) -> list[str]:
+    """Size and checksum of the bytes read against the manifest entry (no checksum recorded: size only)."""
+    out = []
+    if len(data) != entry.bytes:
+        out.append(f"it is {len(data)} bytes, the manifest records {entry.bytes}")
+    recorded = getattr(entry, "checksum", None)
+    if recorded and recorded.startswith(CHECKSUM_ALGORITHM + ":"):  # other algorithms: a later release's, not checked here
+        got = file_checksum(data)
+        if got != recorded:
+            out.append(f"its checksum is {got}, the manifest records {recorded}")
+    return out
+
+
+def _path_operator(path: str) -> str | None:
+    """The operator uid a data file was written under, from its path (shared/OP/... or savepoints/sp-N/OP/...)."""
+    parts = path.split("/")
+    if parts[0] == C.SHARED_DIR and len(parts) > 2:
+        return parts[1]
+    if parts[0] == C.SAVEPOINTS_DIR and len(parts) > 3:
+        return parts[2]
+    return None
+
+
+def footer_problems(entry: Any, schema: pa.Schema, num_rows: int, descriptor: Descriptor = None) -> list[str]:
+    """Format version, identity and row count in the footer, and column types against the descriptor."""
+    meta = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in (schema.metadata or {}).items()}
+    raw = meta.get(C.META_FORMAT_VERSION, "0")
+    version = int(raw) if raw.isdigit() else -1
+    if version not in C.SUPPORTED_FORMAT_VERSIONS:
+        return [f"it has format version {version}; this release reads {list(C.SUPPORTED_FORMAT_VERSIONS)}"]
+    out = []
+    expected = {
+        C.META_FILE_KIND: entry.kind,
+        C.META_STATE: entry.state or "",
+        C.META_KG_START: str(entry.key_group_start),
+        C.META_KG_END: str(entry.key_group_end),
+        C.META_CHECKPOINT_ID: str(entry.created_by_checkpoint_id),
+    }
+    op = _path_operator(entry.path)
+    if op is not None:  # the manifest's operator may be a rename: the path keeps the uid the file was written under
+        expected[C.META_OPERATOR] = op
+    for key, want in expected.items():
+        got = meta.get(key)
+        if got != want:
+            out.append(f"its metadata {key}={got!r} but the manifest records {want!r}")
+    if num_rows != entry.rows:
+        out.append(f"it has {num_rows} rows but the manifest records {entry.rows}")
+    out += schema_problems(schema, expected_schema(entry.kind, descriptor))
+    return out
+
+
+def expected_schema(kind: str, descriptor: Descriptor) -> pa.Schema | None:
+    """The schema a file of this kind must have under a descriptor (None: not known here)."""
+    from flinkstate.format.datafile import coordinator_schema, operator_state_schema, state_schema, timer_schema
+
+    if kind == C.KIND_COORDINATOR:
+        return coordinator_schema()
+    delta = kind in C.DELTA_KINDS
+    if isinstance(descriptor, KeyedStateDescriptor) and kind in (C.KIND_FULL, C.KIND_DELTA):
+        return state_schema(descriptor, delta=delta)
+    if isinstance(descriptor, TimerServiceDescriptor) and kind in (C.KIND_TIMERS_FULL, C.KIND_TIMERS_DELTA):
+        return timer_schema(descriptor, delta=delta)
+    if isinstance(descriptor, OperatorStateDescriptor) and kind == C.KIND_OPERATOR:
+        return operator_state_schema(descriptor)
+    return None
+
+
+def schema_problems(schema: pa.Schema, expected: pa.Schema | None) -> list[str]:
+    """Declared columns missing from the file, or of a type the declared one cannot be read as."""
+    if expected is None:
+        return []
+    from flinkstate.format.datafile import _castable
+
+    out = []
+    for f in expected:
+        i = schema.get_field_index(f.name)
+        if i < 0:
+            if f.name != C.COL_TTL:  # TTL enabled after the file was written: read without it
+                out.append(f"it has no column {f.name!r} (the state declares {f.type})")
+        elif not _castable(schema.field(i).type, f.type):
+            out.append(f"its column {f.name!r} has type {schema.field(i).type}, the state declares {f.type}")
+    return out
+
+
+def key_group_problems(entry: Any, table: pa.Table) -> list[str]:
+    """Key groups of the rows read outside the file's recorded range."""
+    if C.COL_KEY_GROUP not in table.column_names or table.num_rows == 0:
+        return []
+    mm = pc.min_max(table.column(C.COL_KEY_GROUP))
+    lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    if lo is None or lo < entry.key_group_start or hi > entry.key_group_end:
+        return [f"it holds key groups {lo}..{hi}, outside its recorded range {entry.key_group_start}..{entry.key_group_end}"]
+    return []

@@ -1,0 +1,149 @@
+"""Name the damaged file of a Delta table (the manifest or the log) instead of a bare DeltaError.
+
+delta-rs reports a damaged `_delta_log` as an untyped error without the file, and a cached
+read does not notice a table file that is gone. `check_table_files` compares the files a
+table version references with a fresh listing (one per read); `delta_log_error` and
+`table_file_error` run only after a failure, to find and name the culprit.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from flinkstate.errors import CorruptFileError
+
+if TYPE_CHECKING:
+    from flinkstate.io import FileIO
+
+__all__ = ["check_table_files", "delta_log_error", "table_file_error"]
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet$")
+
+
+def _what(rel: str) -> str:
+    return "checkpoint log" if rel.endswith("log") else "shared-state manifest"
+
+
+def _located(io: FileIO, rel: str) -> tuple[Any, str]:
+    """(filesystem, path) where delta-rs keeps a file of a Delta table (memory:// roots: a local folder)."""
+    if io.scheme == "memory":
+        import fsspec
+
+        return fsspec.filesystem("file"), io.delta_uri(rel)
+    return io.fs, io.fs_path(rel)
+
+
+def _open(io: FileIO, rel: str) -> Any:
+    fsys, path = _located(io, rel)
+    return fsys.open(path, "rb")
+
+
+def _sizes(io: FileIO, rel_dir: str) -> dict[str, int]:
+    """File name -> size of the files directly in a folder, freshly listed (empty if the folder is gone)."""
+    fsys, path = _located(io, rel_dir)
+    try:
+        listing = fsys.ls(path, detail=True, refresh=True) if io.scheme == "s3" else fsys.ls(path, detail=True)
+    except FileNotFoundError:
+        return {}
+    return {posixpath.basename(str(i["name"]).rstrip("/")): int(i.get("size") or 0) for i in listing if i.get("type") == "file"}
+
+
+def check_table_files(io: FileIO, rel: str, paths: Sequence[str], sizes: Sequence[int | None]) -> None:
+    """Raise CorruptFileError naming the table files a version references that are gone or not their recorded size."""
+    listed: dict[str, dict[str, int]] = {}
+    bad = []
+    for p, size in zip(paths, sizes):
+        d, name = posixpath.split(p)
+        have = listed.setdefault(d, _sizes(io, posixpath.join(rel, d) if d else rel)).get(name)
+        if have is None:
+            bad.append(f"{io.url(posixpath.join(rel, p))} is missing")
+        elif size is not None and have != size:
+            bad.append(f"{io.url(posixpath.join(rel, p))} is {have} bytes, its Delta log records {size}")
+    if bad:
+        raise CorruptFileError(f"the {_what(rel)} {io.url(rel)} is damaged: {'; '.join(bad)}; nothing was changed")
+
+
+def table_file_error(io: FileIO, rel: str, paths: Sequence[str], e: BaseException) -> CorruptFileError:
+    """The error for a table file that failed to read: the first one that does not parse is named."""
+    import pyarrow.parquet as pq
+
+    for p in paths:
+        try:
+            with _open(io, posixpath.join(rel, p)) as f:
+                pq.read_metadata(f)
+        except (OSError, pa.ArrowInvalid) as err:
+            return CorruptFileError(f"the {_what(rel)} {io.url(rel)} is damaged: {io.url(posixpath.join(rel, p))} is unreadable "
+                                    f"({_first_line(err)}); nothing was changed")
+    return CorruptFileError(f"the {_what(rel)} {io.url(rel)} cannot be read: {_first_line(e)}")
+
+
+def delta_log_error(io: FileIO, rel: str, e: BaseException) -> CorruptFileError:
+    """The error for a Delta log delta-rs cannot load: names the damaged file in `_delta_log`."""
+    culprit = _diagnose(io, f"{rel}/_delta_log")
+    return CorruptFileError(
+        f"the {_what(rel)} {io.url(rel)} is damaged: {culprit}; refusing to read or write it, nothing was changed "
+        f"(Delta: {_first_line(e)})"
+    )
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+
+
+def _diagnose(io: FileIO, log: str) -> str:
+    """What is wrong in a `_delta_log` folder: `_last_checkpoint`, a checkpoint, a gap or a commit file."""
+    import pyarrow.parquet as pq
+
+    sizes = _sizes(io, log)
+    url = io.url
+    commits = sorted(int(m.group(1)) for n in sizes if (m := _COMMIT.match(n)))
+    checkpoints: dict[int, list[str]] = {}
+    for n in sizes:
+        if m := _CHECKPOINT.match(n):
+            checkpoints.setdefault(int(m.group(1)), []).append(n)
+    start = 0
+    if "_last_checkpoint" in sizes:
+        hint = f"{log}/_last_checkpoint"
+        try:
+            with _open(io, hint) as f:
+                version = int(json.loads(f.read())["version"])
+        except (ValueError, KeyError, TypeError) as err:
+            return f"{url(hint)} is not valid JSON with a version ({_first_line(err)})"
+        if version not in checkpoints:
+            return f"{url(hint)} points to the checkpoint of version {version}, and no such checkpoint file exists in {url(log)}"
+        for n in sorted(checkpoints[version]):
+            try:
+                with _open(io, f"{log}/{n}") as f:
+                    pq.read_metadata(f)
+            except (OSError, pa.ArrowInvalid) as err:
+                return f"the Delta checkpoint {url(f'{log}/{n}')} is unreadable ({_first_line(err)})"
+        start = version + 1
+    if not commits and not checkpoints:
+        return f"{url(log)} holds no commit file"
+    expected = range(start, (commits[-1] if commits else start - 1) + 1)
+    present = set(commits)
+    gaps = [v for v in expected if v not in present]
+    if gaps:
+        after = [v for v in commits if v > gaps[0]]
+        return (f"commit file {url(f'{log}/{gaps[0]:020d}.json')} is missing"
+                + (f" (a gap before version {after[0]})" if after else ""))
+    for v in expected:
+        name = f"{log}/{v:020d}.json"
+        with _open(io, name) as f:
+            data = f.read()
+        if not data.strip():
+            return f"commit file {url(name)} is empty"
+        try:
+            for line in data.decode("utf-8").splitlines():
+                if line.strip():
+                    json.loads(line)
+        except (UnicodeDecodeError, ValueError) as err:
+            return f"commit file {url(name)} is not valid JSON, garbage or truncated ({_first_line(err)})"
+    return f"{url(log)} cannot be loaded"
