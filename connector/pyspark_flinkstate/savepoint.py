@@ -91,7 +91,6 @@ class SavepointWriter:
         kind = "savepoint" if savepoint else "checkpoint"
         w = self.store.begin(kind=kind, checkpoint_id=checkpoint_id, base=self.base, max_parallelism=self._max_parallelism)
         try:
-            replaced: set[tuple[str, str]] = set()
             for what, args in self._ops:
                 if what == "rename":
                     old, new = args
@@ -103,9 +102,8 @@ class SavepointWriter:
                 elif what == "state":
                     operator, state, df, state_kind, ttl_ms = args
                     self._put_df(w, operator, state, df, state_kind, ttl_ms)
-                    replaced.add((operator, state))
             if w.rescaled:
-                self._rescale(w, replaced)
+                self._rescale(w)
         except BaseException:
             w.abort()
             raise
@@ -165,8 +163,11 @@ class SavepointWriter:
         par = max(1, int(self.spark.sparkContext.defaultParallelism))
         return max(1, min(mp, 2 * par))
 
-    def _rescale(self, w: Any, replaced: set[tuple[str, str]]) -> None:
-        """Re-assign every carried keyed state and timer service to the new key groups (Spark job per state)."""
+    def _rescale(self, w: Any) -> None:
+        """Re-assign every carried keyed state and timer service to the new key groups (Spark job per state).
+
+        States this write replaced (under whatever uid renames gave them since) are kept as written.
+        """
         base = w.base
         if base is None:
             return
@@ -174,14 +175,14 @@ class SavepointWriter:
         for uid, op in list(w.operators.items()):
             src = w.base_uid(uid)
             for name, desc in list(op.keyed_states.items()):
-                if (uid, name) in replaced:
+                if w.rewritten(uid, "keyed", name):
                     continue
                 files = [e for e in old_files if e.operator == src and e.state == name and e.kind in (C.KIND_FULL, C.KIND_DELTA)]
                 entries = self._rekey_job(w, uid, desc, files, base.max_parallelism, timers=False)
                 w._new_paths.extend(e.path for e in entries)
                 w.add_state_files(uid, desc, entries, mode="full", allow_schema_change=True)
             for name, tdesc in list(op.timer_services.items()):
-                if (uid, name) in replaced:
+                if w.rewritten(uid, "timers", name):
                     continue
                 files = [e for e in old_files if e.operator == src and e.state == name and e.kind in (C.KIND_TIMERS_FULL, C.KIND_TIMERS_DELTA)]
                 entries = self._rekey_job(w, uid, tdesc, files, base.max_parallelism, timers=True)

@@ -272,6 +272,7 @@ class CheckpointWriter:
             if name in table:
                 del table[name]
                 self._drop(operator, scope, name)
+                self._rewritten.discard((operator, scope, name))
                 return
         raise StateNotFoundError(f"operator {operator!r} has no state {name!r}; states: {sorted([*op.keyed_states, *op.timer_services, *op.operator_states])}")
 
@@ -280,6 +281,7 @@ class CheckpointWriter:
         self._op(operator, create=False)
         del self.operators[operator]
         self._entries = [e for e in self._entries if e.operator != operator]
+        self._rewritten = {r for r in self._rewritten if r[0] != operator}
 
     def rename_operator(self, old: str, new: str) -> None:
         """Change an operator's uid; its files are referenced under the new uid."""
@@ -291,10 +293,16 @@ class CheckpointWriter:
         del self.operators[old]
         self._entries = [_replace(e, operator=new) if e.operator == old else e for e in self._entries]
         self._renamed_from[new] = self._renamed_from.pop(old, old)
+        # what was rewritten in full under the old uid stays rewritten under the new one
+        self._rewritten = {(new, s, n) if u == old else (u, s, n) for u, s, n in self._rewritten if u != new}
 
     def base_uid(self, operator: str) -> str:
         """The uid an operator of this writer has in the base checkpoint (renames followed back)."""
         return self._renamed_from.get(operator, operator)
+
+    def rewritten(self, operator: str, scope: Literal["keyed", "timers"], name: str) -> bool:
+        """Whether this writer already replaced a keyed state or timer service in full (renames followed)."""
+        return (operator, scope, name) in self._rewritten
 
     def entries(self) -> list[FileEntry]:
         """The files the new checkpoint will use (so far)."""
