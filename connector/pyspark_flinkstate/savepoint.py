@@ -124,10 +124,14 @@ class SavepointWriter:
         io, kind, cid, dd = w.io, w.kind, w.checkpoint_id, desc.to_dict()
 
         def bucket(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            from flinkstate.descriptors import descriptor_from_dict
+            from flinkstate.format.writer import cast_key
             from flinkstate.keygroups import assign_key_groups
 
+            kt = descriptor_from_dict(dd).key_type
             for b in it:
-                kg = assign_key_groups(b.column(b.schema.get_field_index("key")), mp).to_numpy()
+                keys = cast_key(b.column(b.schema.get_field_index("key")), kt, f"operator {operator!r} state {state!r}")
+                kg = assign_key_groups(keys, mp).to_numpy()
                 yield b.append_column("__b", pa.array((kg * p // mp).astype("int32")))
 
         def write(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -144,7 +148,7 @@ class SavepointWriter:
             buckets = sorted(set(t.column("__b").to_pylist()))
             d = descriptor_from_dict(dd)
             st = to_storage_table(t.drop_columns(["__b"]), d, tombstones=False, flattened_list=flattened).drop_columns([C.COL_TOMBSTONE])
-            st = with_key_groups(st, mp, f"state {d.name!r}")
+            st = with_key_groups(st, mp, f"state {d.name!r}", d.key_type)
             ranges = [key_group_range(mp, p, i) for i in buckets]
             entries = write_state_files(io, operator, d, st, checkpoint_id=cid, checkpoint_kind=kind, max_parallelism=mp,
                                         ranges=ranges, seq=1 + min(buckets))

@@ -19,6 +19,7 @@ from flinkstate.errors import KeyGroupOutOfRangeError, SchemaMismatchError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import (
     FileEntry,
+    _castable,
     conform,
     coordinator_schema,
     operator_state_schema,
@@ -30,7 +31,7 @@ from flinkstate.format.datafile import (
 from flinkstate.io import FileIO
 from flinkstate.keygroups import assign_key_groups, key_group_range
 
-__all__ = ["data_dir", "file_path", "with_key_groups", "split_ranges", "write_state_files", "write_timer_files", "write_operator_state_file", "write_coordinator_file"]
+__all__ = ["data_dir", "file_path", "cast_key", "with_key_groups", "split_ranges", "write_state_files", "write_timer_files", "write_operator_state_file", "write_coordinator_file"]
 
 
 def data_dir(checkpoint_kind: str, checkpoint_id: int) -> str:
@@ -49,13 +50,48 @@ def file_path(base: str, operator: str, sub: str, checkpoint_id: int, kind: str,
     return f"{base}/{operator}/{sub}/{checkpoint_id:010d}-{kind}-kg{kg[0]:05d}-{kg[1]:05d}-{uuid.uuid4().hex[:12]}.parquet"
 
 
-def with_key_groups(table: pa.Table, max_parallelism: int, what: str) -> pa.Table:
-    """Add (or verify) the key_group column computed from `key` with Flink's assignment."""
+def _leaves(t: pa.DataType) -> list[pa.DataType]:
+    if pa.types.is_struct(t):
+        return [x for i in range(t.num_fields) for x in _leaves(t.field(i).type)]
+    return [t.value_type if pa.types.is_dictionary(t) else t]
+
+
+def cast_key(column: pa.Array | pa.ChunkedArray, key_type: pa.DataType, what: str) -> pa.Array | pa.ChunkedArray:
+    """The key column in the state's declared key type, cast losslessly or refused.
+
+    Key groups hash the declared type (Flink's Integer and Long hash negative keys apart):
+    hashing any other type would file keys under key groups Flink would not give them.
+    """
+    src = column.type
+    if src == key_type:
+        return column
+    err = SchemaMismatchError(f"{what}: column 'key' has type {src}, the state declares key type {key_type}; "
+                              "cast the keys to the declared type (only a lossless cast is done implicitly)")
+    if not _castable(src, key_type):
+        raise err
+    try:
+        out = column.cast(key_type, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise SchemaMismatchError(f"{err}: {e}") from e
+    narrows = any(pa.types.is_floating(a) and pa.types.is_floating(b) and a.bit_width > b.bit_width
+                  for a, b in zip(_leaves(src), _leaves(key_type)))
+    if narrows and not out.cast(src).equals(column):
+        raise err
+    return out
+
+
+def with_key_groups(table: pa.Table, max_parallelism: int, what: str, key_type: pa.DataType | None = None) -> pa.Table:
+    """Add (or verify) the key_group column computed from `key` with Flink's assignment.
+
+    With `key_type` the keys are first cast to it (`cast_key`), so they hash as Flink hashes them.
+    """
     if C.COL_KEY not in table.column_names:
         raise SchemaMismatchError(f"{what}: missing column 'key'; got columns {table.column_names}")
     nulls = table.column(C.COL_KEY).null_count
     if nulls:
         raise SchemaMismatchError(f"{what}: column 'key' has {nulls} null values but may not be null (Flink rejects null keys)")
+    if key_type is not None:
+        table = table.set_column(table.column_names.index(C.COL_KEY), C.COL_KEY, cast_key(table.column(C.COL_KEY), key_type, what))
     kg = assign_key_groups(table.column(C.COL_KEY), max_parallelism)
     if C.COL_KEY_GROUP in table.column_names:
         given = table.column(C.COL_KEY_GROUP).cast(pa.int32())
@@ -119,7 +155,7 @@ def _write_ranged(
     extra_metadata: dict[str, str],
 ) -> list[FileEntry]:
     """Key groups, conform, split by range, one file per range."""
-    table = with_key_groups(table, max_parallelism, what)
+    table = with_key_groups(table, max_parallelism, what, schema.field(C.COL_KEY).type)
     table = conform(table, schema, what)
     # one sort of the whole table, key group first: what _slices needs
     table = sort_for_kind(table, kind)
