@@ -171,7 +171,10 @@ class CheckpointWriter:
         ranges: Sequence[tuple[int, int]] | None = None,
         allow_schema_change: bool = False,
     ) -> list[FileEntry]:
-        """Write a keyed state: `full` replaces it (in `key_group_range` if given), `delta` upserts/deletes."""
+        """Write a keyed state: `full` replaces it (in `key_group_range` if given), `delta` upserts/deletes.
+
+        A full put must hold each entry (key, namespace, user key) once: DuplicateKeyError otherwise.
+        """
         if mode not in ("full", "delta"):
             raise InvalidArgumentError(f"mode must be 'full' or 'delta', got {mode!r}")
         op = self._check_keyed(operator, descriptor, allow_schema_change or mode == "full" and key_group_range is None)
@@ -215,7 +218,10 @@ class CheckpointWriter:
         key_group_range: tuple[int, int] | None = None,
         ranges: Sequence[tuple[int, int]] | None = None,
     ) -> list[FileEntry]:
-        """Write a timer service's timers (`delta`: tombstone column marks deleted timers)."""
+        """Write a timer service's timers (`delta`: tombstone column marks deleted timers).
+
+        A full put must hold each timer (key, namespace, timestamp) once: DuplicateKeyError otherwise.
+        """
         op = self._op(operator)
         if descriptor.name in op.keyed_states:
             raise InvalidArgumentError(f"operator {operator!r}: {descriptor.name!r} is already a keyed state")

@@ -16,6 +16,7 @@ __all__ = [
     "CorruptFileError",
     "CommitConflictError",
     "KeyGroupOutOfRangeError",
+    "DuplicateKeyError",
 ]
 
 
@@ -53,3 +54,7 @@ class CommitConflictError(FlinkStateError):
 
 class KeyGroupOutOfRangeError(FlinkStateError, ValueError):
     """A key belongs to a key group outside the range a backend or file owns."""
+
+
+class DuplicateKeyError(InvalidArgumentError):
+    """A full put holds the same entry (key, namespace, user key or timer) more than once (named)."""

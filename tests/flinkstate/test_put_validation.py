@@ -71,3 +71,48 @@ def test_keys_that_do_not_cast_losslessly_are_refused_naming_column_and_types(tm
     assert "'key'" in msg and str(declared) in msg and str(given) in msg and "'w'" in msg
     assert [c.checkpoint_id for c in store.checkpoints()] == [1]
     assert store.read_state("op", "v").num_rows == 1
+
+
+# ------------------------------------------------------------------ item 3: duplicate entries in a full put
+def test_full_put_with_a_key_twice_is_refused_naming_the_key(tmp_path):
+    store = _store(tmp_path)
+    desc = fs.ValueStateDescriptor(name="v", key_type=pa.string(), value_type=pa.int64())
+    with store.begin(max_parallelism=MP) as w:
+        w.put_state("op", desc, pa.table({"key": ["a", "b"], "value": pa.array([1, 2], pa.int64())}))
+    with pytest.raises(fs.DuplicateKeyError, match=r"'op'.*'v'.*'dup-key'"):
+        with store.begin() as w:
+            w.put_state("op", desc, pa.table({"key": ["x", "dup-key", "y", "dup-key"], "value": pa.array([1, 2, 3, 4], pa.int64())}))
+    assert [c.checkpoint_id for c in store.checkpoints()] == [1]
+    assert store.read_state("op", "v").column("value").to_pylist() in ([1, 2], [2, 1])
+
+
+def test_full_put_of_a_map_state_refuses_a_user_key_twice_but_not_a_key_twice(tmp_path):
+    store = _store(tmp_path)
+    desc = fs.MapStateDescriptor(name="m", key_type=pa.int64(), user_key_type=pa.string(), user_value_type=pa.int64())
+    with store.begin(max_parallelism=MP) as w:  # one key, two user keys: two entries
+        w.put_state("op", desc, pa.table({"key": pa.array([1, 1], pa.int64()), "user_key": ["a", "b"], "value": pa.array([1, 2], pa.int64())}))
+    assert store.read_state("op", "m").num_rows == 2
+    with pytest.raises(fs.DuplicateKeyError, match=r"'user_key': 'a'"):
+        with store.begin() as w:
+            w.put_state("op", desc, pa.table({"key": pa.array([1, 1], pa.int64()), "user_key": ["a", "a"], "value": pa.array([1, 2], pa.int64())}))
+
+
+def test_full_put_of_namespaced_state_keys_entries_by_key_and_namespace(tmp_path):
+    store = _store(tmp_path)
+    desc = fs.ValueStateDescriptor(name="w", key_type=pa.string(), value_type=pa.int64(), namespace_type=pa.int64())
+    with store.begin(max_parallelism=MP) as w:
+        w.put_state("op", desc, pa.table({"key": ["a", "a"], "namespace": pa.array([1, 2], pa.int64()), "value": pa.array([1, 2], pa.int64())}))
+    with pytest.raises(fs.DuplicateKeyError, match=r"'namespace': 2"):
+        with store.begin() as w:
+            w.put_state("op", desc, pa.table({"key": ["a", "a"], "namespace": pa.array([2, 2], pa.int64()), "value": pa.array([1, 2], pa.int64())}))
+
+
+def test_full_timer_put_with_a_timer_twice_is_refused(tmp_path):
+    store = _store(tmp_path)
+    tdesc = fs.TimerServiceDescriptor(name="t", domain="event", key_type=pa.string())
+    with store.begin(max_parallelism=MP) as w:  # one key, two timestamps: two timers
+        w.put_timers("op", tdesc, pa.table({"key": ["k", "k"], "timestamp": pa.array([5, 6], pa.int64())}))
+    with pytest.raises(fs.DuplicateKeyError, match=r"'t'.*'timestamp': 5"):
+        with store.begin() as w:
+            w.put_timers("op", tdesc, pa.table({"key": ["k", "j", "k"], "timestamp": pa.array([5, 5, 5], pa.int64())}))
+    assert store.read_timers("op", "t").num_rows == 2

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor, validate_name
-from flinkstate.errors import KeyGroupOutOfRangeError, SchemaMismatchError
+from flinkstate.errors import DuplicateKeyError, KeyGroupOutOfRangeError, SchemaMismatchError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import (
     FileEntry,
@@ -28,10 +28,11 @@ from flinkstate.format.datafile import (
     timer_schema,
     write_data_file,
 )
+from flinkstate.format.merge import flat_key_columns
 from flinkstate.io import FileIO
 from flinkstate.keygroups import assign_key_groups, key_group_range
 
-__all__ = ["data_dir", "file_path", "cast_key", "with_key_groups", "split_ranges", "write_state_files", "write_timer_files", "write_operator_state_file", "write_coordinator_file"]
+__all__ = ["data_dir", "file_path", "cast_key", "with_key_groups", "check_unique", "split_ranges", "write_state_files", "write_timer_files", "write_operator_state_file", "write_coordinator_file"]
 
 
 def data_dir(checkpoint_kind: str, checkpoint_id: int) -> str:
@@ -103,6 +104,25 @@ def with_key_groups(table: pa.Table, max_parallelism: int, what: str, key_type: 
     return table.add_column(0, C.COL_KEY_GROUP, kg)
 
 
+def check_unique(table: pa.Table, pk: Sequence[str], what: str) -> None:
+    """Refuse a full write that holds one entry twice (which value would win is undefined), naming it."""
+    if table.num_rows < 2:
+        return
+    flat = flat_key_columns(table, pk)
+    if len(flat) == 1 and pc.count_distinct(flat[0], mode="all").as_py() == table.num_rows:
+        return
+    cols = [f"__g{i}" for i in range(len(flat))]
+    g = pa.table({**dict(zip(cols, flat)), "__i": pa.array(np.arange(table.num_rows, dtype=np.int64))})
+    agg = g.group_by(cols, use_threads=False).aggregate([("__i", "min"), ("__i", "count")])
+    dup = agg.filter(pc.greater(agg.column("__i_count"), 1))
+    if dup.num_rows:
+        first = table.slice(dup.column("__i_min")[0].as_py(), 1).select(list(pk)).to_pylist()[0]
+        raise DuplicateKeyError(
+            f"{what}: a full put holds {dup.num_rows} entries more than once, e.g. {first} "
+            f"({dup.column('__i_count')[0].as_py()} rows); give each entry once"
+        )
+
+
 def split_ranges(max_parallelism: int, rows: int, rows_per_file: int = C.DEFAULT_ROWS_PER_FILE) -> list[tuple[int, int]]:
     """Default file split: Flink's key-group ranges for a parallelism sized to the data."""
     p = max(1, min(max_parallelism, math.ceil(rows / max(1, rows_per_file))))
@@ -157,6 +177,8 @@ def _write_ranged(
     """Key groups, conform, split by range, one file per range."""
     table = with_key_groups(table, max_parallelism, what, schema.field(C.COL_KEY).type)
     table = conform(table, schema, what)
+    if kind in (C.KIND_FULL, C.KIND_TIMERS_FULL):
+        check_unique(table, [c for c in (C.COL_KEY, C.COL_NAMESPACE, C.COL_USER_KEY, C.COL_TIMESTAMP) if c in schema.names], what)
     # one sort of the whole table, key group first: what _slices needs
     table = sort_for_kind(table, kind)
     if ranges is None:
