@@ -44,7 +44,7 @@ def test_with_state_rename_rescale_keeps_the_new_rows(spark: Any) -> None:
     _run(spark, [("put", "b", "s2", 9), ("rename", "b", "c")], 256, True)
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(plan=M.PLAN)
 def test_every_combination_keeps_every_entry(spark: Any, plan: tuple[list[tuple[Any, ...]], int | None, bool]) -> None:
     steps, mp, savepoint = plan
