@@ -121,6 +121,9 @@ class CheckpointWriter:
 
     # ------------------------------------------------------------------ helpers
     def _op(self, operator: str, create: bool = True) -> OperatorMetadata:
+        if self._done:
+            raise InvalidArgumentError(f"checkpoint {self.checkpoint_id}: this writer already committed or aborted; "
+                                       f"operator {operator!r} cannot be changed in it (begin a new checkpoint)")
         validate_name(operator, "operator uid")
         op = self.operators.get(operator)
         if op is None:

@@ -20,6 +20,7 @@ from flinkstate.format import constants as C
 from flinkstate.format.datafile import (
     FileEntry,
     _castable,
+    as_table,
     conform,
     coordinator_schema,
     operator_state_schema,
@@ -86,6 +87,7 @@ def with_key_groups(table: pa.Table, max_parallelism: int, what: str, key_type: 
 
     With `key_type` the keys are first cast to it (`cast_key`), so they hash as Flink hashes them.
     """
+    table = as_table(table, what)
     if C.COL_KEY not in table.column_names:
         raise SchemaMismatchError(f"{what}: missing column 'key'; got columns {table.column_names}")
     nulls = table.column(C.COL_KEY).null_count
@@ -183,6 +185,9 @@ def _write_ranged(
     table = sort_for_kind(table, kind)
     if ranges is None:
         ranges = split_ranges(max_parallelism, table.num_rows)
+    outside = [(int(a), int(b)) for a, b in ranges if not 0 <= int(a) <= int(b) < max_parallelism]
+    if outside:
+        raise KeyGroupOutOfRangeError(f"{what}: key-group ranges {outside} are not inside [0, {max_parallelism - 1}] (max parallelism {max_parallelism})")
     base = data_dir(checkpoint_kind, checkpoint_id)
     meta = {**extra_metadata, C.META_MAX_PARALLELISM: str(max_parallelism)}
     out = []
