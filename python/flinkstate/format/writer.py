@@ -106,13 +106,30 @@ def with_key_groups(table: pa.Table, max_parallelism: int, what: str, key_type: 
     return table.add_column(0, C.COL_KEY_GROUP, kg)
 
 
-def check_unique(table: pa.Table, pk: Sequence[str], what: str) -> None:
-    """Refuse a full write that holds one entry twice (which value would win is undefined), naming it."""
+def _sortable(t: pa.DataType) -> bool:
+    return not (pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_map(t) or pa.types.is_null(t) or pa.types.is_floating(t))
+
+
+def check_unique(table: pa.Table, pk: Sequence[str], what: str, *, adjacent: bool = False) -> None:
+    """Refuse a full write that holds one entry twice (which value would win is undefined), naming it.
+
+    `adjacent`: the table is sorted so that equal entries are neighbours (one linear pass);
+    otherwise the entries are hash-grouped.
+    """
     if table.num_rows < 2:
         return
+    if adjacent:
+        same = None
+        for name in pk:
+            c = table.column(name)
+            eq = pc.fill_null(pc.equal(c.slice(1), c.slice(0, len(c) - 1)), False)
+            same = eq if same is None else pc.and_(same, eq)
+        if not pc.any(same).as_py():
+            return
+        i = int(pc.index(same, True).as_py())
+        first = table.slice(i, 1).select(list(pk)).to_pylist()[0]
+        raise DuplicateKeyError(f"{what}: a full put holds entry {first} more than once; give each entry once")
     flat = flat_key_columns(table, pk)
-    if len(flat) == 1 and pc.count_distinct(flat[0], mode="all").as_py() == table.num_rows:
-        return
     cols = [f"__g{i}" for i in range(len(flat))]
     g = pa.table({**dict(zip(cols, flat)), "__i": pa.array(np.arange(table.num_rows, dtype=np.int64))})
     agg = g.group_by(cols, use_threads=False).aggregate([("__i", "min"), ("__i", "count")])
@@ -120,8 +137,7 @@ def check_unique(table: pa.Table, pk: Sequence[str], what: str) -> None:
     if dup.num_rows:
         first = table.slice(dup.column("__i_min")[0].as_py(), 1).select(list(pk)).to_pylist()[0]
         raise DuplicateKeyError(
-            f"{what}: a full put holds {dup.num_rows} entries more than once, e.g. {first} "
-            f"({dup.column('__i_count')[0].as_py()} rows); give each entry once"
+            f"{what}: a full put holds entry {first} more than once ({dup.num_rows} entries are repeated); give each entry once"
         )
 
 
@@ -179,10 +195,13 @@ def _write_ranged(
     """Key groups, conform, split by range, one file per range."""
     table = with_key_groups(table, max_parallelism, what, schema.field(C.COL_KEY).type)
     table = conform(table, schema, what)
-    if kind in (C.KIND_FULL, C.KIND_TIMERS_FULL):
-        check_unique(table, [c for c in (C.COL_KEY, C.COL_NAMESPACE, C.COL_USER_KEY, C.COL_TIMESTAMP) if c in schema.names], what)
     # one sort of the whole table, key group first: what _slices needs
     table = sort_for_kind(table, kind)
+    if kind in (C.KIND_FULL, C.KIND_TIMERS_FULL):
+        pk = [c for c in (C.COL_KEY, C.COL_NAMESPACE, C.COL_USER_KEY, C.COL_TIMESTAMP) if c in schema.names]
+        # the sort (key group, key, user key / timestamp) puts equal entries side by side unless
+        # a namespace or an unorderable type is part of the entry
+        check_unique(table, pk, what, adjacent=C.COL_NAMESPACE not in pk and all(_sortable(schema.field(c).type) for c in pk))
     if ranges is None:
         ranges = split_ranges(max_parallelism, table.num_rows)
     outside = [(int(a), int(b)) for a, b in ranges if not 0 <= int(a) <= int(b) < max_parallelism]
