@@ -49,3 +49,29 @@ def test_with_state_rename_rescale_keeps_the_new_rows(spark: Any) -> None:
 def test_every_combination_keeps_every_entry(spark: Any, plan: tuple[list[tuple[Any, ...]], int | None, bool]) -> None:
     steps, mp, savepoint = plan
     _run(spark, steps, mp, savepoint)
+
+
+def test_with_state_casts_bigint_keys_to_the_declared_int_key_type(spark: Any, tmp_path: Path) -> None:
+    """Issue 7 item 2 through Spark: negative bigint keys into an INT-keyed state land in Flink's Integer key groups."""
+    import pyarrow as pa
+
+    import flinkstate as fs
+    from pyspark_flinkstate import SavepointWriter
+
+    root = str(tmp_path / "r")
+    store = fs.open(root)
+    desc = fs.ValueStateDescriptor(name="n", key_type=pa.int32(), value_type=pa.int64())
+    with store.begin(max_parallelism=128) as w:
+        w.put_state("op", desc, pa.table({"key": pa.array([1], pa.int32()), "value": pa.array([1], pa.int64())}))
+    keys = [-7, -1, 0, 5, 2**31 - 1, -(2**31)]
+    df = spark.createDataFrame([(k, k * 2) for k in keys], "key bigint, value bigint")
+    SavepointWriter(spark, root).with_state("op", "n", df).write()
+    t = store.read_state("op", "n")
+    assert t.schema.field("key").type == pa.int32()
+    assert sorted(t.column("key").to_pylist()) == sorted(keys)
+    assert t.column("key_group").to_pylist() == [fs.assign_key_group(k, 128, pa.int32()) for k in t.column("key").to_pylist()]
+    too_big = spark.createDataFrame([(2**40, 1)], "key bigint, value bigint")
+    with pytest.raises(Exception) as ei:
+        SavepointWriter(spark, root).with_state("op", "n", too_big).write()
+    assert "SchemaMismatchError" in str(ei.value) and "int32" in str(ei.value)
+    assert [c.checkpoint_id for c in store.checkpoints()] == [1, 2]
