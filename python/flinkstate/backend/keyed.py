@@ -469,8 +469,10 @@ def _check_delta_base(w: Any, snap: KeyedSnapshot, operator: str) -> None:
         return
     rng = snap.key_group_range
 
+    kinds = (C.KIND_FULL, C.KIND_DELTA, C.KIND_TIMERS_FULL, C.KIND_TIMERS_DELTA)
+
     def mine(entries: list[FileEntry]) -> list[str]:
-        return sorted(e.path for e in entries if e.operator == operator and e.kind in (C.KIND_FULL, C.KIND_DELTA, C.KIND_TIMERS_FULL, C.KIND_TIMERS_DELTA) and overlaps(e, *rng))
+        return sorted(e.path for e in entries if e.operator == operator and e.kind in kinds and overlaps(e, *rng))
 
     if mine(w.store.files(base)) != mine(w.entries()):
         raise CommitConflictError(
