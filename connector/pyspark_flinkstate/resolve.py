@@ -150,6 +150,10 @@ def _resolve_changes(store: Any, opts: ReadOptions, res: Resolved) -> Resolved:
         from_id = earlier[-1]
     else:
         from_id = opts.from_checkpoint_id
+        if from_id > to_rec.checkpoint_id:
+            raise InvalidArgumentError(
+                f"option 'fromCheckpointId' {from_id} is after 'toCheckpointId' {to_rec.checkpoint_id}: changes run from an older checkpoint to a newer one"
+            )
     from_rec = store.record(from_id)
     res.checkpoint_id, res.max_parallelism, res.created_at_ms = to_rec.checkpoint_id, to_rec.max_parallelism, _ms(to_rec.created_at)
     res.from_checkpoint_id, res.from_max_parallelism = from_rec.checkpoint_id, from_rec.max_parallelism

@@ -91,7 +91,6 @@ class SavepointWriter:
         kind = "savepoint" if savepoint else "checkpoint"
         w = self.store.begin(kind=kind, checkpoint_id=checkpoint_id, base=self.base, max_parallelism=self._max_parallelism)
         try:
-            replaced: set[tuple[str, str]] = set()
             for what, args in self._ops:
                 if what == "rename":
                     old, new = args
@@ -103,9 +102,8 @@ class SavepointWriter:
                 elif what == "state":
                     operator, state, df, state_kind, ttl_ms = args
                     self._put_df(w, operator, state, df, state_kind, ttl_ms)
-                    replaced.add((operator, state))
             if w.rescaled:
-                self._rescale(w, replaced)
+                self._rescale(w)
         except BaseException:
             w.abort()
             raise
@@ -126,10 +124,14 @@ class SavepointWriter:
         io, kind, cid, dd = w.io, w.kind, w.checkpoint_id, desc.to_dict()
 
         def bucket(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            from flinkstate.descriptors import descriptor_from_dict
+            from flinkstate.format.writer import cast_key
             from flinkstate.keygroups import assign_key_groups
 
+            kt = descriptor_from_dict(dd).key_type
             for b in it:
-                kg = assign_key_groups(b.column(b.schema.get_field_index("key")), mp).to_numpy()
+                keys = cast_key(b.column(b.schema.get_field_index("key")), kt, f"operator {operator!r} state {state!r}")
+                kg = assign_key_groups(keys, mp).to_numpy()
                 yield b.append_column("__b", pa.array((kg * p // mp).astype("int32")))
 
         def write(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -146,7 +148,7 @@ class SavepointWriter:
             buckets = sorted(set(t.column("__b").to_pylist()))
             d = descriptor_from_dict(dd)
             st = to_storage_table(t.drop_columns(["__b"]), d, tombstones=False, flattened_list=flattened).drop_columns([C.COL_TOMBSTONE])
-            st = with_key_groups(st, mp, f"state {d.name!r}")
+            st = with_key_groups(st, mp, f"state {d.name!r}", d.key_type)
             ranges = [key_group_range(mp, p, i) for i in buckets]
             entries = write_state_files(io, operator, d, st, checkpoint_id=cid, checkpoint_kind=kind, max_parallelism=mp,
                                         ranges=ranges, seq=1 + min(buckets))
@@ -165,8 +167,11 @@ class SavepointWriter:
         par = max(1, int(self.spark.sparkContext.defaultParallelism))
         return max(1, min(mp, 2 * par))
 
-    def _rescale(self, w: Any, replaced: set[tuple[str, str]]) -> None:
-        """Re-assign every carried keyed state and timer service to the new key groups (Spark job per state)."""
+    def _rescale(self, w: Any) -> None:
+        """Re-assign every carried keyed state and timer service to the new key groups (Spark job per state).
+
+        States this write replaced (under whatever uid renames gave them since) are kept as written.
+        """
         base = w.base
         if base is None:
             return
@@ -174,14 +179,14 @@ class SavepointWriter:
         for uid, op in list(w.operators.items()):
             src = w.base_uid(uid)
             for name, desc in list(op.keyed_states.items()):
-                if (uid, name) in replaced:
+                if w.rewritten(uid, "keyed", name):
                     continue
                 files = [e for e in old_files if e.operator == src and e.state == name and e.kind in (C.KIND_FULL, C.KIND_DELTA)]
                 entries = self._rekey_job(w, uid, desc, files, base.max_parallelism, timers=False)
                 w._new_paths.extend(e.path for e in entries)
                 w.add_state_files(uid, desc, entries, mode="full", allow_schema_change=True)
             for name, tdesc in list(op.timer_services.items()):
-                if (uid, name) in replaced:
+                if w.rewritten(uid, "timers", name):
                     continue
                 files = [e for e in old_files if e.operator == src and e.state == name and e.kind in (C.KIND_TIMERS_FULL, C.KIND_TIMERS_DELTA)]
                 entries = self._rekey_job(w, uid, tdesc, files, base.max_parallelism, timers=True)

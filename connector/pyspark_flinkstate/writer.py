@@ -260,7 +260,7 @@ def write_partition(plan: WritePlan, batches: Iterator[pa.RecordBatch], partitio
     storage = to_storage_table(table, desc, tombstones=plan.tombstones, flattened_list=plan.flattened_list)
     kgs: list[int] = []
     if plan.flattened_list and not plan.tombstones:  # the driver merges lists split over tasks
-        storage = with_key_groups(storage, plan.max_parallelism, f"operator {plan.operator!r} state {desc.name!r}")
+        storage = with_key_groups(storage, plan.max_parallelism, f"operator {plan.operator!r} state {desc.name!r}", desc.key_type)
         kgs = np.unique(storage.column(C.COL_KEY_GROUP).to_numpy()).tolist()
     entries = write_state_files(plan.io, plan.operator, desc, storage, checkpoint_id=plan.checkpoint_id, checkpoint_kind=plan.kind,
                                 max_parallelism=plan.max_parallelism, delta=True, seq=partition_id + 1, write_empty=False)

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from flinkstate.errors import InvalidArgumentError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry, primary_key_columns, state_schema, timer_schema
 from flinkstate.format.merge import flat_key_columns, overlaps, read_view
@@ -169,7 +170,11 @@ def diff_state(
 
 
 def state_changes(store: Any, operator: str, state: str, from_checkpoint_id: int, to_checkpoint_id: int) -> pa.Table:
-    """Changes of a keyed state between two committed checkpoints (whole state, one process)."""
+    """Changes of a keyed state between two committed checkpoints (whole state, one process); from <= to."""
+    if from_checkpoint_id > to_checkpoint_id:
+        raise InvalidArgumentError(
+            f"changes of operator {operator!r} state {state!r}: from checkpoint {from_checkpoint_id} is after to checkpoint {to_checkpoint_id}"
+        )
     r_from, r_to = store.record(from_checkpoint_id), store.record(to_checkpoint_id)
     try:
         desc = store.state_descriptor(operator, state, to_checkpoint_id)

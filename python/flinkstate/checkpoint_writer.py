@@ -134,6 +134,9 @@ class CheckpointWriter:
 
     # ------------------------------------------------------------------ helpers
     def _op(self, operator: str, create: bool = True) -> OperatorMetadata:
+        if self._done:
+            raise InvalidArgumentError(f"checkpoint {self.checkpoint_id}: this writer already committed or aborted; "
+                                       f"operator {operator!r} cannot be changed in it (begin a new checkpoint)")
         validate_name(operator, "operator uid")
         op = self.operators.get(operator)
         if op is None:
@@ -184,7 +187,10 @@ class CheckpointWriter:
         ranges: Sequence[tuple[int, int]] | None = None,
         allow_schema_change: bool = False,
     ) -> list[FileEntry]:
-        """Write a keyed state: `full` replaces it (in `key_group_range` if given), `delta` upserts/deletes."""
+        """Write a keyed state: `full` replaces it (in `key_group_range` if given), `delta` upserts/deletes.
+
+        A full put must hold each entry (key, namespace, user key) once: DuplicateKeyError otherwise.
+        """
         if mode not in ("full", "delta"):
             raise InvalidArgumentError(f"mode must be 'full' or 'delta', got {mode!r}")
         op = self._check_keyed(operator, descriptor, allow_schema_change or mode == "full" and key_group_range is None)
@@ -254,7 +260,10 @@ class CheckpointWriter:
         key_group_range: tuple[int, int] | None = None,
         ranges: Sequence[tuple[int, int]] | None = None,
     ) -> list[FileEntry]:
-        """Write a timer service's timers (`delta`: tombstone column marks deleted timers)."""
+        """Write a timer service's timers (`delta`: tombstone column marks deleted timers).
+
+        A full put must hold each timer (key, namespace, timestamp) once: DuplicateKeyError otherwise.
+        """
         op = self._op(operator)
         if descriptor.name in op.keyed_states:
             raise InvalidArgumentError(f"operator {operator!r}: {descriptor.name!r} is already a keyed state")
@@ -311,6 +320,7 @@ class CheckpointWriter:
             if name in table:
                 del table[name]
                 self._drop(operator, scope, name)
+                self._rewritten.discard((operator, scope, name))
                 return
         raise StateNotFoundError(f"operator {operator!r} has no state {name!r}; states: {sorted([*op.keyed_states, *op.timer_services, *op.operator_states])}")
 
@@ -319,6 +329,7 @@ class CheckpointWriter:
         self._op(operator, create=False)
         del self.operators[operator]
         self._entries = [e for e in self._entries if e.operator != operator]
+        self._rewritten = {r for r in self._rewritten if r[0] != operator}
 
     def rename_operator(self, old: str, new: str) -> None:
         """Change an operator's uid; its files are referenced under the new uid."""
@@ -330,10 +341,16 @@ class CheckpointWriter:
         del self.operators[old]
         self._entries = [_replace(e, operator=new) if e.operator == old else e for e in self._entries]
         self._renamed_from[new] = self._renamed_from.pop(old, old)
+        # what was rewritten in full under the old uid stays rewritten under the new one
+        self._rewritten = {(new, s, n) if u == old else (u, s, n) for u, s, n in self._rewritten if u != new}
 
     def base_uid(self, operator: str) -> str:
         """The uid an operator of this writer has in the base checkpoint (renames followed back)."""
         return self._renamed_from.get(operator, operator)
+
+    def rewritten(self, operator: str, scope: Literal["keyed", "timers"], name: str) -> bool:
+        """Whether this writer already replaced a keyed state or timer service in full (renames followed)."""
+        return (operator, scope, name) in self._rewritten
 
     def entries(self) -> list[FileEntry]:
         """The files the new checkpoint will use (so far)."""

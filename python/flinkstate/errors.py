@@ -18,6 +18,7 @@ __all__ = [
     "KeyGroupOutOfRangeError",
     "ReadOnlyStoreError",
     "WorkerPythonError",
+    "DuplicateKeyError",
 ]
 
 
@@ -63,3 +64,7 @@ class ReadOnlyStoreError(FlinkStateError, PermissionError):
 
 class WorkerPythonError(FlinkStateError, RuntimeError):
     """Spark's Python workers run an interpreter that cannot import flinkstate (it is named)."""
+
+
+class DuplicateKeyError(InvalidArgumentError):
+    """A full put holds the same entry (key, namespace, user key or timer) more than once (named)."""

@@ -28,7 +28,8 @@ def rekey(table: pa.Table, max_parallelism: int) -> pa.Table:
 def rescale_into(writer: Any, *, skip: set[tuple[str, str]] | None = None) -> None:
     """Re-put every keyed state and timer service of the writer's base in full (new key groups).
 
-    `skip` names (operator, state) pairs the caller replaces itself.
+    States the writer already replaced in full (under any uid, renames followed) are kept
+    as written; `skip` names further (operator, state) pairs the caller replaces itself.
     """
     store = writer.store
     base = writer.base
@@ -39,12 +40,12 @@ def rescale_into(writer: Any, *, skip: set[tuple[str, str]] | None = None) -> No
     for uid, op in list(writer.operators.items()):
         src_uid = writer.base_uid(uid)
         for name, desc in list(op.keyed_states.items()):
-            if (uid, name) in skip:
+            if (uid, name) in skip or writer.rewritten(uid, "keyed", name):
                 continue
             t = store.read_state(src_uid, name, bid)
             writer.put_state(uid, desc, rekey(t, writer.max_parallelism), mode="full")
         for name, tdesc in list(op.timer_services.items()):
-            if (uid, name) in skip:
+            if (uid, name) in skip or writer.rewritten(uid, "timers", name):
                 continue
             t = store.read_timers(src_uid, name, bid)
             writer.put_timers(uid, tdesc, rekey(t, writer.max_parallelism), mode="full")

@@ -231,8 +231,8 @@ class CheckpointStore:
     def retain(self, num_retained: int) -> list[str]:
         """Keep the newest `num_retained` checkpoints (savepoints are never touched), then collect
         garbage; returns the deleted paths."""
-        if num_retained < 1:
-            raise InvalidArgumentError(f"num_retained must be >= 1, got {num_retained}")
+        if isinstance(num_retained, bool) or not isinstance(num_retained, int) or num_retained < 1:
+            raise InvalidArgumentError(f"num_retained must be an int >= 1, got {num_retained!r}")
         cps = [c.checkpoint_id for c in self.checkpoints() if c.kind == C.CHECKPOINT]
         return self.discard(cps[:-num_retained] if len(cps) > num_retained else [])
 

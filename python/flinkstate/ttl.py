@@ -83,8 +83,8 @@ class StateTtlConfig:
     compaction_cleanup: CompactionCleanup | None = CompactionCleanup()
 
     def __post_init__(self) -> None:
-        if not isinstance(self.ttl_ms, int) or isinstance(self.ttl_ms, bool) or self.ttl_ms <= 0:
-            raise InvalidArgumentError(f"ttl_ms must be a positive int of milliseconds, got {self.ttl_ms!r}")
+        if not isinstance(self.ttl_ms, int) or isinstance(self.ttl_ms, bool) or not 0 < self.ttl_ms <= MAX_TIMESTAMP:
+            raise InvalidArgumentError(f"ttl_ms must be a positive int of milliseconds up to {MAX_TIMESTAMP} (Java long), got {self.ttl_ms!r}")
         if self.update_type not in ("OnCreateAndWrite", "OnReadAndWrite", "Disabled"):
             raise InvalidArgumentError(f"unknown TTL update_type {self.update_type!r}")
         if self.state_visibility not in ("NeverReturnExpired", "ReturnExpiredIfNotCleanedUp"):

@@ -358,8 +358,10 @@ def test_backend_falls_back_to_full_when_its_base_is_discarded(where: dict[str, 
     be.set_current_key("b")
     v.update(20)
     info = be.checkpoint(s, "sessions", full=full).result()
-    assert info.checkpoint_id == 3 and info.base_checkpoint_id is None
-    assert {e.kind for e in s.files(3)} == {"full"}
+    # full files of the backend's own state; the checkpoint builds on the latest retained one (1),
+    # whose other state (none here) it would carry over by reference
+    assert info.checkpoint_id == 3 and info.base_checkpoint_id == 1
+    assert {e.kind for e in s.files(3)} == {"full"} and all(e.created_by_checkpoint_id == 3 for e in s.files(3))
     got = {r["key"]: r["value"] for r in s.read_state("sessions", "count", 3).to_pylist()}
     assert got == {"a": 10, "b": 20, "c": 2, "d": 3}
     be.set_current_key("c")

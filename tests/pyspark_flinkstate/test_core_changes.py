@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pyarrow as pa
+import pytest
 
 import flinkstate as fs
 from flinkstate.changes import diff_tables, state_changes
@@ -65,3 +66,9 @@ def test_map_state_changes(tmp_path):
                                             "tombstone": [True, False]}), mode="delta")
     out = state_changes(store, "carts", "attrs", 2, 3).to_pylist()
     assert sorted((r["change_type"], r["key"], r["user_key"]) for r in out) == [("delete", "u1", "a0"), ("upsert", "u2", "zz")]
+
+
+def test_state_changes_refuses_from_after_to(tmp_path):
+    store = build_job(str(tmp_path / "r"))
+    with pytest.raises(fs.InvalidArgumentError, match=r"'sessions' state 'count'.*from checkpoint 2 is after to checkpoint 1"):
+        state_changes(store, "sessions", "count", 2, 1)

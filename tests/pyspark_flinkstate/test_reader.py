@@ -233,6 +233,8 @@ BAD = [
     ({"operator": "sessions", "state": "count", "checkpointId": "abc"}, ["checkpointId", "abc"]),
     ({"operator": "sessions", "state": "count", "table": "bogus"}, ["bogus", "timers", "checkpoints"]),
     ({"operator": "sessions", "table": "changes", "state": "count", "fromCheckpointId": "x1"}, ["fromCheckpointId", "x1"]),
+    ({"operator": "sessions", "table": "changes", "state": "count", "fromCheckpointId": "2", "toCheckpointId": "1"},
+     ["InvalidArgumentError", "'fromCheckpointId' 2 is after 'toCheckpointId' 1"]),
     ({"operator": "sessions", "state": "count", "flattenCollections": "maybe"}, ["flattenCollections", "maybe"]),
     ({"operator": "sessions", "state": "count", "nonsense": "1"}, ["nonsense", "checkpointId"]),
     ({"operator": "sessions"}, ["state", "count", "profile"]),

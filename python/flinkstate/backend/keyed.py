@@ -35,7 +35,7 @@ from flinkstate.backend.states import AggregatingState, ReducingState, State, Va
 from flinkstate.backend.tables import DEFAULT_BUCKETS, StateTable, VersionClock
 from flinkstate.backend.timers import Timer, TimerService
 from flinkstate.descriptors import KeyedStateDescriptor, TimerServiceDescriptor, same_schema
-from flinkstate.errors import InvalidArgumentError, KeyGroupOutOfRangeError, SchemaMismatchError, StateNotFoundError
+from flinkstate.errors import CommitConflictError, InvalidArgumentError, KeyGroupOutOfRangeError, SchemaMismatchError, StateNotFoundError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry, primary_key_columns
 from flinkstate.format.merge import order_entries, overlaps, read_view
@@ -364,7 +364,9 @@ class KeyedStateBackend:
                    executor: concurrent.futures.Executor | None = None) -> concurrent.futures.Future[Any]:
         """Snapshot synchronously, then write and commit on a background thread; a Future of the CheckpointInfo.
 
-        For a single backend; a job with several subtasks commits them together (see `flinkstate.runtime`).
+        The new checkpoint starts from the store's latest one: everything this backend does not
+        own (other operators, other states, other key groups) is kept by reference. For a single
+        backend; a job with several subtasks commits them together (see `flinkstate.runtime`).
         """
         recs = store.checkpoints(include_discarded=True)
         if checkpoint_id is None:  # never an id this backend already used, aborted ones included
@@ -380,7 +382,10 @@ class KeyedStateBackend:
 
         def run() -> Any:
             try:
-                with store.begin(checkpoint_id=checkpoint_id, base=snap.base_checkpoint_id, max_parallelism=self.max_parallelism) as w:
+                # based on the latest checkpoint: what this backend does not own (other operators,
+                # other states, other key groups) is carried over by reference, as Flink keeps it
+                with store.begin(checkpoint_id=checkpoint_id, base="latest", max_parallelism=self.max_parallelism) as w:
+                    _check_delta_base(w, snap, operator)
                     snap.write(w, operator)
                 info = w.store.checkpoint(checkpoint_id)
             except BaseException:
@@ -511,6 +516,25 @@ def _chain_after(chain: _Chain | None, files: list[FileEntry]) -> _Chain | None:
         return None
     created = {e.created_by_checkpoint_id for e in ordered}  # one delta file per checkpoint
     return _Chain(chain.full_bytes, chain.deltas + len(created), chain.delta_bytes + sum(e.bytes for e in ordered))
+
+
+def _check_delta_base(w: Any, snap: KeyedSnapshot, operator: str) -> None:
+    """Deltas apply to the backend's base: refuse if a newer checkpoint changed the backend's own files."""
+    base = snap.base_checkpoint_id
+    if not snap.incremental or base is None or w.base is None or w.base.checkpoint_id == base:
+        return
+    rng = snap.key_group_range
+
+    kinds = (C.KIND_FULL, C.KIND_DELTA, C.KIND_TIMERS_FULL, C.KIND_TIMERS_DELTA)
+
+    def mine(entries: list[FileEntry]) -> list[str]:
+        return sorted(e.path for e in entries if e.operator == operator and e.kind in kinds and overlaps(e, *rng))
+
+    if mine(w.store.files(base)) != mine(w.entries()):
+        raise CommitConflictError(
+            f"operator {operator!r}: checkpoint {w.base.checkpoint_id} changed key groups {rng} after this backend's base "
+            f"checkpoint {base}; its deltas would apply to other state: restore from checkpoint {w.base.checkpoint_id}"
+        )
 
 
 class _CheckpointView:

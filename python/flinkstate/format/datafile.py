@@ -17,7 +17,7 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor
-from flinkstate.errors import CorruptFileError, SchemaMismatchError
+from flinkstate.errors import CorruptFileError, InvalidArgumentError, SchemaMismatchError
 from flinkstate.format import constants as C
 from flinkstate.format.checks import file_checksum
 from flinkstate.io import FileIO
@@ -30,6 +30,7 @@ __all__ = [
     "coordinator_schema",
     "primary_key_columns",
     "conform",
+    "as_table",
     "write_data_file",
     "read_data_file",
 ]
@@ -129,7 +130,13 @@ def primary_key_columns(desc: KeyedStateDescriptor | TimerServiceDescriptor) -> 
 
 
 def conform(table: pa.Table, schema: pa.Schema, what: str) -> pa.Table:
-    """Select and cast a table's columns to a file schema, or raise naming the column at fault."""
+    """Select and cast a table's columns to a file schema, or raise naming the column at fault.
+
+    Columns the schema does not have are refused (only `key_group`, which the writer
+    verifies, and an all-false `tombstone` may be given extra): a misspelt column must not
+    vanish silently.
+    """
+    table = as_table(table, what)
     arrays = []
     for f in schema:
         if f.name not in table.column_names:
@@ -148,7 +155,24 @@ def conform(table: pa.Table, schema: pa.Schema, what: str) -> pa.Table:
         if not f.nullable and col.null_count:
             raise SchemaMismatchError(f"{what}: column {f.name!r} has {col.null_count} null values but may not be null")
         arrays.append(col)
+    extra = [n for n in table.column_names if n not in schema.names and n != C.COL_KEY_GROUP]
+    if C.COL_TOMBSTONE in extra:  # a full write may carry a delta's tombstone column if it deletes nothing
+        if pc.any(table.column(C.COL_TOMBSTONE)).as_py():
+            raise SchemaMismatchError(f"{what}: a full write cannot delete: column 'tombstone' has true values (use a delta)")
+        extra.remove(C.COL_TOMBSTONE)
+    if extra:
+        hint = "; this state declares no namespace" if C.COL_NAMESPACE in extra else ""
+        raise SchemaMismatchError(f"{what}: unknown columns {extra}{hint}; expected columns {schema.names}")
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def as_table(table: Any, what: str) -> pa.Table:
+    """A pyarrow Table (a RecordBatch is wrapped); anything else is refused naming its type."""
+    if isinstance(table, pa.Table):
+        return table
+    if isinstance(table, pa.RecordBatch):
+        return pa.Table.from_batches([table])
+    raise InvalidArgumentError(f"{what}: expected a pyarrow.Table, got {type(table).__name__}")
 
 
 def _castable(src: pa.DataType, dst: pa.DataType) -> bool:

@@ -15,10 +15,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor, validate_name
-from flinkstate.errors import KeyGroupOutOfRangeError, SchemaMismatchError
+from flinkstate.errors import DuplicateKeyError, KeyGroupOutOfRangeError, SchemaMismatchError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import (
     FileEntry,
+    _castable,
+    as_table,
     conform,
     coordinator_schema,
     operator_state_schema,
@@ -27,10 +29,11 @@ from flinkstate.format.datafile import (
     timer_schema,
     write_data_file,
 )
+from flinkstate.format.merge import flat_key_columns
 from flinkstate.io import FileIO
 from flinkstate.keygroups import assign_key_groups, key_group_range
 
-__all__ = ["data_dir", "file_path", "with_key_groups", "split_ranges", "write_state_files", "write_timer_files", "write_operator_state_file", "write_coordinator_file"]
+__all__ = ["data_dir", "file_path", "cast_key", "with_key_groups", "check_unique", "split_ranges", "write_state_files", "write_timer_files", "write_operator_state_file", "write_coordinator_file"]
 
 
 def data_dir(checkpoint_kind: str, checkpoint_id: int) -> str:
@@ -49,13 +52,49 @@ def file_path(base: str, operator: str, sub: str, checkpoint_id: int, kind: str,
     return f"{base}/{operator}/{sub}/{checkpoint_id:010d}-{kind}-kg{kg[0]:05d}-{kg[1]:05d}-{uuid.uuid4().hex[:12]}.parquet"
 
 
-def with_key_groups(table: pa.Table, max_parallelism: int, what: str) -> pa.Table:
-    """Add (or verify) the key_group column computed from `key` with Flink's assignment."""
+def _leaves(t: pa.DataType) -> list[pa.DataType]:
+    if pa.types.is_struct(t):
+        return [x for i in range(t.num_fields) for x in _leaves(t.field(i).type)]
+    return [t.value_type if pa.types.is_dictionary(t) else t]
+
+
+def cast_key(column: pa.Array | pa.ChunkedArray, key_type: pa.DataType, what: str) -> pa.Array | pa.ChunkedArray:
+    """The key column in the state's declared key type, cast losslessly or refused.
+
+    Key groups hash the declared type (Flink's Integer and Long hash negative keys apart):
+    hashing any other type would file keys under key groups Flink would not give them.
+    """
+    src = column.type
+    if src == key_type:
+        return column
+    err = SchemaMismatchError(f"{what}: column 'key' has type {src}, the state declares key type {key_type}; "
+                              "cast the keys to the declared type (only a lossless cast is done implicitly)")
+    if not _castable(src, key_type):
+        raise err
+    try:
+        out = column.cast(key_type, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise SchemaMismatchError(f"{err}: {e}") from e
+    narrows = any(pa.types.is_floating(a) and pa.types.is_floating(b) and a.bit_width > b.bit_width
+                  for a, b in zip(_leaves(src), _leaves(key_type)))
+    if narrows and not out.cast(src).equals(column):
+        raise err
+    return out
+
+
+def with_key_groups(table: pa.Table, max_parallelism: int, what: str, key_type: pa.DataType | None = None) -> pa.Table:
+    """Add (or verify) the key_group column computed from `key` with Flink's assignment.
+
+    With `key_type` the keys are first cast to it (`cast_key`), so they hash as Flink hashes them.
+    """
+    table = as_table(table, what)
     if C.COL_KEY not in table.column_names:
         raise SchemaMismatchError(f"{what}: missing column 'key'; got columns {table.column_names}")
     nulls = table.column(C.COL_KEY).null_count
     if nulls:
         raise SchemaMismatchError(f"{what}: column 'key' has {nulls} null values but may not be null (Flink rejects null keys)")
+    if key_type is not None:
+        table = table.set_column(table.column_names.index(C.COL_KEY), C.COL_KEY, cast_key(table.column(C.COL_KEY), key_type, what))
     kg = assign_key_groups(table.column(C.COL_KEY), max_parallelism)
     if C.COL_KEY_GROUP in table.column_names:
         given = table.column(C.COL_KEY_GROUP).cast(pa.int32())
@@ -65,6 +104,41 @@ def with_key_groups(table: pa.Table, max_parallelism: int, what: str) -> pa.Tabl
             )
         return table.set_column(table.column_names.index(C.COL_KEY_GROUP), C.COL_KEY_GROUP, kg)
     return table.add_column(0, C.COL_KEY_GROUP, kg)
+
+
+def _sortable(t: pa.DataType) -> bool:
+    return not (pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_map(t) or pa.types.is_null(t) or pa.types.is_floating(t))
+
+
+def check_unique(table: pa.Table, pk: Sequence[str], what: str, *, adjacent: bool = False) -> None:
+    """Refuse a full write that holds one entry twice (which value would win is undefined), naming it.
+
+    `adjacent`: the table is sorted so that equal entries are neighbours (one linear pass);
+    otherwise the entries are hash-grouped.
+    """
+    if table.num_rows < 2:
+        return
+    if adjacent:
+        same = None
+        for name in pk:
+            c = table.column(name)
+            eq = pc.fill_null(pc.equal(c.slice(1), c.slice(0, len(c) - 1)), False)
+            same = eq if same is None else pc.and_(same, eq)
+        if not pc.any(same).as_py():
+            return
+        i = int(pc.index(same, True).as_py())
+        first = table.slice(i, 1).select(list(pk)).to_pylist()[0]
+        raise DuplicateKeyError(f"{what}: a full put holds entry {first} more than once; give each entry once")
+    flat = flat_key_columns(table, pk)
+    cols = [f"__g{i}" for i in range(len(flat))]
+    g = pa.table({**dict(zip(cols, flat)), "__i": pa.array(np.arange(table.num_rows, dtype=np.int64))})
+    agg = g.group_by(cols, use_threads=False).aggregate([("__i", "min"), ("__i", "count")])
+    dup = agg.filter(pc.greater(agg.column("__i_count"), 1))
+    if dup.num_rows:
+        first = table.slice(dup.column("__i_min")[0].as_py(), 1).select(list(pk)).to_pylist()[0]
+        raise DuplicateKeyError(
+            f"{what}: a full put holds entry {first} more than once ({dup.num_rows} entries are repeated); give each entry once"
+        )
 
 
 def split_ranges(max_parallelism: int, rows: int, rows_per_file: int = C.DEFAULT_ROWS_PER_FILE) -> list[tuple[int, int]]:
@@ -119,12 +193,20 @@ def _write_ranged(
     extra_metadata: dict[str, str],
 ) -> list[FileEntry]:
     """Key groups, conform, split by range, one file per range."""
-    table = with_key_groups(table, max_parallelism, what)
+    table = with_key_groups(table, max_parallelism, what, schema.field(C.COL_KEY).type)
     table = conform(table, schema, what)
     # one sort of the whole table, key group first: what _slices needs
     table = sort_for_kind(table, kind)
+    if kind in (C.KIND_FULL, C.KIND_TIMERS_FULL):
+        pk = [c for c in (C.COL_KEY, C.COL_NAMESPACE, C.COL_USER_KEY, C.COL_TIMESTAMP) if c in schema.names]
+        # the sort (key group, key, user key / timestamp) puts equal entries side by side unless
+        # a namespace or an unorderable type is part of the entry
+        check_unique(table, pk, what, adjacent=C.COL_NAMESPACE not in pk and all(_sortable(schema.field(c).type) for c in pk))
     if ranges is None:
         ranges = split_ranges(max_parallelism, table.num_rows)
+    outside = [(int(a), int(b)) for a, b in ranges if not 0 <= int(a) <= int(b) < max_parallelism]
+    if outside:
+        raise KeyGroupOutOfRangeError(f"{what}: key-group ranges {outside} are not inside [0, {max_parallelism - 1}] (max parallelism {max_parallelism})")
     base = data_dir(checkpoint_kind, checkpoint_id)
     meta = {**extra_metadata, C.META_MAX_PARALLELISM: str(max_parallelism)}
     out = []
