@@ -127,3 +127,46 @@ def test_unsupported_arrow_type_is_typed_error_before_writing(tmp_path):
     with pytest.raises(UnsupportedSerializerError, match=r"state 'ts'.*timestamp"):
         type_for_arrow(pa.timestamp("us"), "state 'ts'")
     assert not (tmp_path / "sp").exists()
+
+
+def test_export_from_flinkstate_store(tmp_path):
+    import flinkstate as fs
+    from flinkstate.flink.store_export import export_savepoint
+
+    store = fs.open(str(tmp_path / "job"))
+    ttl = fs.StateTtlConfig(ttl_ms=3_600_000)
+    with store.begin(max_parallelism=128) as w:
+        w.put_state("sessions", fs.ValueStateDescriptor(name="count", value_type=pa.int64(), ttl=ttl),
+                    pa.table({"key": ["a", "b"], "value": [1, 2], "ttl_timestamp": [7, 8]}))
+        w.put_state("sessions", fs.MapStateDescriptor(name="pages", user_key_type=pa.string(), user_value_type=pa.int32()),
+                    pa.table({"key": ["a"], "user_key": ["/"], "value": pa.array([3], pa.int32())}))
+        w.put_state("sessions", fs.ListStateDescriptor(name="hist", value_type=pa.struct([("x", pa.int64()), ("y", pa.string())])),
+                    pa.table({"key": ["a"], "value": [[{"x": 1, "y": "p"}, {"x": 2, "y": None}]]}))
+        w.put_timers("sessions", fs.TimerServiceDescriptor(name="gap"), pa.table({"key": ["a"], "timestamp": [10]}))
+        w.put_operator_state("source", fs.OperatorStateDescriptor(name="offsets", value_type=pa.int64()),
+                             pa.table({"subtask": pa.array([0], pa.int32()), "value": [42]}))
+        w.set_parallelism("sessions", 2)
+    dest = export_savepoint(str(tmp_path / "job"), str(tmp_path / "sp"))
+    meta = read_metadata(dest)
+    ks = read_keyed_state(meta, "sessions")
+    assert sorted(zip(ks.states["count"].column("key").to_pylist(), ks.states["count"].column("value").to_pylist(),
+                      ks.states["count"].column("ttl_last_access").to_pylist())) == [("a", 1, 7), ("b", 2, 8)]
+    assert ks.states["pages"].select(["key", "user_key", "value"]).to_pylist() == [{"key": "a", "user_key": "/", "value": 3}]
+    assert [v["f0"] for v in ks.states["hist"].column("value").to_pylist()] == [1, 2]
+    assert ks.timers["event_gap"].select(["key", "timestamp"]).to_pylist() == [{"key": "a", "timestamp": 10}]
+    assert read_operator_state(meta, "source", "offsets").column("value").to_pylist() == [42]
+    assert meta.operator("sessions").parallelism == 2
+
+
+def test_export_unsupported_type_names_state_and_writes_nothing(tmp_path):
+    import flinkstate as fs
+    from flinkstate.flink.store_export import export_savepoint
+
+    store = fs.open(str(tmp_path / "job"))
+    with store.begin(max_parallelism=128) as w:
+        w.put_state("op", fs.ValueStateDescriptor(name="when", value_type=pa.timestamp("us")),
+                    pa.table({"key": ["a"], "value": pa.array([1], pa.timestamp("us"))}))
+    with pytest.raises(UnsupportedSerializerError, match=r"operator 'op', state 'when'.*timestamp"):
+        export_savepoint(str(tmp_path / "job"), str(tmp_path / "sp"))
+    assert not (tmp_path / "sp").exists()
+    assert [p for p in os.listdir(tmp_path) if p.startswith(".sp")] == []
