@@ -41,6 +41,7 @@ import org.apache.flink.util.Collector;
  * broadcast state without subtask index, so dumps at different parallelisms compare equal).
  *
  * Args: SAVEPOINT OUT_FILE BACKEND(hashmap|rocksdb) PARALLELISM [LONG_UID [STRING_UID]]
+ * (LONG_UID --arrow: only the operator "arrow" with arrowStates()).
  */
 public class RestoreDumpJob {
     static final ConcurrentSkipListSet<String> DUMP = new ConcurrentSkipListSet<>();
@@ -93,12 +94,22 @@ public class RestoreDumpJob {
         return l;
     }
 
+    /** The states of the savepoint test_flink_restore writes wholly from Arrow tables (uid "arrow", String key). */
+    static List<StateDescriptor<?, ?>> arrowStates() {
+        List<StateDescriptor<?, ?>> l = new ArrayList<>();
+        l.add(new ValueStateDescriptor<>("profile", Types.ROW(Types.LONG, Types.STRING, Types.DOUBLE)));
+        l.add(new ListStateDescriptor<>("events", Types.LONG));
+        l.add(new MapStateDescriptor<>("counts", Types.STRING, Types.INT));
+        l.add(new ValueStateDescriptor<>("blob", byte[].class));
+        return l;
+    }
+
     /** Dumps every key of every declared state when the trigger arrives; timers when they fire. */
     public static class Dumper<K> extends KeyedBroadcastProcessFunction<K, Long, Long, Long> {
         final String op;
-        final boolean longKeyed;
+        final int mode;  // 0 long-keyed, 1 string-keyed, 2 arrow
 
-        Dumper(String op, boolean longKeyed) { this.op = op; this.longKeyed = longKeyed; }
+        Dumper(String op, int mode) { this.op = op; this.mode = mode; }
 
         @Override
         public void processElement(Long v, ReadOnlyContext ctx, Collector<Long> out) {}
@@ -106,7 +117,7 @@ public class RestoreDumpJob {
         @Override
         @SuppressWarnings({"unchecked", "rawtypes"})
         public void processBroadcastElement(Long v, Context ctx, Collector<Long> out) throws Exception {
-            for (StateDescriptor<?, ?> d : longKeyed ? longStates() : stringStates()) {
+            for (StateDescriptor<?, ?> d : mode == 0 ? longStates() : mode == 1 ? stringStates() : arrowStates()) {
                 String name = d.getName();
                 KeyedStateFunction<Object, State> fn = (key, state) -> {
                     String p = op + " " + name + " " + show(key) + " ";
@@ -175,10 +186,19 @@ public class RestoreDumpJob {
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
         env.setParallelism(p);
         DataStream<Long> none = env.fromData(-1L).filter(v -> v >= 0);
+        if (longUid.equals("--arrow")) {
+            BroadcastStream<Long> t = env.fromData(1L).broadcast(TRIGGER);
+            none.keyBy(v -> "k" + v, Types.STRING).connect(t).process(new Dumper<String>("arrow", 2)).uid("arrow").sinkTo(new DiscardingSink<>());
+            env.execute("flinkstate-restore-dump-arrow");
+            try (PrintWriter w = new PrintWriter(out.toFile(), StandardCharsets.UTF_8)) {
+                for (String line : DUMP) w.println(line);
+            }
+            System.exit(0);
+        }
         BroadcastStream<Long> trigger = env.fromData(1L).broadcast(TRIGGER);
-        none.keyBy(v -> v, Types.LONG).connect(trigger).process(new Dumper<Long>(longUid, true)).uid(longUid).sinkTo(new DiscardingSink<>());
+        none.keyBy(v -> v, Types.LONG).connect(trigger).process(new Dumper<Long>(longUid, 0)).uid(longUid).sinkTo(new DiscardingSink<>());
         BroadcastStream<Long> trigger2 = env.fromData(1L).broadcast(TRIGGER);
-        none.keyBy(v -> "k" + v, Types.STRING).connect(trigger2).process(new Dumper<String>(stringUid, false)).uid(stringUid).sinkTo(new DiscardingSink<>());
+        none.keyBy(v -> "k" + v, Types.STRING).connect(trigger2).process(new Dumper<String>(stringUid, 1)).uid(stringUid).sinkTo(new DiscardingSink<>());
         none.map(new OpState()).uid("opstate").sinkTo(new DiscardingSink<>());
         BroadcastStream<Long> b = env.fromData(1L).broadcast(BCAST);
         none.connect(b).process(new Bcast()).uid("bcast").sinkTo(new DiscardingSink<>());

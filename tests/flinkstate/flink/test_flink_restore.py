@@ -68,3 +68,32 @@ def test_changed_savepoint_restores_to_changed_dump(tmp_path, original_dump):
         expected.append(line)
     assert len(expected) < len(original_dump)
     assert got == sorted(expected)
+
+
+def test_savepoint_written_from_arrow_tables(tmp_path):
+    """A checkpoint written from scratch (store.begin puts: string key, struct, list, map, byte[], timers) exported and restored by Flink."""
+    import flinkstate as fs
+    from flinkstate.flink.store_export import export_savepoint
+
+    store = fs.open(str(tmp_path / "job"))
+    row = pa.struct([("id", pa.int64()), ("name", pa.string()), ("score", pa.float64())])
+    with store.begin(max_parallelism=128) as w:
+        w.put_state("arrow", fs.ValueStateDescriptor(name="profile", value_type=row),
+                    pa.table({"key": ["k1", "ü2"], "value": pa.array([{"id": 1, "name": "x", "score": 1.5}, {"id": 2, "name": None, "score": -0.25}], row)}))
+        w.put_state("arrow", fs.ListStateDescriptor(name="events", value_type=pa.int64()),
+                    pa.table({"key": ["k1"], "value": pa.array([[3, 1, 2]], pa.list_(pa.int64()))}))
+        w.put_state("arrow", fs.MapStateDescriptor(name="counts", user_key_type=pa.string(), user_value_type=pa.int32()),
+                    pa.table({"key": ["k1", "k1", "ü2"], "user_key": ["a", "b", "c"], "value": pa.array([3, 4, 5], pa.int32())}))
+        w.put_state("arrow", fs.ValueStateDescriptor(name="blob", value_type=pa.binary()),
+                    pa.table({"key": ["k1"], "value": pa.array([b"\x01\xff"], pa.binary())}))
+        w.put_timers("arrow", fs.TimerServiceDescriptor(name="user-timers"), pa.table({"key": ["k1", "ü2"], "timestamp": [10, 20]}))
+        w.set_parallelism("arrow", 2)
+    dest = export_savepoint(str(tmp_path / "job"), str(tmp_path / "sp"), compression=True)
+    got = _harness().restore_and_dump(dest, tmp_path / "dump.txt", "rocksdb", 3, ("--arrow",))
+    assert got == sorted([
+        "arrow profile k1 +I[1, x, 1.5]", "arrow profile ü2 +I[2, null, -0.25]",
+        "arrow events k1 [3, 1, 2]",
+        "arrow counts k1 a=3", "arrow counts k1 b=4", "arrow counts ü2 c=5",
+        "arrow blob k1 [1, -1]",
+        "arrow timer EVENT_TIME k1 10", "arrow timer EVENT_TIME ü2 20",
+    ])
