@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from flinkstate.errors import InvalidArgumentError
 from flinkstate.flink.errors import UnsupportedSerializerError
 from flinkstate.flink.serializers import _BASE, _COMPOSITE, _COMPOSITE_MAGIC, _NESTED_MAGIC, _OPTIONAL_MAP_HEADER, _POJO, _SIMPLE, StateMeta, TypeNode
 
@@ -25,11 +26,11 @@ _FIXED = {"long": ">q", "int": ">i", "short": ">h", "byte": ">b", "double": ">d"
 
 
 def encode_utf(s: str) -> bytes:
-    """Java writeUTF: u16 length + modified UTF-8."""
-    raw = s.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass").encode("utf-8", "surrogatepass")
-    if not s.isascii():
-        raw = "".join(s).encode("utf-16-le", "surrogatepass")
-        units = struct.unpack(f"<{len(raw) // 2}H", raw)
+    """Java writeUTF: u16 length + modified UTF-8 (NUL as C0 80, supplementary characters as surrogate pairs)."""
+    if s.isascii() and "\x00" not in s:
+        raw = s.encode("ascii")
+    else:
+        units = struct.unpack(f"<{len(s.encode('utf-16-le', 'surrogatepass')) // 2}H", s.encode("utf-16-le", "surrogatepass"))
         out = bytearray()
         for u in units:
             if 0 < u < 0x80:
@@ -39,6 +40,8 @@ def encode_utf(s: str) -> bytes:
             else:
                 out += bytes([0xE0 | (u >> 12), 0x80 | ((u >> 6) & 0x3F), 0x80 | (u & 0x3F)])
         raw = bytes(out)
+    if len(raw) > 0xFFFF:
+        raise InvalidArgumentError(f"string of {len(raw)} bytes is too long for a Java writeUTF: {s[:40]!r}...")
     return struct.pack(">H", len(raw)) + raw
 
 

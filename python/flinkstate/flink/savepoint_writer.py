@@ -119,6 +119,19 @@ def _state_records(name: str, meta: StateMeta, table: pa.Table, ks: KeyedState, 
     return out
 
 
+def _encode_state(op: OperatorExport, m: StateMeta, tables: dict[str, pa.Table]) -> dict[int, list[tuple[bytes, bytes]]]:
+    """_state_records with bad input (missing table or column, null key, value not fitting the serializer) as a typed error."""
+    where = f"operator {op.uid!r}, state {m.name!r}"
+    if m.name not in tables:
+        raise InvalidArgumentError(f"{where}: declared in the keyed state but no table was given")
+    try:
+        return _state_records(m.name, m, tables[m.name], op.keyed, op.max_parallelism)
+    except KeyError as e:
+        raise InvalidArgumentError(f"{where}: missing column {e}; got columns {tables[m.name].column_names}") from e
+    except (struct.error, TypeError, AttributeError, OverflowError, ValueError) as e:
+        raise InvalidArgumentError(f"{where}: a value does not fit its Flink serializer: {e}") from e
+
+
 def _len_suffix(b: bytearray, n: int) -> None:
     b.append(n & 0xFF)
     n >>= 8
@@ -203,7 +216,7 @@ def write_savepoint(dest: str, operators: list[OperatorExport], *, checkpoint_id
         if op.keyed is not None:
             metas = [op.keyed.meta[n] for n in op.keyed.meta]
             tables = {**op.keyed.states, **{TIMER_PREFIX + k: v for k, v in op.keyed.timers.items()}}
-            records = [_state_records(m.name, m, tables[m.name], op.keyed, op.max_parallelism) for m in metas]
+            records = [_encode_state(op, m, tables) for m in metas]
             keyed = (metas, records)
         planned.append((op, keyed))
     parent = os.path.dirname(dest)

@@ -170,3 +170,22 @@ def test_export_unsupported_type_names_state_and_writes_nothing(tmp_path):
         export_savepoint(str(tmp_path / "job"), str(tmp_path / "sp"))
     assert not (tmp_path / "sp").exists()
     assert [p for p in os.listdir(tmp_path) if p.startswith(".sp")] == []
+
+
+def test_bad_values_are_typed_errors_naming_the_state(tmp_path):
+    from flinkstate.errors import InvalidArgumentError
+
+    ks = _arrow_keyed(pa.string(), {"n": ("VALUE", pa.table({"key": ["a"], "value": pa.array([1], pa.int32())}))})
+    ks.states["n"] = pa.table({"key": ["a"], "value": pa.array([2**40], pa.int64())})  # does not fit Integer
+    with pytest.raises(InvalidArgumentError, match=r"operator 'op', state 'n'.*serializer"):
+        write_savepoint(str(tmp_path / "sp"), [OperatorExport("op", 1, 128, ks)])
+    ks.states["n"] = pa.table({"key": ["a"]})
+    with pytest.raises(InvalidArgumentError, match=r"operator 'op', state 'n': missing column"):
+        write_savepoint(str(tmp_path / "sp"), [OperatorExport("op", 1, 128, ks)])
+    assert not (tmp_path / "sp").exists() and os.listdir(tmp_path) == []
+
+
+def test_java_modified_utf8_names(tmp_path):
+    ks = _arrow_keyed(pa.string(), {"nul\x00 é 😀": ("VALUE", pa.table({"key": ["a"], "value": pa.array([1], pa.int64())}))})
+    dest = write_savepoint(str(tmp_path / "sp"), [OperatorExport("uid é😀", 1, 128, ks)])
+    assert list(read_keyed_state(read_metadata(dest), "uid é😀").states) == ["nul\x00 é 😀"]
