@@ -15,7 +15,7 @@ Supported now:
 - Operator state (`operator_state.read_operator_state`): split and union list state, broadcast state.
 
 Writing (`savepoint_writer.write_savepoint`, `export.rewrite_flink_savepoint`, `store_export.export_savepoint`):
-canonical savepoints with `_metadata` v6 (read by Flink 2.0-2.3; tested: real Flink 2.3 restores them with the
+canonical savepoints with `_metadata` v6 (what Flink 2.3 writes; tested: real Flink 2.3 restores them with the
 HashMap and RocksDB backends), relative file handles, keyed state of the types above except POJO subclasses,
 TTL, timers, split/union/broadcast operator state, optional snappy; serializer snapshots from `encode`.
 

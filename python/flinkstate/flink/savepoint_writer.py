@@ -1,7 +1,8 @@
 """Write canonical Flink savepoints (`_metadata` v6 + keyed and operator state files), the mirror of the readers.
 
-`_metadata` version 6 is what Flink 2.0 to 2.3 write and read (tested: 2.3 reads this module's
-output back through the readers). Keyed state: one file per subtask with a KeyedBackendSerializationProxy
+`_metadata` version 6 is what Flink 2.3 writes; a Flink release reads every metadata version up to
+its own, so 2.3 and later restore it (tested: real Flink 2.3.0, HashMap and RocksDB backends); older
+releases whose newest version is below 6 do not (not checked here which 1.x/2.x release introduced v6). Keyed state: one file per subtask with a KeyedBackendSerializationProxy
 header and per-key-group streams (KeyGroupsSavepointStateHandle with RelativeFileStateHandle, so the
 directory can be moved). The savepoint is written to a temporary folder and renamed into place.
 """
