@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from flinkstate.errors import InvalidArgumentError
 from flinkstate.flink.errors import UnsupportedSerializerError
-from flinkstate.flink.serializers import _BASE, _COMPOSITE, _COMPOSITE_MAGIC, _NESTED_MAGIC, _OPTIONAL_MAP_HEADER, _POJO, _SIMPLE, StateMeta, TypeNode
+from flinkstate.flink.serializers import _COMPOSITE, _COMPOSITE_MAGIC, _NESTED_MAGIC, _OPTIONAL_MAP_HEADER, _POJO, _SIMPLE, StateMeta, TypeNode
 
 __all__ = ["Writer", "encode_utf", "make_writer", "murmur3_128", "snappy_frame", "type_for_arrow", "write_state_meta", "write_type"]
 
@@ -279,4 +279,3 @@ def snappy_frame(data: bytes) -> bytes:
     return bytes(out)
 
 
-del _BASE
