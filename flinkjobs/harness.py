@@ -64,13 +64,14 @@ def classpath(lib: Path) -> list[Path]:
 def compile_job() -> Path:
     """Compile StateGenJob.java against flink-dist (cached by the source's hash); return the classes dir."""
     lib = flink_lib()
-    digest = hashlib.sha256(JOB_SOURCE.read_bytes()).hexdigest()[:16]
+    sources = sorted((HERE / "src").glob("*.java"))
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
     classes = cache_dir() / f"classes-{digest}"
-    if not (classes / "StateGenJob.class").exists():
+    if not (classes / "RestoreDumpJob.class").exists():
         tmp = classes.with_name(classes.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        subprocess.run(["javac", "-cp", str(lib / f"flink-dist-{FLINK_VERSION}.jar"), "-d", str(tmp), str(JOB_SOURCE)], check=True)
+        subprocess.run(["javac", "-cp", str(lib / f"flink-dist-{FLINK_VERSION}.jar"), "-d", str(tmp), *map(str, sources)], check=True)
         tmp.rename(classes)
     return classes
 
@@ -95,6 +96,22 @@ def run_job(
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"Flink job failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+
+
+def restore_and_dump(savepoint: Path, out_file: Path, backend: str = "hashmap", parallelism: int = 1,
+                     uids: tuple[str, ...] = (), timeout: float = 600) -> list[str]:
+    """Restore savepoint in RestoreDumpJob (StateGenJob's states; uids = long-keyed, string-keyed overrides); its dump lines."""
+    classes = compile_job()
+    cp = os.pathsep.join([str(classes)] + [str(p) for p in classpath(flink_lib())])
+    cmd = [
+        "java", "--add-opens", "java.base/java.util=ALL-UNNAMED", "--add-opens", "java.base/java.lang=ALL-UNNAMED",
+        "-Dlog4j2.level=ERROR", "-cp", cp, "RestoreDumpJob", str(Path(savepoint).resolve()), str(Path(out_file).resolve()),
+        backend, str(parallelism), *uids,
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"Flink restore job failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return Path(out_file).read_text(encoding="utf-8").splitlines()
 
 
 def main(argv: list[str]) -> int:

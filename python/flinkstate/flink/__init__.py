@@ -25,6 +25,11 @@ Supported now:
   String, byte[], Row, Tuple, POJO, List, Map, the TTL wrapper, timers, VoidNamespace.
 - Operator state (`operator_state.read_operator_state`): split and union list state, broadcast state.
 
+Writing (`savepoint_writer.write_savepoint`, `export.rewrite_flink_savepoint`, `store_export.export_savepoint`):
+canonical savepoints with `_metadata` v6 (what Flink 2.3 writes; tested: real Flink 2.3 restores them with the
+HashMap and RocksDB backends), relative file handles, keyed state of the types above except POJO subclasses,
+TTL, timers, split/union/broadcast operator state, optional snappy; serializer snapshots from `encode`.
+
 Refused with a typed error naming them: RocksDB handles without a metadata stream, other SST formats
 (hash/partitioned indexes, other compressions, format_version 6), changelog handles,
 file-merging segments, unaligned channel state, metadata versions outside 3..6 (UnsupportedFlinkFormatError);

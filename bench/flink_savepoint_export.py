@@ -1,0 +1,73 @@
+"""Export (write) throughput of canonical Flink savepoints, next to the decoder's on the same savepoint (one core).
+
+    python bench/flink_savepoint_export.py [N]      # N long keys: value Long, value Row, list of 3 Longs, map of 2 entries
+
+Also: python bench/flink_savepoint_export.py --rewrite SAVEPOINT (decode + write a real Flink savepoint).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pyarrow as pa
+
+from flinkstate.flink import read_keyed_state, read_metadata
+from flinkstate.flink.canonical import KeyedState
+from flinkstate.flink.encode import _COMP_CLS, type_for_arrow
+from flinkstate.flink.export import load_flink_savepoint
+from flinkstate.flink.savepoint_writer import OperatorExport, write_savepoint
+from flinkstate.flink.serializers import StateMeta, TypeNode
+
+_VOID = TypeNode("void", "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot")
+
+
+def synthetic(n: int) -> list[OperatorExport]:
+    """One operator with n Long keys and four states (4 + 3 + 2 = 7 entries per key... n*7 entries)."""
+    keys = np.arange(n, dtype=np.int64)
+    ks = KeyedState(type_for_arrow(pa.int64(), "key"))
+    row = pa.struct([("a", pa.int64()), ("b", pa.string())])
+    tables = {
+        "count": ("VALUE", pa.table({"key": keys, "value": keys * 3})),
+        "row": ("VALUE", pa.table({"key": keys, "value": pa.StructArray.from_arrays([pa.array(keys), pa.array([f"s{i}" for i in keys])], fields=list(row))})),
+        "list": ("LIST", pa.table({"key": np.repeat(keys, 3), "value": np.arange(3 * n, dtype=np.int64)})),
+        "map": ("MAP", pa.table({"key": np.repeat(keys, 2), "user_key": pa.array(["a", "b"] * n), "value": np.arange(2 * n, dtype=np.int64)})),
+    }
+    for name, (kind, t) in tables.items():
+        v = type_for_arrow(t.schema.field("value").type, name)
+        if kind == "LIST":
+            v = TypeNode("list", _COMP_CLS["list"], (v,))
+        if kind == "MAP":
+            v = TypeNode("map", _COMP_CLS["map"], (type_for_arrow(pa.string(), name), v))
+        ks.meta[name] = StateMeta(name, "KEY_VALUE", {"KEYED_STATE_TYPE": kind}, {"VALUE_SERIALIZER": v, "NAMESPACE_SERIALIZER": _VOID})
+        ks.states[name] = t
+    return [OperatorExport("bench", 2, 128, ks)]
+
+
+def measure(ops: list[OperatorExport]) -> None:
+    """Print write and read-back entries/s."""
+    n = sum(t.num_rows for o in ops if o.keyed for t in [*o.keyed.states.values(), *o.keyed.timers.values()])
+    d = tempfile.mkdtemp()
+    try:
+        t = time.perf_counter()
+        dest = write_savepoint(f"{d}/sp", ops)
+        w = time.perf_counter() - t
+        meta = read_metadata(dest)
+        t = time.perf_counter()
+        for o in ops:
+            if o.keyed:
+                read_keyed_state(meta, o.uid)
+        r = time.perf_counter() - t
+        print(f"{n} entries: export {w:.2f} s = {n / w:,.0f} entries/s; decode {r:.2f} s = {n / r:,.0f} entries/s")
+    finally:
+        shutil.rmtree(d)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--rewrite":
+        measure(load_flink_savepoint(sys.argv[2]))
+    else:
+        measure(synthetic(int(sys.argv[1]) if len(sys.argv) > 1 else 100_000))

@@ -1,0 +1,272 @@
+"""Write canonical Flink savepoints (`_metadata` v6 + keyed and operator state files), the mirror of the readers.
+
+`_metadata` version 6 is what Flink 2.3 writes; a Flink release reads every metadata version up to
+its own, so 2.3 and later restore it (tested: real Flink 2.3.0, HashMap and RocksDB backends); older
+releases whose newest version is below 6 do not (not checked here which 1.x/2.x release introduced v6). Keyed state: one file per subtask with a KeyedBackendSerializationProxy
+header and per-key-group streams (KeyGroupsSavepointStateHandle with RelativeFileStateHandle, so the
+directory can be moved). The savepoint is written to a temporary folder and renamed into place.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import uuid
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from flinkstate.errors import FlinkStateError, InvalidArgumentError
+from flinkstate.flink.canonical import TIMER_PREFIX, KeyedState
+from flinkstate.flink.encode import encode_utf, make_writer, murmur3_128, snappy_frame, write_state_meta, write_type
+from flinkstate.flink.metadata import MAGIC
+from flinkstate.flink.serializers import StateMeta
+from flinkstate.keygroups import assign_key_groups
+
+__all__ = ["OperatorExport", "SavepointExistsError", "write_savepoint"]
+
+# java-serialized CheckpointProperties of a savepoint (the tail of a Flink 2.3 `_metadata` v6).
+_PROPS_FILE = os.path.join(os.path.dirname(__file__), "savepoint_properties.bin")
+_SIGN = 1 << 63
+
+
+class SavepointExistsError(FlinkStateError, FileExistsError):
+    """The destination already holds a savepoint (`_metadata`)."""
+
+
+@dataclass
+class OperatorExport:
+    """One operator to write: uid, parallelism, keyed state and operator states (name -> (mode, table, meta))."""
+
+    uid: str
+    parallelism: int
+    max_parallelism: int
+    keyed: KeyedState | None = None
+    operator_states: dict[str, tuple[str, pa.Table, StateMeta]] = field(default_factory=dict)
+    name: str | None = None
+    coordinator_state: bytes | None = None
+
+
+def _ranges(p: int, maxp: int) -> list[tuple[int, int]]:
+    return [((i * maxp + p - 1) // p, ((i + 1) * maxp - 1) // p) for i in range(p)]
+
+
+def _key_groups(table: pa.Table, maxp: int) -> list[int]:
+    try:
+        return assign_key_groups(table.column("key"), maxp).to_pylist()
+    except InvalidArgumentError:
+        return table.column("key_group").to_pylist()
+
+
+def _state_records(name: str, meta: StateMeta, table: pa.Table, ks: KeyedState, maxp: int) -> dict[int, list[tuple[bytes, bytes]]]:
+    """Per key group, the sorted (key bytes without the flag, value bytes) of one state."""
+    ctx = f"state {name!r}"
+    prefix = 1 if maxp <= 128 else 2
+    kgs = _key_groups(table, maxp)
+    cols = {c: table.column(c).to_pylist() for c in table.column_names}
+    n = table.num_rows
+    by_key: dict[tuple[int, bytes], bytearray | list] = {}
+    if meta.backend_type == "PRIORITY_QUEUE":
+        node = meta.serializers["VALUE_SERIALIZER"]
+        kw, nw = make_writer(node.children[0], ctx), make_writer(node.children[1], ctx)
+        ns = cols.get("namespace", [None] * n)
+        out: dict[int, list[tuple[bytes, bytes]]] = {}
+        for i in range(n):
+            b = bytearray(kgs[i].to_bytes(prefix, "big"))
+            b += struct.pack(">Q", (cols["timestamp"][i] & ((1 << 64) - 1)) ^ _SIGN)
+            kw(b, cols["key"][i])
+            nw(b, ns[i])
+            out.setdefault(kgs[i], []).append((bytes(b), b""))
+        return {k: sorted(v) for k, v in out.items()}
+    vnode = meta.serializers["VALUE_SERIALIZER"]
+    nsnode = meta.serializers["NAMESPACE_SERIALIZER"]
+    kind = meta.keyed_type
+    kw, nw = make_writer(ks.key_type, ctx), make_writer(nsnode, ctx)
+    ambiguous = ks.key_type.fixed_width < 0 and nsnode.fixed_width < 0
+    elem = vnode.children[1] if kind == "MAP" else vnode.children[0] if kind == "LIST" else vnode
+    ukw = make_writer(vnode.children[0], ctx) if kind == "MAP" else None
+    ttl = elem.kind == "ttl"
+    ew = make_writer(elem.children[1] if ttl else elem, ctx)
+    ns = cols.get("namespace", [None] * n)
+    for i in range(n):
+        b = bytearray(kgs[i].to_bytes(prefix, "big"))
+        s = len(b)
+        kw(b, cols["key"][i])
+        if ambiguous:
+            _len_suffix(b, len(b) - s)
+        s = len(b)
+        nw(b, ns[i])
+        if ambiguous:
+            _len_suffix(b, len(b) - s)
+        if ukw is not None:
+            ukw(b, cols["user_key"][i])
+        v = bytearray()
+        val = cols["value"][i]
+        if kind == "MAP":
+            v.append(1 if val is None else 0)
+        if val is not None or kind != "MAP":
+            if ttl:
+                v += struct.pack(">q", cols["ttl_last_access"][i])
+            ew(v, val)
+        k = (kgs[i], bytes(b))
+        if kind == "LIST" and k in by_key:
+            by_key[k] += b"," + v
+        else:
+            by_key[k] = v
+    out = {}
+    for (kg, kb), v in sorted(by_key.items()):
+        out.setdefault(kg, []).append((kb, bytes(v)))
+    return out
+
+
+def _encode_state(op: OperatorExport, m: StateMeta, tables: dict[str, pa.Table]) -> dict[int, list[tuple[bytes, bytes]]]:
+    """_state_records with bad input (missing table or column, null key, value not fitting the serializer) as a typed error."""
+    where = f"operator {op.uid!r}, state {m.name!r}"
+    if m.name not in tables:
+        raise InvalidArgumentError(f"{where}: declared in the keyed state but no table was given")
+    try:
+        return _state_records(m.name, m, tables[m.name], op.keyed, op.max_parallelism)
+    except KeyError as e:
+        raise InvalidArgumentError(f"{where}: missing column {e}; got columns {tables[m.name].column_names}") from e
+    except (struct.error, TypeError, AttributeError, OverflowError, ValueError) as e:
+        raise InvalidArgumentError(f"{where}: a value does not fit its Flink serializer: {e}") from e
+
+
+def _len_suffix(b: bytearray, n: int) -> None:
+    b.append(n & 0xFF)
+    n >>= 8
+    while n:
+        b.append(n & 0xFF)
+        n >>= 8
+
+
+def _keyed_file(op: OperatorExport, kg_range: tuple[int, int], records: list[dict[int, list]], metas: list[StateMeta], compress: bool) -> tuple[bytes, list[int]]:
+    out = bytearray(struct.pack(">i?i", 6, compress, 2))
+    write_type(out, op.keyed.key_type)
+    out += struct.pack(">h", len(metas))
+    for m in metas:
+        write_state_meta(out, m)
+    offsets = []
+    for kg in range(kg_range[0], kg_range[1] + 1):
+        runs = [(sid, recs[kg]) for sid, recs in enumerate(records) if recs.get(kg)]
+        if not runs:
+            offsets.append(0)
+            continue
+        offsets.append(len(out))
+        s = bytearray(struct.pack(">H", runs[0][0]))
+        for j, (_, recs) in enumerate(runs):
+            for r, (kb, vb) in enumerate(recs):
+                last = r == len(recs) - 1
+                key = bytes([kb[0] | 0x80]) + kb[1:] if last else kb
+                s += struct.pack(">i", len(key)) + key + struct.pack(">i", len(vb)) + vb
+                if last:
+                    s += struct.pack(">H", runs[j + 1][0] if j + 1 < len(runs) else 0xFFFF)
+        out += snappy_frame(bytes(s)) if compress else s
+    return bytes(out), offsets
+
+
+def _operator_file(op: OperatorExport, index: int) -> tuple[bytes, dict[str, tuple[int, list[int]]]] | None:
+    lists = {n: s for n, s in op.operator_states.items() if s[0] != "BROADCAST"}
+    bcast = {n: s for n, s in op.operator_states.items() if s[0] == "BROADCAST"}
+    out = bytearray(struct.pack(">i?h", 6, False, len(lists)))
+    for _, (_, _, m) in lists.items():
+        write_state_meta(out, m)
+    out += struct.pack(">h", len(bcast))
+    for _, (_, _, m) in bcast.items():
+        write_state_meta(out, m)
+    handles: dict[str, tuple[int, list[int]]] = {}
+    modes = {"SPLIT_DISTRIBUTE": 0, "UNION": 1, "BROADCAST": 2}
+    for name, (mode, table, m) in op.operator_states.items():
+        sub = [s % op.parallelism for s in table.column("subtask").to_pylist()]
+        rows = [i for i, s in enumerate(sub) if s == index]
+        vw = make_writer(m.serializers["VALUE_SERIALIZER"], f"operator {op.uid}, state {name!r}")
+        values = table.column("value").to_pylist()
+        offs = []
+        if mode == "BROADCAST":
+            kw = make_writer(m.serializers["KEY_SERIALIZER"], f"operator {op.uid}, state {name!r}")
+            keys = table.column("key").to_pylist()
+            offs.append(len(out))
+            out += struct.pack(">i", len(rows))
+            for i in rows:
+                kw(out, keys[i])
+                vw(out, values[i])
+        else:
+            for i in rows:
+                offs.append(len(out))
+                vw(out, values[i])
+        handles[name] = (modes[mode], offs)
+    return bytes(out), handles
+
+
+def _stream(rel: str, size: int) -> bytes:
+    return b"\x06" + encode_utf(rel) + struct.pack(">q", size)
+
+
+def write_savepoint(dest: str, operators: list[OperatorExport], *, checkpoint_id: int = 1, compression: bool = False) -> str:
+    """Write a canonical savepoint directory at dest (refused if dest holds `_metadata`); returns dest."""
+    dest = os.path.abspath(dest)
+    if os.path.exists(os.path.join(dest, "_metadata")):
+        raise SavepointExistsError(f"{dest} already holds a savepoint (_metadata); choose an empty destination")
+    if os.path.isdir(dest) and os.listdir(dest):
+        raise SavepointExistsError(f"{dest} is not empty; choose an empty destination")
+    # Encode everything before writing any file (type errors surface first).
+    planned = []
+    for op in operators:
+        keyed = None
+        if op.keyed is not None:
+            metas = [op.keyed.meta[n] for n in op.keyed.meta]
+            tables = {**op.keyed.states, **{TIMER_PREFIX + k: v for k, v in op.keyed.timers.items()}}
+            records = [_encode_state(op, m, tables) for m in metas]
+            keyed = (metas, records)
+        planned.append((op, keyed))
+    parent = os.path.dirname(dest)
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f".{os.path.basename(dest)}.tmp-{uuid.uuid4().hex}")
+    os.makedirs(tmp)
+    try:
+        meta = bytearray(struct.pack(">iiqii", MAGIC, 6, checkpoint_id, 0, len(planned)))
+        for op, keyed in planned:
+            h = murmur3_128(op.uid.encode("utf-8"))
+            meta += encode_utf(op.name or "") + encode_utf(op.uid) + h
+            meta += struct.pack(">ii", op.parallelism, op.max_parallelism)
+            if op.coordinator_state is not None:
+                meta += b"\x01" + encode_utf(f"coordinator-{op.uid}") + struct.pack(">i", len(op.coordinator_state)) + op.coordinator_state
+            else:
+                meta += b"\x00"
+            meta += struct.pack(">i", op.parallelism)
+            for i, rng in enumerate(_ranges(op.parallelism, op.max_parallelism)):
+                meta += struct.pack(">i", i)
+                if op.operator_states:
+                    data, handles = _operator_file(op, i)
+                    rel = uuid.uuid4().hex
+                    with open(os.path.join(tmp, rel), "wb") as f:
+                        f.write(data)
+                    meta += struct.pack(">ib", 1, 4) + struct.pack(">i", len(handles))
+                    for name, (mode, offs) in handles.items():
+                        meta += encode_utf(name) + struct.pack(">bi", mode, len(offs)) + b"".join(struct.pack(">q", o) for o in offs)
+                    meta += _stream(rel, len(data))
+                else:
+                    meta += struct.pack(">i", 0)
+                meta += struct.pack(">i", 0)
+                if keyed is not None:
+                    data, offs = _keyed_file(op, rng, keyed[1], keyed[0], compression)
+                    rel = uuid.uuid4().hex
+                    with open(os.path.join(tmp, rel), "wb") as f:
+                        f.write(data)
+                    meta += struct.pack(">bii", 7, rng[0], len(offs)) + b"".join(struct.pack(">q", o) for o in offs)
+                    meta += _stream(rel, len(data))
+                else:
+                    meta += b"\x00"
+                meta += b"\x00" + struct.pack(">ii", 0, 0)
+        with open(_PROPS_FILE, "rb") as f:
+            meta += f.read()
+        with open(os.path.join(tmp, "_metadata"), "wb") as f:
+            f.write(meta)
+        if os.path.isdir(dest):
+            os.rmdir(dest)
+        os.rename(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
