@@ -146,6 +146,15 @@ def _wait_port(port: int, timeout: float, proc: subprocess.Popen[bytes], log: Pa
     raise RuntimeError(f"port {port} did not open: {log.read_text()[-2000:]}")
 
 
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+    """A job root (local, or s3:// on the moto server) with its storage options: the damage suites run on both."""
+    if request.param == "local":
+        return {"root": str(tmp_path / "job"), "storage_options": None}
+    s3 = request.getfixturevalue("s3")
+    return {"root": s3["root"], "storage_options": s3["storage_options"]}
+
+
 @pytest.fixture()
 def job_root(tmp_path: Path) -> str:
     """An empty local job root."""

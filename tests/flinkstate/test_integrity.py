@@ -32,15 +32,6 @@ COUNT = fs.ValueStateDescriptor(name="count", value_type=pa.int64())
 GAP = fs.TimerServiceDescriptor(name="gap")
 
 
-@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
-def where(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
-    """A job root (local or s3://) with its storage options."""
-    if request.param == "local":
-        return {"root": str(tmp_path / "job"), "storage_options": None}
-    s3 = request.getfixturevalue("s3")
-    return {"root": s3["root"], "storage_options": s3["storage_options"]}
-
-
 def _open(where: dict[str, Any]) -> fs.CheckpointStore:
     return fs.open(where["root"], where["storage_options"])
 
