@@ -187,6 +187,9 @@ class FlinkStateReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from pyspark_flinkstate.schema import to_spark_arrow
+        from pyspark_flinkstate.worker_noise import quiet_closed_pipes
+
+        quiet_closed_pipes()  # a limit that stops reading early must not print PySpark's BrokenPipe traceback
 
         if not isinstance(partition, StatePartition):
             return iter(())  # nothing to read: Spark substitutes one empty partition
