@@ -370,6 +370,8 @@ class CheckpointWriter:
                 self.io.delete(p)
             except OSError:
                 continue  # left for garbage collection: it is not referenced by any checkpoint
+        if self.kind == C.SAVEPOINT:
+            self.io.remove_empty_dirs(C.SAVEPOINTS_DIR)  # an aborted savepoint leaves no empty folders behind
 
     def commit(self) -> CheckpointInfo:
         """Record the files and complete the checkpoint in one Delta commit of the log."""

@@ -135,6 +135,19 @@ class FileIO:
         self.fs.rm(path)
         return True
 
+    def remove_empty_dirs(self, rel_dir: str) -> None:
+        """Remove empty folders at and below rel_dir (local roots; object stores have no folders to leave behind)."""
+        if self.scheme != "file":
+            return
+        top = self.fs_path(rel_dir)
+        if not os.path.isdir(top):
+            return
+        for dirpath, _, _ in sorted(os.walk(top), key=lambda w: -len(w[0])):
+            try:
+                os.rmdir(dirpath)
+            except OSError:
+                continue  # not empty: something else lives there
+
     def copy(self, src_rel: str, dst_rel: str) -> None:
         """Copy one file inside the root."""
         src, dst = self.fs_path(src_rel), self.fs_path(dst_rel)

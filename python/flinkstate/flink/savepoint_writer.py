@@ -46,6 +46,7 @@ class OperatorExport:
     operator_states: dict[str, tuple[str, pa.Table, StateMeta]] = field(default_factory=dict)
     name: str | None = None
     coordinator_state: bytes | None = None
+    operator_id: str | None = None  # hex; default Flink's hash of the uid (an imported operator without uid keeps its id)
 
 
 def _ranges(p: int, maxp: int) -> list[tuple[int, int]]:
@@ -227,7 +228,7 @@ def write_savepoint(dest: str, operators: list[OperatorExport], *, checkpoint_id
     try:
         meta = bytearray(struct.pack(">iiqii", MAGIC, 6, checkpoint_id, 0, len(planned)))
         for op, keyed in planned:
-            h = murmur3_128(op.uid.encode("utf-8"))
+            h = bytes.fromhex(op.operator_id) if op.operator_id else murmur3_128(op.uid.encode("utf-8"))
             meta += encode_utf(op.name or "") + encode_utf(op.uid) + h
             meta += struct.pack(">ii", op.parallelism, op.max_parallelism)
             if op.coordinator_state is not None:

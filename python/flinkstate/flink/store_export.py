@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pyarrow as pa
@@ -9,8 +10,9 @@ import pyarrow.compute as pc
 
 from flinkstate.flink.canonical import KeyedState
 from flinkstate.flink.encode import _COMP_CLS, type_for_arrow
+from flinkstate.flink.importer import OPERATOR_ID_PROPERTY, SERIALIZERS_PROPERTY, node_from_json
 from flinkstate.flink.savepoint_writer import OperatorExport, write_savepoint
-from flinkstate.flink.serializers import StateMeta, TypeNode
+from flinkstate.flink.serializers import StateMeta, TypeNode, arrow_type
 from flinkstate.store import CheckpointStore, open_store
 
 __all__ = ["export_savepoint"]
@@ -42,12 +44,30 @@ def _keyed_meta(desc, ctx: str) -> StateMeta:
                      {"VALUE_SERIALIZER": value, "NAMESPACE_SERIALIZER": _ns(desc.namespace_type, ctx)})
 
 
+def _sig(n: TypeNode) -> object:
+    """What a serializer means for the data: wrappers by kind, everything else by its Arrow type."""
+    if n.kind in ("ttl", "list", "map", "timer", "void"):
+        return (n.kind, tuple(_sig(c) for c in n.children))
+    return str(arrow_type(n))
+
+
+def _kept(fresh: TypeNode, stored: dict | None, role: str) -> TypeNode:
+    """The serializer an imported state came with when its meaning is unchanged (a POJO stays that POJO), else fresh."""
+    if stored is None or role not in stored:
+        return fresh
+    old = node_from_json(stored[role])
+    return old if _sig(old) == _sig(fresh) else fresh
+
+
 def _explode(t: pa.Table) -> pa.Table:
     """flinkstate list state (one row per key, a list value) as one row per element, order kept."""
     values = t.column("value").combine_chunks()
     rows = pc.list_parent_indices(values)
-    out = t.drop_columns(["value"]).take(rows)
-    return out.append_column("value", pc.list_flatten(values))
+    lists = [c for c in ("value", "ttl_timestamp", "ttl_last_access") if c in t.column_names and pa.types.is_list(t.schema.field(c).type)]
+    out = t.drop_columns(lists).take(rows)
+    for c in lists:  # TTL list state keeps a last-access time per element
+        out = out.append_column(c, pc.list_flatten(t.column(c).combine_chunks()))
+    return out
 
 
 def export_savepoint(
@@ -71,11 +91,15 @@ def export_savepoint(
     for uid, op in meta.operators.items():
         keyed = None
         key_types = [d.key_type for d in op.keyed_states.values()] + [d.key_type for d in op.timer_services.values()]
+        kept = json.loads(meta.properties.get(SERIALIZERS_PROPERTY + uid, "{}"))
         if key_types:
-            keyed = KeyedState(type_for_arrow(key_types[0], f"operator {uid!r} key"))
+            key = type_for_arrow(key_types[0], f"operator {uid!r} key")
+            keyed = KeyedState(_kept(key, kept, "key") if "key" in kept else key)
             for name, d in op.keyed_states.items():
                 ctx = f"operator {uid!r}, state {name!r}"
-                keyed.meta[name] = _keyed_meta(d, ctx)
+                m = _keyed_meta(d, ctx)
+                keyed.meta[name] = StateMeta(m.name, m.backend_type, m.options,
+                                             {role: _kept(node, kept.get(name), role) for role, node in m.serializers.items()})
                 t = store.read_state(uid, name, cid)
                 if "ttl_timestamp" in t.column_names:
                     t = t.rename_columns(["ttl_last_access" if c == "ttl_timestamp" else c for c in t.column_names])
@@ -84,8 +108,9 @@ def export_savepoint(
                 keyed.states[name] = t
             for name, d in op.timer_services.items():
                 ctx = f"operator {uid!r}, timer service {name!r}"
-                sname = f"{d.domain}_{name}"
+                sname = name if name.startswith(f"{d.domain}_") else f"{d.domain}_{name}"  # imported services keep Flink's name
                 node = TypeNode("timer", _COMP_CLS["timer"], (type_for_arrow(d.key_type, ctx), _ns(d.namespace_type, ctx)))
+                node = _kept(node, kept.get("_timer_state/" + sname), "VALUE_SERIALIZER")
                 keyed.meta["_timer_state/" + sname] = StateMeta("_timer_state/" + sname, "PRIORITY_QUEUE", {}, {"VALUE_SERIALIZER": node})
                 keyed.timers[sname] = store.read_timers(uid, name, cid)
         states = {}
@@ -97,7 +122,13 @@ def export_savepoint(
                 sers["KEY_SERIALIZER"] = type_for_arrow(d.key_type, ctx)
             m = StateMeta(name, backend, {"OPERATOR_STATE_DISTRIBUTION_MODE": mode}, sers)
             states[name] = (mode, store.read_operator_state(uid, name, cid), m)
-        if keyed is None and not states:
+        flink_id = meta.properties.get(OPERATOR_ID_PROPERTY + uid)
+        coordinator = None
+        if flink_id is not None and op.has_coordinator:  # only a Flink coordinator's own bytes go back to Flink
+            t = store.read_coordinator(uid, cid)
+            payloads = t.filter(pc.equal(t.column("record_type"), "state")).column("payload").to_pylist()
+            coordinator = payloads[0] if payloads else None
+        if keyed is None and not states and coordinator is None:
             continue
-        ops.append(OperatorExport(uid, op.parallelism or 1, maxp, keyed, states))
+        ops.append(OperatorExport(uid, op.parallelism or 1, maxp, keyed, states, coordinator_state=coordinator, operator_id=flink_id))
     return write_savepoint(os.fspath(dest), ops, checkpoint_id=cid, compression=compression)

@@ -1,0 +1,240 @@
+"""Import a real Flink savepoint or retained checkpoint into a flinkstate root as one savepoint.
+
+Subtask by subtask (one keyed-state handle decoded at a time, so memory is bounded by the largest
+subtask's state, not the job's), every keyed state is written as full files over that subtask's
+key-group range, with key groups unchanged; timers, split/union/broadcast operator state and
+coordinator bytes come along. Descriptors are mapped from the serializer snapshots. A savepoint does
+not hold TTL durations: pass them per state (`ttl=`); a TTL state without one keeps its last-access
+timestamps under a TTL that never expires. Everything is committed once: a failure leaves nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from flinkstate.descriptors import (
+    AggregatingStateDescriptor,
+    KeyedStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    OperatorStateDescriptor,
+    ReducingStateDescriptor,
+    TimerServiceDescriptor,
+    ValueStateDescriptor,
+)
+from flinkstate.errors import CheckpointNotFoundError, InvalidArgumentError
+from flinkstate.flink.canonical import TIMER_PREFIX, _StateDecoder, _verify, decode_keyed_handle, decode_rocksdb_handle
+from flinkstate.flink.errors import UnsupportedFlinkFormatError
+from flinkstate.flink.metadata import CheckpointMetadata, OperatorState, UnsupportedKeyedHandle, read_metadata
+from flinkstate.flink.operator_state import operator_state_names, read_operator_state
+from flinkstate.flink.serializers import TypeNode, arrow_type
+from flinkstate.ttl import MAX_TIMESTAMP, StateTtlConfig
+
+__all__ = ["ImportReport", "resolve_flink_path", "OPERATOR_ID_PROPERTY", "SERIALIZERS_PROPERTY", "import_savepoint", "node_from_json", "node_to_json"]
+
+#: checkpoint property holding the Flink operator id (hex) of an imported operator, so export keeps it
+OPERATOR_ID_PROPERTY = "flink.operator-id."
+#: checkpoint property holding an imported operator's serializer snapshots (JSON), so export writes them back
+SERIALIZERS_PROPERTY = "flink.serializers."
+
+
+def node_to_json(n: TypeNode) -> dict[str, Any]:
+    """A parsed serializer snapshot as JSON (kind, class, nested serializers, field names)."""
+    return {"kind": n.kind, "cls": n.cls, "children": [node_to_json(c) for c in n.children], "names": list(n.names),
+            "legacy_row": n.legacy_row}
+
+
+def node_from_json(d: dict[str, Any]) -> TypeNode:
+    """Inverse of `node_to_json`."""
+    return TypeNode(d["kind"], d["cls"], tuple(node_from_json(c) for c in d["children"]), tuple(d["names"]), bool(d["legacy_row"]))
+_MODES = {"SPLIT_DISTRIBUTE": "list", "UNION": "union", "BROADCAST": "broadcast"}
+_KINDS = {"VALUE": ValueStateDescriptor, "LIST": ListStateDescriptor, "REDUCING": ReducingStateDescriptor,
+          "AGGREGATING": AggregatingStateDescriptor}
+
+
+@dataclass
+class ImportReport:
+    """What an import wrote: the new checkpoint id, and per operator its states and entry counts."""
+
+    checkpoint_id: int
+    source: str
+    entries: dict[str, dict[str, int]] = field(default_factory=dict)
+    ttl_unknown: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        """All entries written (values, list elements, map entries, timers, operator-state elements)."""
+        return sum(n for states in self.entries.values() for n in states.values())
+
+
+def _name(op: OperatorState) -> str:
+    return op.uid or op.operator_id
+
+
+def _ttl_for(ttl: Mapping[str, StateTtlConfig | int], op: str, state: str) -> StateTtlConfig | None:
+    got = ttl.get(f"{op}/{state}", ttl.get(state))
+    if got is None:
+        return None
+    return got if isinstance(got, StateTtlConfig) else StateTtlConfig(ttl_ms=int(got))
+
+
+def _descriptor(dec: _StateDecoder, op: str, ttl: Mapping[str, StateTtlConfig | int], unknown: list[str]) -> KeyedStateDescriptor:
+    """The flinkstate descriptor of a Flink keyed state, from its serializer snapshot."""
+    ns = None if dec.ns_node.kind == "void" else arrow_type(dec.ns_node)
+    cfg = None
+    if dec.ttl:
+        cfg = _ttl_for(ttl, op, dec.meta.name)
+        if cfg is None:
+            unknown.append(f"{op}/{dec.meta.name}")
+            cfg = StateTtlConfig(ttl_ms=MAX_TIMESTAMP)
+    common: dict[str, Any] = {"name": dec.meta.name, "key_type": arrow_type(dec.key_node), "namespace_type": ns, "ttl": cfg}
+    if dec.kind == "MAP":
+        return MapStateDescriptor(user_key_type=arrow_type(dec.value_node.children[0]), user_value_type=arrow_type(dec.elem_node), **common)
+    cls = _KINDS.get(dec.kind)
+    if cls is None:
+        raise UnsupportedFlinkFormatError(f"operator {op!r}, state {dec.meta.name!r}: keyed state type {dec.kind} cannot be imported")
+    return cls(value_type=arrow_type(dec.elem_node), **common)
+
+
+def _as_flinkstate(table: pa.Table, desc: KeyedStateDescriptor) -> pa.Table:
+    """A decoded Flink state table in flinkstate's layout: ttl_timestamp, and a list per key for list state."""
+    if "ttl_last_access" in table.column_names:
+        table = table.rename_columns(["ttl_timestamp" if c == "ttl_last_access" else c for c in table.column_names])
+    if isinstance(desc, ListStateDescriptor):
+        keys = [c for c in ("key", "namespace") if c in table.column_names]
+        lists = [c for c in ("value", "ttl_timestamp") if c in table.column_names]
+        grouped = table.group_by(keys, use_threads=False).aggregate([(c, "list") for c in lists])  # element order kept
+        table = grouped.rename_columns([c.removesuffix("_list") for c in grouped.column_names])
+    return table.drop_columns([c for c in ("key_group",) if c in table.column_names])
+
+
+def _handles(meta: CheckpointMetadata, op: OperatorState) -> Iterator[tuple[tuple[int, int], dict[str, _StateDecoder]]]:
+    """Per subtask with keyed state: its key-group range and its decoded states (one subtask in memory at a time)."""
+    for sub in op.subtasks:
+        h = sub.managed_keyed
+        if h is None:
+            continue
+        if sub.raw_keyed is not None:
+            raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} has raw keyed state, which is not supported")
+        if isinstance(h, UnsupportedKeyedHandle):
+            if h.meta_stream is None:
+                raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} uses {h.kind}, which is not supported")
+            _, _, decoders = decode_rocksdb_handle(h, meta.directory, op)
+            yield (h.start, h.start + h.count - 1), decoders
+        else:
+            _, _, decoders = decode_keyed_handle(h, meta.directory, op)
+            yield (h.start, h.end), decoders
+
+
+def resolve_flink_path(path: str | os.PathLike[str], checkpoint_id: int | None = None) -> str:
+    """The savepoint/checkpoint folder at path: itself when it holds `_metadata`, else its `chk-N` (N given, or the latest)."""
+    path = os.fspath(path)
+    if os.path.isfile(path) or os.path.isfile(os.path.join(path, "_metadata")):
+        if checkpoint_id is not None:
+            raise InvalidArgumentError(f"{path} is one savepoint/checkpoint; a Flink checkpoint id selects a chk-N of a job's checkpoint folder")
+        return path
+    found = {}
+    if os.path.isdir(path):
+        for entry in os.listdir(path):
+            n = entry.removeprefix("chk-")
+            if entry.startswith("chk-") and n.isdigit() and os.path.isfile(os.path.join(path, entry, "_metadata")):
+                found[int(n)] = os.path.join(path, entry)
+    if not found:
+        raise CheckpointNotFoundError(f"{path}: no Flink _metadata here, and no chk-N folder holding one")
+    if checkpoint_id is None:
+        return found[max(found)]
+    if checkpoint_id not in found:
+        raise CheckpointNotFoundError(f"{path}: no retained Flink checkpoint {checkpoint_id} (retained: {sorted(found)})")
+    return found[checkpoint_id]
+
+
+def _max_parallelism(meta: CheckpointMetadata) -> int:
+    values = {op.max_parallelism for op in meta.operators if any(s.managed_keyed is not None for s in op.subtasks)}
+    if len(values) > 1:
+        detail = ", ".join(f"{op.label}: {op.max_parallelism}" for op in meta.operators)
+        raise InvalidArgumentError(f"{meta.path}: operators have different max parallelism ({detail}); "
+                                   "a flinkstate checkpoint has one")
+    return values.pop() if values else max((op.max_parallelism for op in meta.operators), default=128)
+
+
+def import_savepoint(
+    flink_path: str | os.PathLike[str],
+    root: str | os.PathLike[str],
+    *,
+    flink_checkpoint_id: int | None = None,
+    ttl: Mapping[str, StateTtlConfig | int] | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> ImportReport:
+    """Write a Flink savepoint/checkpoint into root as one savepoint.
+
+    flink_path: a folder with `_metadata`, the file, or a job's checkpoint folder (its chk-N with
+    N = flink_checkpoint_id, default the latest). ttl maps "operator/state" (or "state") to a
+    StateTtlConfig or a TTL in ms, for states Flink kept with TTL.
+    """
+    import flinkstate
+
+    meta = read_metadata(resolve_flink_path(flink_path, flink_checkpoint_id))
+    ttl = dict(ttl or {})
+    store = flinkstate.open(root, storage_options)
+    report = ImportReport(checkpoint_id=-1, source=meta.path)
+    with store.begin(kind="savepoint", max_parallelism=_max_parallelism(meta)) as w:
+        w.set_property("flink.source", meta.path)
+        w.set_property("flink.checkpoint-id", str(meta.checkpoint_id))
+        for op in meta.operators:
+            name = _name(op)
+            counts: dict[str, int] = {}
+            covered: dict[str, tuple[Any, Any, list[tuple[int, int]]]] = {}
+            serializers: dict[str, Any] = {}
+            ranges: list[tuple[int, int]] = []
+            for rng, decoders in _handles(meta, op):
+                ranges.append(rng)
+                for dec in decoders.values():
+                    serializers.setdefault("key", node_to_json(dec.key_node))
+                    serializers.setdefault(dec.meta.name, {k: node_to_json(v) for k, v in dec.meta.serializers.items()})
+                    table = dec.table()
+                    _verify(table, op, meta.path, dec.meta.name)
+                    if dec.timer:
+                        service = dec.meta.name.removeprefix(TIMER_PREFIX)  # event_user-timers, processing_window-timers, ...
+                        tdesc = TimerServiceDescriptor(name=service, domain=service.partition("_")[0], key_type=arrow_type(dec.key_node),
+                                                       namespace_type=None if dec.ns_node.kind == "void" else arrow_type(dec.ns_node))
+                        w.put_timers(name, tdesc, table.drop_columns(["key_group"]), key_group_range=rng)
+                        covered.setdefault(dec.meta.name, (tdesc, table.schema, []))[2].append(rng)
+                    else:
+                        desc = covered[dec.meta.name][0] if dec.meta.name in covered else _descriptor(dec, name, ttl, report.ttl_unknown)
+                        rows = _as_flinkstate(table, desc)
+                        w.put_state(name, desc, rows, key_group_range=rng)
+                        covered.setdefault(dec.meta.name, (desc, rows.schema, []))[2].append(rng)
+                    counts[dec.meta.name.removeprefix(TIMER_PREFIX)] = counts.get(dec.meta.name.removeprefix(TIMER_PREFIX), 0) + table.num_rows
+            for state, (desc, schema, done) in covered.items():  # states a subtask never registered: empty there
+                for rng in ranges:
+                    if rng not in done:
+                        empty = schema.empty_table().drop_columns([c for c in ("key_group",) if c in schema.names])
+                        if isinstance(desc, TimerServiceDescriptor):
+                            w.put_timers(name, desc, empty, key_group_range=rng)
+                        else:
+                            w.put_state(name, desc, empty, key_group_range=rng)
+            for state, mode in operator_state_names(meta, op.operator_id).items():
+                table = read_operator_state(meta, op.operator_id, state)
+                value_type = table.schema.field("value").type
+                key_type = table.schema.field("key").type if "key" in table.column_names else None
+                w.put_operator_state(name, OperatorStateDescriptor(name=state, value_type=value_type, mode=_MODES[mode],
+                                                                   key_type=key_type), table)
+                counts[state] = table.num_rows
+            if op.coordinator_state is not None:
+                w.put_coordinator(name, pa.table({"record_type": ["state"], "subtask": pa.array([None], pa.int32()),
+                                                   "seq": pa.array([0], pa.int64()), "payload": [op.coordinator_state]}))
+            if counts or op.coordinator_state is not None or ranges:
+                w.set_parallelism(name, op.parallelism)
+                w.set_property(OPERATOR_ID_PROPERTY + name, op.operator_id)
+                if serializers:
+                    w.set_property(SERIALIZERS_PROPERTY + name, json.dumps(serializers, separators=(",", ":")))
+                report.entries[name] = counts
+        info = w.commit()
+    report.checkpoint_id = info.checkpoint_id
+    return report
