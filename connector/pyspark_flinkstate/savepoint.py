@@ -86,8 +86,22 @@ class SavepointWriter:
         return self
 
     # ------------------------------------------------------------------ commit
-    def write(self, *, savepoint: bool = False, checkpoint_id: int | None = None) -> Any:
-        """Write every change and commit once; returns the new CheckpointInfo."""
+    def write(self, *, savepoint: bool = False, checkpoint_id: int | None = None, flink_savepoint: str | None = None,
+              flink_compression: bool = False) -> Any:
+        """Write every change and commit once; returns the new CheckpointInfo.
+
+        flink_savepoint=DEST also exports the new checkpoint as a canonical Flink savepoint at DEST (Flink restores it);
+        DEST is checked first, so an existing savepoint there fails before anything is committed.
+        """
+        if flink_savepoint is not None:
+            from flinkstate.flink.savepoint_writer import check_destination
+
+            check_destination(flink_savepoint)
+            info = self.write(savepoint=True, checkpoint_id=checkpoint_id)
+            from flinkstate.flink.store_export import export_savepoint
+
+            export_savepoint(self.store, flink_savepoint, checkpoint_id=info.checkpoint_id, compression=flink_compression)
+            return info
         kind = "savepoint" if savepoint else "checkpoint"
         w = self.store.begin(kind=kind, checkpoint_id=checkpoint_id, base=self.base, max_parallelism=self._max_parallelism)
         try:

@@ -41,7 +41,7 @@ import org.apache.flink.util.Collector;
  * broadcast state without subtask index, so dumps at different parallelisms compare equal).
  *
  * Args: SAVEPOINT OUT_FILE BACKEND(hashmap|rocksdb) PARALLELISM [LONG_UID [STRING_UID]]
- * (LONG_UID --arrow: only the operator "arrow" with arrowStates()).
+ * (LONG_UID --arrow: only the operator "arrow" with arrowStates(); a seventh argument +arrow adds it to the others).
  */
 public class RestoreDumpJob {
     static final ConcurrentSkipListSet<String> DUMP = new ConcurrentSkipListSet<>();
@@ -202,6 +202,10 @@ public class RestoreDumpJob {
         none.map(new OpState()).uid("opstate").sinkTo(new DiscardingSink<>());
         BroadcastStream<Long> b = env.fromData(1L).broadcast(BCAST);
         none.connect(b).process(new Bcast()).uid("bcast").sinkTo(new DiscardingSink<>());
+        if (args.length > 6 && args[6].equals("+arrow")) {  // also the operator "arrow" bootstrapped from Arrow/Spark
+            BroadcastStream<Long> t3 = env.fromData(1L).broadcast(TRIGGER);
+            none.keyBy(v -> "k" + v, Types.STRING).connect(t3).process(new Dumper<String>("arrow", 2)).uid("arrow").sinkTo(new DiscardingSink<>());
+        }
         env.execute("flinkstate-restore-dump");
         try (PrintWriter w = new PrintWriter(out.toFile(), StandardCharsets.UTF_8)) {
             for (String line : DUMP) w.println(line);

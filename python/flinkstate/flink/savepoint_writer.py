@@ -24,7 +24,7 @@ from flinkstate.flink.metadata import MAGIC
 from flinkstate.flink.serializers import StateMeta
 from flinkstate.keygroups import assign_key_groups
 
-__all__ = ["OperatorExport", "SavepointExistsError", "write_savepoint"]
+__all__ = ["OperatorExport", "SavepointExistsError", "check_destination", "write_savepoint"]
 
 # java-serialized CheckpointProperties of a savepoint (the tail of a Flink 2.3 `_metadata` v6).
 _PROPS_FILE = os.path.join(os.path.dirname(__file__), "savepoint_properties.bin")
@@ -204,13 +204,19 @@ def _stream(rel: str, size: int) -> bytes:
     return b"\x06" + encode_utf(rel) + struct.pack(">q", size)
 
 
-def write_savepoint(dest: str, operators: list[OperatorExport], *, checkpoint_id: int = 1, compression: bool = False) -> str:
-    """Write a canonical savepoint directory at dest (refused if dest holds `_metadata`); returns dest."""
+def check_destination(dest: str) -> str:
+    """The absolute dest, if a savepoint may be written there (a new or empty folder); SavepointExistsError otherwise."""
     dest = os.path.abspath(dest)
     if os.path.exists(os.path.join(dest, "_metadata")):
         raise SavepointExistsError(f"{dest} already holds a savepoint (_metadata); choose an empty destination")
     if os.path.isdir(dest) and os.listdir(dest):
         raise SavepointExistsError(f"{dest} is not empty; choose an empty destination")
+    return dest
+
+
+def write_savepoint(dest: str, operators: list[OperatorExport], *, checkpoint_id: int = 1, compression: bool = False) -> str:
+    """Write a canonical savepoint directory at dest (refused if dest holds `_metadata`); returns dest."""
+    dest = check_destination(dest)
     # Encode everything before writing any file (type errors surface first).
     planned = []
     for op in operators:
