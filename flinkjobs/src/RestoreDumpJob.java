@@ -101,6 +101,15 @@ public class RestoreDumpJob {
         l.add(new ListStateDescriptor<>("events", Types.LONG));
         l.add(new MapStateDescriptor<>("counts", Types.STRING, Types.INT));
         l.add(new ValueStateDescriptor<>("blob", byte[].class));
+        // BigDecimal, BigInteger and java.time values (export of Arrow decimal, date32, time64, timestamp)
+        l.add(new ValueStateDescriptor<>("dec", Types.BIG_DEC));
+        l.add(new ValueStateDescriptor<>("bigint", Types.BIG_INT));
+        l.add(new ValueStateDescriptor<>("date", Types.LOCAL_DATE));
+        l.add(new ValueStateDescriptor<>("time", Types.LOCAL_TIME));
+        l.add(new ValueStateDescriptor<>("dt", Types.LOCAL_DATE_TIME));
+        l.add(new ValueStateDescriptor<>("inst", Types.INSTANT));
+        l.add(new ValueStateDescriptor<>("drow", Types.ROW(Types.BIG_DEC, Types.LOCAL_DATE)));
+        l.add(new ListStateDescriptor<>("dates", Types.LOCAL_DATE));
         return l;
     }
 

@@ -13,10 +13,11 @@ from typing import Any
 import pyarrow as pa
 
 from flinkstate.errors import InvalidArgumentError
+from flinkstate.flink._temporal import WRITERS
 from flinkstate.flink.errors import UnsupportedSerializerError
 from flinkstate.flink.serializers import _COMPOSITE, _COMPOSITE_MAGIC, _NESTED_MAGIC, _OPTIONAL_MAP_HEADER, _POJO, _SIMPLE, StateMeta, TypeNode
 
-__all__ = ["Writer", "encode_utf", "make_writer", "murmur3_128", "snappy_frame", "type_for_arrow", "write_state_meta", "write_type"]
+__all__ = ["Writer", "encode_utf", "make_writer", "plain_values", "murmur3_128", "snappy_frame", "type_for_arrow", "write_state_meta", "write_type"]
 
 Writer = Callable[[bytearray, Any], None]
 _CLS = {kind: cls for cls, kind in _SIMPLE.items()}
@@ -121,6 +122,8 @@ def make_writer(node: TypeNode, ctx: str) -> Writer:
         return lambda out, v: out.extend(struct.pack(">i", len(v)) + bytes(v))
     if kind == "void":
         return lambda out, v: out.append(0)
+    if kind in WRITERS:
+        return WRITERS[kind]
     if kind in ("row", "tuple", "pojo"):
         return _struct_writer(node, ctx)
     if kind == "list":
@@ -185,11 +188,56 @@ _ARROW_KINDS = [
     (pa.types.is_float64, "double"), (pa.types.is_float32, "float"), (pa.types.is_boolean, "bool"),
     (lambda t: pa.types.is_string(t) or pa.types.is_large_string(t), "string"),
     (lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t), "bytes"),
+    (pa.types.is_decimal, "bigdec"), (pa.types.is_date32, "localdate"), (pa.types.is_time, "localtime"),
+    (lambda t: pa.types.is_timestamp(t) and t.tz is None, "localdatetime"),
+    (lambda t: pa.types.is_timestamp(t) and t.tz is not None, "instant"),
 ]
 
 
+def _ns_type(t: pa.DataType) -> pa.DataType:
+    """t with times and timestamps in nanoseconds (what the writers take), nested types included."""
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("ns", tz=t.tz)
+    if pa.types.is_time(t):
+        return pa.time64("ns")
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_ns_type(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(_ns_type(t.key_type), _ns_type(t.item_type))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(_ns_type(t.value_type))
+    return t
+
+
+def _int_type(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_timestamp(t) or pa.types.is_time64(t):
+        return pa.int64()
+    if pa.types.is_date32(t):
+        return pa.int32()
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_int_type(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(_int_type(t.key_type), _int_type(t.item_type))
+    if pa.types.is_list(t):
+        return pa.list_(_int_type(t.value_type))
+    return t
+
+
+def plain_values(column: pa.ChunkedArray | pa.Array) -> list[Any]:
+    """Python values of a column for the writers: dates as epoch days, times and timestamps as nanoseconds (exact)."""
+    t = column.type
+    ns = _ns_type(t)
+    if ns != t:
+        column = column.cast(ns)
+    it = _int_type(ns)
+    if it != ns:
+        column = column.cast(it)
+    return column.to_pylist()
+
+
 def type_for_arrow(t: pa.DataType, ctx: str) -> TypeNode:
-    """The Flink serializer of an Arrow type: Long, Integer, ..., String, byte[], Row (struct), List, Map."""
+    """The Flink serializer of an Arrow type: Long, Integer, ..., String, byte[], BigDecimal (decimal), LocalDate (date32),
+    LocalTime (time), LocalDateTime (timestamp), Instant (timestamp with a time zone), Row (struct), List, Map."""
     for pred, kind in _ARROW_KINDS:
         if pred(t):
             return TypeNode(kind, _CLS[kind])

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from flinkstate.errors import FlinkStateError, InvalidArgumentError
 from flinkstate.flink.canonical import TIMER_PREFIX, KeyedState
-from flinkstate.flink.encode import encode_utf, make_writer, murmur3_128, snappy_frame, write_state_meta, write_type
+from flinkstate.flink.encode import encode_utf, make_writer, murmur3_128, plain_values, snappy_frame, write_state_meta, write_type
 from flinkstate.flink.metadata import MAGIC
 from flinkstate.flink.serializers import StateMeta
 from flinkstate.keygroups import assign_key_groups
@@ -65,7 +65,7 @@ def _state_records(name: str, meta: StateMeta, table: pa.Table, ks: KeyedState, 
     ctx = f"state {name!r}"
     prefix = 1 if maxp <= 128 else 2
     kgs = _key_groups(table, maxp)
-    cols = {c: table.column(c).to_pylist() for c in table.column_names}
+    cols = {c: plain_values(table.column(c)) for c in table.column_names}
     n = table.num_rows
     by_key: dict[tuple[int, bytes], bytearray | list] = {}
     if meta.backend_type == "PRIORITY_QUEUE":
@@ -182,11 +182,11 @@ def _operator_file(op: OperatorExport, index: int) -> tuple[bytes, dict[str, tup
         sub = [s % op.parallelism for s in table.column("subtask").to_pylist()]
         rows = [i for i, s in enumerate(sub) if s == index]
         vw = make_writer(m.serializers["VALUE_SERIALIZER"], f"operator {op.uid}, state {name!r}")
-        values = table.column("value").to_pylist()
+        values = plain_values(table.column("value"))
         offs = []
         if mode == "BROADCAST":
             kw = make_writer(m.serializers["KEY_SERIALIZER"], f"operator {op.uid}, state {name!r}")
-            keys = table.column("key").to_pylist()
+            keys = plain_values(table.column("key"))
             offs.append(len(out))
             out += struct.pack(">i", len(rows))
             for i in rows:

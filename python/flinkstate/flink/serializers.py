@@ -42,6 +42,15 @@ _SIMPLE = {
     _BASE + "StringSerializer$StringSerializerSnapshot": "string",
     _BASE + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot": "bytes",
     "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": "void",
+    _BASE + "BigDecSerializer$BigDecSerializerSnapshot": "bigdec",
+    _BASE + "BigIntSerializer$BigIntSerializerSnapshot": "bigint",
+    _BASE + "LocalDateSerializer$LocalDateSerializerSnapshot": "localdate",
+    _BASE + "LocalTimeSerializer$LocalTimeSerializerSnapshot": "localtime",
+    _BASE + "LocalDateTimeSerializer$LocalDateTimeSerializerSnapshot": "localdatetime",
+    _BASE + "InstantSerializer$InstantSerializerSnapshot": "instant",
+    _BASE + "SqlDateSerializer$SqlDateSerializerSnapshot": "sqldate",
+    _BASE + "SqlTimeSerializer$SqlTimeSerializerSnapshot": "sqltime",
+    _BASE + "SqlTimestampSerializer$SqlTimestampSerializerSnapshot": "sqltimestamp",
 }
 # Composite snapshots: class -> (kind, outer payload reader name).
 _COMPOSITE = {
@@ -54,7 +63,8 @@ _COMPOSITE = {
 }
 _POJO = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
 # Serialized width in bytes of fixed-length kinds (Flink's TypeSerializer.getLength()).
-FIXED_WIDTH = {"long": 8, "int": 4, "short": 2, "byte": 1, "double": 8, "float": 4, "bool": 1, "char": 2, "void": 1}
+FIXED_WIDTH = {"long": 8, "int": 4, "short": 2, "byte": 1, "double": 8, "float": 4, "bool": 1, "char": 2, "void": 1,
+               "localdate": 6, "localtime": 7, "localdatetime": 13, "instant": 12, "sqldate": 8, "sqltime": 8, "sqltimestamp": 12}
 
 
 @dataclass(frozen=True)
@@ -209,6 +219,13 @@ def read_operator_header(r: DataReader, ctx: str) -> tuple[bool, list[StateMeta]
 _ARROW = {
     "long": pa.int64(), "int": pa.int32(), "short": pa.int16(), "byte": pa.int8(), "double": pa.float64(),
     "float": pa.float32(), "bool": pa.bool_(), "char": pa.string(), "string": pa.string(), "bytes": pa.binary(),
+    # BigDecimal/BigInteger have no fixed precision or scale: their exact decimal text (BigDecimal.toString) keeps
+    # unscaled value and scale, so equals/hashCode (key groups of such keys) survive a round trip.
+    "bigdec": pa.string(), "bigint": pa.string(),
+    "localdate": pa.date32(), "localtime": pa.time64("ns"), "localdatetime": pa.timestamp("ns"),
+    "instant": pa.timestamp("ns", tz="UTC"),
+    # java.sql.Date/Time hold epoch milliseconds; Timestamp milliseconds plus nanoseconds
+    "sqldate": pa.timestamp("ms"), "sqltime": pa.timestamp("ms"), "sqltimestamp": pa.timestamp("ns"),
 }
 
 

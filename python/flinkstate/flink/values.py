@@ -12,6 +12,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from flinkstate.flink._temporal import READERS
 from flinkstate.flink.errors import UnsupportedSerializerError
 from flinkstate.flink.serializers import TypeNode
 
@@ -102,6 +103,8 @@ def make_reader(node: TypeNode, ctx: str) -> Reader:
         return _read_bytes
     if kind == "void":
         return _read_void
+    if kind in READERS:
+        return READERS[kind]
     if kind == "tuple":
         return _tuple_reader(node, ctx)
     if kind == "row":
