@@ -190,11 +190,18 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate export ROOT DEST [--checkpoint ID] [--compression snappy]`: write a checkpoint as a Flink savepoint."""
+    from flinkstate.errors import InvalidArgumentError
     from flinkstate.flink.store_export import export_savepoint
 
     store = _open_existing(args)
     cid = store.checkpoint(args.checkpoint).checkpoint_id
-    dest = export_savepoint(store, args.dest, checkpoint_id=cid, compression=args.compression == "snappy")
+    pojo = {}
+    for item in args.pojo or []:
+        state, sep, cls = item.partition("=")
+        if not sep or "/" not in state or not cls.strip():
+            raise InvalidArgumentError(f"--pojo {item!r}: expected OPERATOR/STATE=JAVA_CLASS")
+        pojo[state.strip()] = cls.strip()
+    dest = export_savepoint(store, args.dest, checkpoint_id=cid, compression=args.compression == "snappy", pojo_classes=pojo)
     if args.json:
         json.dump({"savepoint": dest, "root": store.root, "checkpoint_id": cid}, out, indent=2)
         out.write("\n")
@@ -276,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("dest", help="folder to create for the savepoint (local path)")
     sp.add_argument("--checkpoint", type=int, default=None, metavar="ID", help="checkpoint id (default: the latest)")
     sp.add_argument("--compression", choices=["none", "snappy"], default="none", help="compress keyed-state files with snappy")
+    sp.add_argument("--pojo", action="append", metavar="OPERATOR/STATE=JAVA_CLASS",
+                    help="write that state's struct values as this POJO class (fields by name) instead of a Row (repeatable)")
     sp.set_defaults(func=cmd_export)
 
     sp = sub.add_parser("import", help="write a real Flink savepoint or retained checkpoint into a root as one savepoint",

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from flinkstate.errors import InvalidArgumentError, StateNotFoundError
 from flinkstate.flink.canonical import KeyedState
 from flinkstate.flink.encode import _COMP_CLS, type_for_arrow
 from flinkstate.flink.importer import OPERATOR_ID_PROPERTY, SERIALIZERS_PROPERTY, node_from_json
@@ -59,6 +61,18 @@ def _kept(fresh: TypeNode, stored: dict | None, role: str) -> TypeNode:
     return old if _sig(old) == _sig(fresh) else fresh
 
 
+def _as_pojo(node: TypeNode, cls: str, ctx: str) -> TypeNode:
+    """The value serializer with its struct (inside TTL, list and map wrappers) as the POJO class cls, fields by name."""
+    if node.kind == "row":
+        order = sorted(range(len(node.names)), key=lambda i: node.names[i])  # Flink's PojoTypeInfo sorts fields by name
+        return TypeNode("pojo", cls, tuple(node.children[i] for i in order), tuple(node.names[i] for i in order))
+    if node.kind in ("ttl", "map"):
+        return TypeNode(node.kind, node.cls, (node.children[0], _as_pojo(node.children[1], cls, ctx)))
+    if node.kind == "list":
+        return TypeNode("list", node.cls, (_as_pojo(node.children[0], cls, ctx),))
+    raise InvalidArgumentError(f"{ctx}: a POJO class was given for it, but its values are not a struct ({node.kind})")
+
+
 def _explode(t: pa.Table) -> pa.Table:
     """flinkstate list state (one row per key, a list value) as one row per element, order kept."""
     values = t.column("value").combine_chunks()
@@ -76,13 +90,17 @@ def export_savepoint(
     *,
     checkpoint_id: int | None = None,
     compression: bool = False,
+    pojo_classes: Mapping[str, str] | None = None,
     storage_options: dict | None = None,
 ) -> str:
     """Write checkpoint checkpoint_id (default the latest) of a flinkstate store as a canonical Flink savepoint at dest.
 
     Every state's type is mapped before any file is written (UnsupportedSerializerError names state and type);
     dest holding a savepoint is refused (SavepointExistsError). Returns the savepoint directory.
+    pojo_classes maps "operator/state" to a Java class name: that state's struct values are written as that POJO
+    (Flink's PojoSerializer, fields by name) instead of a Row.
     """
+    pojo_classes = dict(pojo_classes or {})
     store = store_or_root if isinstance(store_or_root, CheckpointStore) else open_store(store_or_root, storage_options)
     meta = store.metadata(checkpoint_id)
     cid = meta.info.checkpoint_id
@@ -98,8 +116,11 @@ def export_savepoint(
             for name, d in op.keyed_states.items():
                 ctx = f"operator {uid!r}, state {name!r}"
                 m = _keyed_meta(d, ctx)
-                keyed.meta[name] = StateMeta(m.name, m.backend_type, m.options,
-                                             {role: _kept(node, kept.get(name), role) for role, node in m.serializers.items()})
+                sers = {role: _kept(node, kept.get(name), role) for role, node in m.serializers.items()}
+                pojo = pojo_classes.pop(f"{uid}/{name}", None)
+                if pojo is not None:
+                    sers["VALUE_SERIALIZER"] = _as_pojo(sers["VALUE_SERIALIZER"], pojo, ctx)
+                keyed.meta[name] = StateMeta(m.name, m.backend_type, m.options, sers)
                 t = store.read_state(uid, name, cid)
                 if "ttl_timestamp" in t.column_names:
                     t = t.rename_columns(["ttl_last_access" if c == "ttl_timestamp" else c for c in t.column_names])
@@ -131,4 +152,6 @@ def export_savepoint(
         if keyed is None and not states and coordinator is None:
             continue
         ops.append(OperatorExport(uid, op.parallelism or 1, maxp, keyed, states, coordinator_state=coordinator, operator_id=flink_id))
+    if pojo_classes:
+        raise StateNotFoundError(f"POJO classes given for keyed states that checkpoint {cid} does not have: {sorted(pojo_classes)}")
     return write_savepoint(os.fspath(dest), ops, checkpoint_id=cid, compression=compression)
