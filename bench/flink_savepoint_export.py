@@ -1,4 +1,4 @@
-"""Export (write) throughput of canonical Flink savepoints, next to the decoder's on the same savepoint (one core).
+"""Flink savepoint throughput on one core: decode, write from Arrow, `flinkstate import` and `flinkstate export`, in one run.
 
     python bench/flink_savepoint_export.py [N]      # N long keys: value Long, value Row, list of 3 Longs, map of 2 entries
 
@@ -19,8 +19,10 @@ from flinkstate.flink import read_keyed_state, read_metadata
 from flinkstate.flink.canonical import KeyedState
 from flinkstate.flink.encode import _COMP_CLS, type_for_arrow
 from flinkstate.flink.export import load_flink_savepoint
+from flinkstate.flink.importer import import_savepoint
 from flinkstate.flink.savepoint_writer import OperatorExport, write_savepoint
 from flinkstate.flink.serializers import StateMeta, TypeNode
+from flinkstate.flink.store_export import export_savepoint
 
 _VOID = TypeNode("void", "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot")
 
@@ -61,7 +63,16 @@ def measure(ops: list[OperatorExport]) -> None:
             if o.keyed:
                 read_keyed_state(meta, o.uid)
         r = time.perf_counter() - t
-        print(f"{n} entries: export {w:.2f} s = {n / w:,.0f} entries/s; decode {r:.2f} s = {n / r:,.0f} entries/s")
+        t = time.perf_counter()
+        import_savepoint(dest, f"{d}/root")
+        i = time.perf_counter() - t
+        t = time.perf_counter()
+        export_savepoint(f"{d}/root", f"{d}/sp2")
+        e = time.perf_counter() - t
+        print(f"{n:,} entries, entries/s on one core (ratio to decode):")
+        for label, s in (("decode a Flink savepoint", r), ("write a Flink savepoint from Arrow", w),
+                         ("flinkstate import (decode + Parquet/Delta)", i), ("flinkstate export (read root + write)", e)):
+            print(f"  {label:45s} {s:6.2f} s  {n / s:>12,.0f}/s  {r / s:5.2f}x")
     finally:
         shutil.rmtree(d)
 
