@@ -25,7 +25,7 @@ __all__ = [
     "storage_options_from",
 ]
 
-TABLES = ("state", "timers", "operatorState", "checkpoints", "files", "states", "changes")
+TABLES = ("state", "timers", "operatorState", "checkpoints", "files", "states", "operators", "changes")
 STATE_KINDS = ("value", "list", "map")
 OPERATIONS = ("upsert", "delete")
 

@@ -13,9 +13,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from flinkstate.checkpoint import StoreCheckpoint
 from flinkstate.errors import CheckpointNotFoundError, InvalidArgumentError, StateNotFoundError
 from flinkstate.format.datafile import FileEntry
 from flinkstate.io import FileIO
+from flinkstate.metadata import CheckpointInfo
+from flinkstate.store import CheckpointStore
 
 from pyspark_flinkstate.options import ReadOptions, parse_read_options
 
@@ -44,6 +47,10 @@ class Resolved:
     state_in_to: bool = True
     # metadata tables: which checkpoints
     checkpoint_ids: list[int] = field(default_factory=list)
+    # the pinned checkpoint a state / timers / operatorState read scans, and those of the metadata tables
+    checkpoint: StoreCheckpoint | None = None
+    pinned: list[StoreCheckpoint] = field(default_factory=list)
+    infos: list[CheckpointInfo] = field(default_factory=list)
 
     def descriptor(self) -> Any:
         """The keyed state descriptor object."""
@@ -60,14 +67,10 @@ class Resolved:
         return d.ttl.ttl_ms if d.ttl_enabled else None
 
 
-def _store(opts: ReadOptions) -> Any:
+def _store(opts: ReadOptions) -> CheckpointStore:
     import flinkstate
 
     return flinkstate.open(opts.path, opts.storage_options or None)
-
-
-def _ms(t: Any) -> int:
-    return int(t.timestamp() * 1000)
 
 
 def _need(value: str | None, name: str, choices: list[str], what: str) -> str:
@@ -82,16 +85,19 @@ def resolve(options: Any) -> Resolved:
     store = _store(opts)
     res = Resolved(opts=opts, io=store.io)
     table = opts.table
-    if table in ("checkpoints", "files", "states"):
+    if table in ("checkpoints", "files", "states", "operators"):
+        infos = store.checkpoints()
         if opts.checkpoint_id is not None:
             store.record(opts.checkpoint_id)
-            res.checkpoint_ids = [opts.checkpoint_id]
-        else:
-            res.checkpoint_ids = [c.checkpoint_id for c in store.checkpoints()]
+            infos = [c for c in infos if c.checkpoint_id == opts.checkpoint_id]
+        res.infos = infos
+        res.checkpoint_ids = [c.checkpoint_id for c in infos]
+        if table != "checkpoints":
+            res.pinned = [store.checkpoint(cid) for cid in res.checkpoint_ids]
         if opts.operator is not None and table != "checkpoints":
             known = set()
-            for cid in res.checkpoint_ids:
-                known.update(store.metadata(cid).operators)
+            for ck in res.pinned:
+                known.update(ck.operators)
             if opts.operator not in known:
                 from flinkstate.errors import OperatorNotFoundError
 
@@ -99,39 +105,21 @@ def resolve(options: Any) -> Resolved:
         return res
     if table == "changes":
         return _resolve_changes(store, opts, res)
-    rec = store.record(opts.checkpoint_id)
-    res.checkpoint_id = rec.checkpoint_id
-    res.max_parallelism = rec.max_parallelism
-    res.created_at_ms = _ms(rec.created_at)
-    meta = store.metadata(rec.checkpoint_id)
-    operator = _need(opts.operator, "operator", sorted(meta.operators), f"operators in checkpoint {rec.checkpoint_id}")
-    op = store.operator(operator, rec.checkpoint_id)
+    ck = res.checkpoint = store.checkpoint(opts.checkpoint_id)  # one load of the log: everything below reads ck
+    res.checkpoint_id = ck.checkpoint_id
+    res.max_parallelism = ck.max_parallelism
+    res.created_at_ms = ck.created_at_ms
+    operator = _need(opts.operator, "operator", sorted(ck.operators), f"operators in checkpoint {ck.checkpoint_id}")
+    op = ck.operator(operator)
     if table == "state":
         name = _need(opts.state, "state", sorted(op.keyed_states), f"keyed states of operator {operator!r}")
-        res.desc = store.state_descriptor(operator, name, rec.checkpoint_id).to_dict()
-        res.entries = store.state_files(operator, name, rec.checkpoint_id)
+        res.desc = ck.state_descriptor(operator, name).to_dict()
     elif table == "timers":
-        if opts.state:
-            services = [store.timer_service(operator, opts.state, rec.checkpoint_id)]
-        else:
-            services = [op.timer_services[n] for n in sorted(op.timer_services)]
-            if not services:
-                raise StateNotFoundError(f"operator {operator!r} has no timer service in checkpoint {rec.checkpoint_id}")
-            kts = {str(s.key_type) for s in services}
-            nts = {str(s.namespace_type) for s in services}
-            if len(kts) > 1 or len(nts) > 1:
-                raise InvalidArgumentError(
-                    f"timer services of operator {operator!r} have different key or namespace types; "
-                    f"choose one with option 'state': {sorted(op.timer_services)}"
-                )
-        res.timer_services = [s.to_dict() for s in services]
-        names = {s.name for s in services}
-        res.entries = [e for e in store.files(rec.checkpoint_id) if e.operator == operator and e.state in names
-                       and e.kind in ("timers-full", "timers-delta")]
+        scan = ck.scan_timers(operator, opts.state or None)  # checks the services (typed errors listing them)
+        res.timer_services = [s.to_dict() for s in scan.services]
     elif table == "operatorState":
         name = _need(opts.state, "state", sorted(op.operator_states), f"operator states of operator {operator!r}")
-        res.desc = store.operator_state_descriptor(operator, name, rec.checkpoint_id).to_dict()
-        res.entries = store.state_files(operator, name, rec.checkpoint_id, scope="operator")
+        res.desc = ck.operator_state_descriptor(operator, name).to_dict()
     return res
 
 
@@ -154,11 +142,12 @@ def _resolve_changes(store: Any, opts: ReadOptions, res: Resolved) -> Resolved:
             raise InvalidArgumentError(
                 f"option 'fromCheckpointId' {from_id} is after 'toCheckpointId' {to_rec.checkpoint_id}: changes run from an older checkpoint to a newer one"
             )
-    from_rec = store.record(from_id)
-    res.checkpoint_id, res.max_parallelism, res.created_at_ms = to_rec.checkpoint_id, to_rec.max_parallelism, _ms(to_rec.created_at)
-    res.from_checkpoint_id, res.from_max_parallelism = from_rec.checkpoint_id, from_rec.max_parallelism
-    ops_to = store.metadata(to_rec.checkpoint_id).operators
-    ops_from = store.metadata(from_rec.checkpoint_id).operators
+    ck_to, ck_from = store.checkpoint(to_rec.checkpoint_id), store.checkpoint(from_id)
+    from_rec = ck_from.record
+    res.checkpoint_id, res.max_parallelism, res.created_at_ms = ck_to.checkpoint_id, ck_to.max_parallelism, ck_to.created_at_ms
+    res.from_checkpoint_id, res.from_max_parallelism = ck_from.checkpoint_id, ck_from.max_parallelism
+    ops_to = ck_to.operators
+    ops_from = ck_from.operators
     operator = _need(opts.operator, "operator", sorted(set(ops_to) | set(ops_from)), "operators")
     if operator not in ops_to and operator not in ops_from:
         from flinkstate.errors import OperatorNotFoundError
@@ -175,27 +164,20 @@ def _resolve_changes(store: Any, opts: ReadOptions, res: Resolved) -> Resolved:
     desc = (ops_to if in_to else ops_from)[operator].keyed_states[name]
     res.desc = desc.to_dict()
     res.state_in_to = in_to
-    res.entries = store.state_files(operator, name, to_rec.checkpoint_id) if in_to else []
-    res.from_entries = store.state_files(operator, name, from_rec.checkpoint_id) if in_from else None
+    res.entries = ck_to.state_files(operator, name) if in_to else []
+    res.from_entries = ck_from.state_files(operator, name) if in_from else None
     return res
 
 
 def output_columns(res: Resolved) -> list[tuple[str, pa.DataType]]:
     """The (name, Arrow type) columns a read returns."""
+    from flinkstate.inspect import CHECKPOINTS_SCHEMA, FILES_SCHEMA, OPERATORS_SCHEMA, STATES_SCHEMA
+
     opts = res.opts
     t = opts.table
-    if t == "checkpoints":
-        return [("checkpoint_id", pa.int64()), ("kind", pa.string()), ("status", pa.string()), ("created_at", TS_US),
-                ("max_parallelism", pa.int32()), ("files", pa.int64()), ("rows", pa.int64()), ("bytes", pa.int64()),
-                ("base_checkpoint_id", pa.int64()), ("format_version", pa.int32())]
-    if t == "files":
-        return [("checkpoint_id", pa.int64()), ("operator", pa.string()), ("state", pa.string()), ("path", pa.string()),
-                ("kind", pa.string()), ("key_group_start", pa.int32()), ("key_group_end", pa.int32()),
-                ("created_by_checkpoint_id", pa.int64()), ("rows", pa.int64()), ("bytes", pa.int64())]
-    if t == "states":
-        return [("checkpoint_id", pa.int64()), ("operator", pa.string()), ("state", pa.string()), ("state_kind", pa.string()),
-                ("key_type", pa.string()), ("namespace_type", pa.string()), ("user_key_type", pa.string()),
-                ("value_type", pa.string()), ("ttl", pa.int64()), ("files", pa.int64()), ("rows", pa.int64()), ("bytes", pa.int64())]
+    meta = {"checkpoints": CHECKPOINTS_SCHEMA, "files": FILES_SCHEMA, "states": STATES_SCHEMA, "operators": OPERATORS_SCHEMA}
+    if t in meta:
+        return [(f.name, f.type) for f in meta[t]]
     if t == "timers":
         from flinkstate.descriptors import TimerServiceDescriptor
 

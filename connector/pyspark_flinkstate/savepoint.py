@@ -26,7 +26,6 @@ import pyarrow as pa
 from flinkstate.errors import InvalidArgumentError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
-from flinkstate.format.merge import overlaps
 from flinkstate.io import FileIO
 
 __all__ = ["SavepointWriter"]
@@ -174,7 +173,6 @@ class SavepointWriter:
             bschema = StructType(list(df.schema.fields) + [StructField("__b", IntegerType(), True)])
             out = df.mapInArrow(bucket, bschema).repartition(p, "__b").mapInArrow(write, "entry string")
         entries = [_entry(r.entry) for r in out.collect()]
-        w._new_paths.extend(e.path for e in entries)
         w.add_state_files(operator, desc, entries, mode="full", allow_schema_change=True)
 
     def _ranges_count(self, mp: int) -> int:
@@ -189,50 +187,34 @@ class SavepointWriter:
         base = w.base
         if base is None:
             return
-        old_files = self.store.files(base.checkpoint_id)
+        ck = self.store.checkpoint(base.checkpoint_id)
         for uid, op in list(w.operators.items()):
             src = w.base_uid(uid)
             for name, desc in list(op.keyed_states.items()):
                 if w.rewritten(uid, "keyed", name):
                     continue
-                files = [e for e in old_files if e.operator == src and e.state == name and e.kind in (C.KIND_FULL, C.KIND_DELTA)]
-                entries = self._rekey_job(w, uid, desc, files, base.max_parallelism, timers=False)
-                w._new_paths.extend(e.path for e in entries)
+                entries = self._rekey_job(w, uid, desc, ck.scan(src, name, raw=True).plan(), timers=False)
                 w.add_state_files(uid, desc, entries, mode="full", allow_schema_change=True)
             for name, tdesc in list(op.timer_services.items()):
                 if w.rewritten(uid, "timers", name):
                     continue
-                files = [e for e in old_files if e.operator == src and e.state == name and e.kind in (C.KIND_TIMERS_FULL, C.KIND_TIMERS_DELTA)]
-                entries = self._rekey_job(w, uid, tdesc, files, base.max_parallelism, timers=True)
-                self._register_timers(w, uid, tdesc, entries)
+                entries = self._rekey_job(w, uid, tdesc, ck.scan_timers(src, name).plan(), timers=True)
+                w.add_timer_files(uid, tdesc, entries, mode="full")
 
-    @staticmethod
-    def _register_timers(w: Any, uid: str, tdesc: Any, entries: list[FileEntry]) -> None:
-        w._new_paths.extend(e.path for e in entries)
-        w._drop(uid, "timers", tdesc.name)
-        w._rewritten.add((uid, "timers", tdesc.name))
-        w.operators[uid].timer_services[tdesc.name] = tdesc
-        w._entries.extend(entries)
-
-    def _rekey_job(self, w: Any, uid: str, desc: Any, files: list[FileEntry], old_mp: int, *, timers: bool) -> list[FileEntry]:
-        """Read the old view per old key-group range, shuffle by new range, write full files per new range.
+    def _rekey_job(self, w: Any, uid: str, desc: Any, tasks: list[Any], *, timers: bool) -> list[FileEntry]:
+        """Read the old rows per task of the base checkpoint's scan, shuffle by new range, write full files per new range.
 
         The shuffle goes through files (Arrow IPC in a scratch folder of the root), so every
         type is kept exactly; the scratch files are removed afterwards.
         """
         import uuid
 
-        from pyspark_flinkstate.reader import plan_ranges
-
         mp = w.max_parallelism
         p = self._ranges_count(mp)
         io: FileIO = w.io
         scratch = f"{C.META_DIR}/tmp/{uuid.uuid4().hex}"
-        old_ranges = plan_ranges(files, old_mp) or [(0, old_mp - 1)]
         dd = desc.to_dict()
         kind, cid = w.kind, w.checkpoint_id
-        tasks = [json.dumps({"lo": lo, "hi": hi, "files": [e.to_dict() for e in files if overlaps(e, lo, hi)]})
-                 for lo, hi in old_ranges]
 
         def _desc() -> Any:
             from flinkstate.descriptors import TimerServiceDescriptor, descriptor_from_dict
@@ -242,25 +224,21 @@ class SavepointWriter:
         def phase1(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             import pyarrow.ipc as ipc
 
-            from flinkstate.format.datafile import primary_key_columns
-            from flinkstate.format.merge import read_view
             from flinkstate.keygroups import assign_key_groups
 
-            d = _desc()
             out = []
             for b in it:
-                for task in b.column(0).to_pylist():
-                    t = json.loads(task)
-                    ents = [FileEntry(**x) for x in t["files"]]
-                    view = read_view(io, ents, primary_key_columns(d), old_mp, key_group_range=(t["lo"], t["hi"]))
-                    if view is None or view.num_rows == 0:
+                for n in b.column(0).to_pylist():
+                    task = tasks[n]  # the scan tasks travel in this function's closure
+                    view = task.to_arrow()
+                    if view.num_rows == 0:
                         continue
                     view = view.drop_columns([C.COL_KEY_GROUP])
                     kg = assign_key_groups(view.column(C.COL_KEY), mp).to_numpy()
                     bk = kg * p // mp
                     for i in sorted(set(bk.tolist())):
                         part = view.filter(pa.array(bk == i))
-                        rel = f"{scratch}/b{i:05d}-{t['lo']:05d}.arrow"
+                        rel = f"{scratch}/b{i:05d}-{task.key_group_range[0]:05d}.arrow"
                         with io.open(rel, "wb") as f, ipc.new_file(f, part.schema) as wr:
                             wr.write_table(part)
                         out.append((i, rel))
@@ -288,8 +266,10 @@ class SavepointWriter:
                 res += fn(io, uid, d, t, checkpoint_id=cid, checkpoint_kind=kind, max_parallelism=mp, ranges=[key_group_range(mp, p, i)], seq=1 + i)
             yield pa.RecordBatch.from_pydict({"entry": [_entry_json(e) for e in res]}, schema=pa.schema([("entry", pa.string())]))
 
+        if not tasks:
+            return []
         try:
-            tdf = self.spark.createDataFrame([(t,) for t in tasks], "task string").repartition(max(1, len(tasks)))
+            tdf = self.spark.createDataFrame([(n,) for n in range(len(tasks))], "task int").repartition(max(1, len(tasks)))
             with _quiet():
                 located = tdf.mapInArrow(phase1, "b int, path string")
                 out = located.repartition(p, "b").mapInArrow(phase2, "entry string").collect()

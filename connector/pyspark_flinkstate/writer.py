@@ -76,7 +76,7 @@ def _arrow_schema(spark_schema: Any) -> pa.Schema:
 
 def _new_descriptor(o: WriteOptions, schema: pa.Schema) -> Any:
     from flinkstate.descriptors import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
-    from flinkstate.keygroups import _is_supported_type
+    from flinkstate.keygroups import is_supported_key_type
     from flinkstate.ttl import StateTtlConfig
 
     from pyspark_flinkstate.schema import storage_type
@@ -86,7 +86,7 @@ def _new_descriptor(o: WriteOptions, schema: pa.Schema) -> Any:
         if need not in names:
             raise SchemaMismatchError(f"writing new state {o.state!r} of operator {o.operator!r}: the DataFrame needs a {need!r} column; got {names}")
     key_t = storage_type(schema.field("key").type)
-    if not _is_supported_type(key_t):
+    if not is_supported_key_type(key_t):
         raise SchemaMismatchError(f"column 'key' has type {key_t}: key groups are defined for int, long, string, boolean, float, double and structs of them")
     ns_t = storage_type(schema.field("namespace").type) if "namespace" in names else None
     kind = o.state_kind or ("map" if "user_key" in names else "value")
@@ -105,7 +105,7 @@ def _new_descriptor(o: WriteOptions, schema: pa.Schema) -> Any:
 
 def _check_columns(desc: Any, schema: pa.Schema, what: str, tombstones: bool) -> bool:
     """Check a DataFrame against a state's types; returns True for a flattened list."""
-    from flinkstate.format.datafile import _castable
+    from flinkstate.format.datafile import castable
 
     names = schema.names
     need: list[tuple[str, pa.DataType]] = [("key", desc.key_type)]
@@ -128,13 +128,13 @@ def _check_columns(desc: Any, schema: pa.Schema, what: str, tombstones: bool) ->
         got = schema.field(n).type
         if desc.kind == "list" and n == "value":
             if pa.types.is_list(got) or pa.types.is_large_list(got):
-                if _castable(got, pa.list_(t)):
+                if castable(got, pa.list_(t)):
                     continue
-            elif _castable(got, t):
+            elif castable(got, t):
                 flattened = True
                 continue
             raise SchemaMismatchError(f"{what}: column 'value' has type {got}; the list state holds {t} (give elements or arrays of them)")
-        if not _castable(got, t):
+        if not castable(got, t):
             raise SchemaMismatchError(f"{what}: column {n!r} has type {got}, the state declares {t}")
     return flattened
 
@@ -323,19 +323,20 @@ def commit_plan(plan: WritePlan, messages: list[Any]) -> Any:
     msgs = [m for m in messages if isinstance(m, FlinkStateCommitMessage)]
     entries = [e for m in msgs for e in m.entries]
     store = flinkstate.open(plan.io.root, plan.io.storage_options or None)
-    try:
+    try:  # the commit is planned against the log version the job read
         w = store.begin(kind=plan.kind, checkpoint_id=plan.checkpoint_id, base=plan.base_checkpoint_id,
-                        max_parallelism=plan.max_parallelism)
+                        max_parallelism=plan.max_parallelism, at_log_version=plan.planned_version)
     except BaseException:
         delete_entries(plan.io, entries)
         raise
-    w.planned_version = plan.planned_version  # the commit is planned against what the job read
     try:
+        w.adopt(entries)
         if plan.flattened_list and not plan.tombstones:
-            entries = entries + _list_fixup(plan, msgs)
+            fixup = _list_fixup(plan, msgs)
+            w.adopt(fixup)
+            entries = entries + fixup
         w.add_state_files(plan.operator, plan.descriptor(), entries, mode=plan.mode)
     except BaseException:
-        w._new_paths.extend(e.path for e in entries)
         w.abort()
         raise
     return w.commit()

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from flinkstate.errors import InvalidArgumentError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry, primary_key_columns, state_schema, timer_schema
-from flinkstate.format.merge import flat_key_columns, overlaps, read_view
+from flinkstate.format.merge import flat_key_columns, overlaps
 
 __all__ = ["CHANGE_TYPE", "UPSERT", "DELETE", "diff_tables", "diff_state", "changed_key_group_ranges", "state_changes"]
 
@@ -135,6 +135,16 @@ def changed_key_group_ranges(
     return out
 
 
+def _stored(io: Any, desc: Any, entries: Sequence[FileEntry], maxp: int, rng: tuple[int, int] | None, timers: bool) -> pa.Table:
+    """The merged stored rows of a state's files in a range, through the scan task every reader uses."""
+    from flinkstate.checkpoint import StateScanTask, TimerScanTask
+
+    r = rng if rng is not None else (0, maxp - 1)
+    if timers:
+        return TimerScanTask(io, [desc.to_dict()], list(entries), r, maxp).to_arrow()
+    return StateScanTask(io, desc.to_dict(), list(entries), r, maxp, reference_ms=0, raw=True).to_arrow()
+
+
 def diff_state(
     io: Any,
     desc: Any,
@@ -159,8 +169,8 @@ def diff_state(
         if not changed_key_group_ranges(old_entries, new_entries, [key_group_range]):
             return empty
     r_old = key_group_range if same_mp else None
-    old = None if old_entries is None else read_view(io, old_entries, pk, old_max_parallelism, key_group_range=r_old)
-    new = None if new_entries is None else read_view(io, new_entries, pk, new_max_parallelism, key_group_range=key_group_range)
+    old = None if old_entries is None else _stored(io, desc, old_entries, old_max_parallelism, r_old, timers)
+    new = None if new_entries is None else _stored(io, desc, new_entries, new_max_parallelism, key_group_range, timers)
     if old is not None:
         old = old.select(schema.names).cast(schema) if old.schema != schema else old
     if new is not None:
@@ -175,16 +185,16 @@ def state_changes(store: Any, operator: str, state: str, from_checkpoint_id: int
         raise InvalidArgumentError(
             f"changes of operator {operator!r} state {state!r}: from checkpoint {from_checkpoint_id} is after to checkpoint {to_checkpoint_id}"
         )
-    r_from, r_to = store.record(from_checkpoint_id), store.record(to_checkpoint_id)
+    ck_from, ck_to = store.checkpoint(from_checkpoint_id), store.checkpoint(to_checkpoint_id)
     try:
-        desc = store.state_descriptor(operator, state, to_checkpoint_id)
-        new_entries: list[FileEntry] | None = store.state_files(operator, state, to_checkpoint_id)
+        desc = ck_to.state_descriptor(operator, state)
+        new_entries: list[FileEntry] | None = ck_to.state_files(operator, state)
     except LookupError:
-        desc = store.state_descriptor(operator, state, from_checkpoint_id)
+        desc = ck_from.state_descriptor(operator, state)
         new_entries = None
     try:
-        store.state_descriptor(operator, state, from_checkpoint_id)
-        old_entries: list[FileEntry] | None = store.state_files(operator, state, from_checkpoint_id)
+        ck_from.state_descriptor(operator, state)
+        old_entries: list[FileEntry] | None = ck_from.state_files(operator, state)
     except LookupError:  # StateNotFoundError, OperatorNotFoundError
         old_entries = None
-    return diff_state(store.io, desc, old_entries, new_entries, r_from.max_parallelism, r_to.max_parallelism)
+    return diff_state(store.io, desc, old_entries, new_entries, ck_from.max_parallelism, ck_to.max_parallelism)

@@ -60,6 +60,7 @@ class CheckpointWriter:
         checkpoint_id: int | None,
         base: int | Literal["latest"] | None,
         max_parallelism: int | None,
+        at_log_version: int | None = None,
     ) -> None:
         if kind not in (C.CHECKPOINT, C.SAVEPOINT):
             raise InvalidArgumentError(f"kind must be 'checkpoint' or 'savepoint', got {kind!r}")
@@ -70,8 +71,13 @@ class CheckpointWriter:
         catalog = store.catalog
         check_writable(self.io)
         catalog.ensure_tables()
-        self.planned_version = catalog.log_version()
-        assert self.planned_version is not None
+        current = catalog.log_version()
+        assert current is not None
+        if at_log_version is not None:  # a two-phase write commits against the log version its plan read
+            if isinstance(at_log_version, bool) or not isinstance(at_log_version, int) or not 0 <= at_log_version <= current:
+                raise InvalidArgumentError(f"at_log_version must be a log version in [0, {current}] of {store.root}, got {at_log_version!r}")
+            current = at_log_version
+        self.planned_version: int = current
         all_records = catalog.records(self.planned_version)
         retained = [r for r in all_records if r.status == C.STATUS_COMPLETED]
         from flinkstate.registry import pinned, track_writer
@@ -245,6 +251,30 @@ class CheckpointWriter:
         else:
             op.keyed_states[descriptor.name] = descriptor  # type: ignore[assignment]
 
+    def adopt(self, entries: Sequence[FileEntry]) -> None:
+        """Files written for this attempt (e.g. by Spark executors) that are not registered: `abort` deletes them too."""
+        self._new_paths.extend(e.path for e in entries)
+
+    def add_timer_files(
+        self,
+        operator: str,
+        descriptor: TimerServiceDescriptor,
+        entries: Sequence[FileEntry],
+        *,
+        mode: Literal["full", "delta"] = "full",
+        key_group_range: tuple[int, int] | None = None,
+    ) -> None:
+        """Register timer files already written (e.g. by Spark executors) for a timer service."""
+        op = self._op(operator)
+        if descriptor.name in op.keyed_states:
+            raise InvalidArgumentError(f"operator {operator!r}: {descriptor.name!r} is already a keyed state")
+        if mode == "full":
+            self._drop(operator, "timers", descriptor.name, key_group_range)
+            if key_group_range is None:
+                self._rewritten.add((operator, "timers", descriptor.name))
+        op.timer_services[descriptor.name] = descriptor
+        self._add(entries)
+
     def keep_on_abort(self, entries: Sequence[FileEntry]) -> None:
         """Files `abort` leaves in place: a state backend may reuse them in its next checkpoint;
         the registry deletes them once a later checkpoint completes without them."""
@@ -276,12 +306,7 @@ class CheckpointWriter:
             self.io, operator, descriptor, table, checkpoint_id=self.checkpoint_id, checkpoint_kind=self.kind,
             max_parallelism=self.max_parallelism, delta=mode == "delta", ranges=ranges, seq=self._next_seq(),
         )
-        if mode == "full":
-            self._drop(operator, "timers", descriptor.name, key_group_range)
-            if key_group_range is None:
-                self._rewritten.add((operator, "timers", descriptor.name))
-        op.timer_services[descriptor.name] = descriptor
-        self._add(entries)
+        self.add_timer_files(operator, descriptor, entries, mode=mode, key_group_range=key_group_range)
         return entries
 
     def put_operator_state(self, operator: str, descriptor: OperatorStateDescriptor, table: pa.Table) -> FileEntry:
@@ -419,7 +444,7 @@ class CheckpointWriter:
             raise
         self._done = True
         self._release()
-        return self.store.checkpoint(self.checkpoint_id)
+        return self.store.info(self.checkpoint_id)
 
     def _release(self) -> None:
         from flinkstate.registry import untrack_writer

@@ -381,9 +381,7 @@ def _answer_with_pyarrow(store: Any, cp: int, pair: tuple[int, int] | None, wate
     import pyarrow.compute as pc
 
     out.write(f"answers over checkpoint {cp} with flinkstate.open(path) and pyarrow:\n")
-    sess = store.read_state(OPERATOR, "session", cp)
-    exp = pc.add(sess.column("ttl_timestamp"), TTL_MS)
-    sess = sess.filter(pc.greater(exp, now))
+    sess = store.read_state(OPERATOR, "session", cp, ttl_reference=now)  # sessions whose TTL ran out by now are hidden
     country = pc.struct_field(sess.column("value"), "country")
     clicks = pc.struct_field(sess.column("value"), "clicks")
     t = pa.table({"country": country, "clicks": clicks}).group_by("country").aggregate([("country", "count"), ("clicks", "sum")])

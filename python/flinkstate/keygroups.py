@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from flinkstate.errors import InvalidArgumentError
 
 __all__ = [
+    "is_supported_key_type",
     "DEFAULT_LOWER_BOUND_MAX_PARALLELISM",
     "UPPER_BOUND_MAX_PARALLELISM",
     "assign_key_group",
@@ -498,7 +499,7 @@ def assign_key_groups(array: pa.Array | pa.ChunkedArray, max_parallelism: int) -
         raise InvalidArgumentError(
             f"array must be a pyarrow Array or ChunkedArray, got {type(array).__name__}"
         )
-    if not _is_supported_type(array.type):
+    if not is_supported_key_type(array.type):
         raise _unsupported(array.type)
     parts = [_hash_array(chunk) for chunk in chunks if len(chunk)]
     if not parts:
@@ -508,11 +509,12 @@ def assign_key_groups(array: pa.Array | pa.ChunkedArray, max_parallelism: int) -
     return pa.array(groups.view(np.int32), type=pa.int32())
 
 
-def _is_supported_type(t: pa.DataType) -> bool:
+def is_supported_key_type(t: pa.DataType) -> bool:
+    """True for key types whose Java hashCode (and so Flink's key group) is modelled here."""
     t = _value_type(t)
     if pa.types.is_struct(t):
         return t.num_fields <= _MAX_TUPLE_ARITY and all(
-            _is_supported_type(t.field(i).type) for i in range(t.num_fields)
+            is_supported_key_type(t.field(i).type) for i in range(t.num_fields)
         )
     return (
         pa.types.is_int8(t)

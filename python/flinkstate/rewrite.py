@@ -42,7 +42,7 @@ def rescale_into(writer: Any, *, skip: set[tuple[str, str]] | None = None) -> No
         for name, desc in list(op.keyed_states.items()):
             if (uid, name) in skip or writer.rewritten(uid, "keyed", name):
                 continue
-            t = store.read_state(src_uid, name, bid)
+            t = store.read_state(src_uid, name, bid, raw=True)
             writer.put_state(uid, desc, rekey(t, writer.max_parallelism), mode="full")
         for name, tdesc in list(op.timer_services.items()):
             if (uid, name) in skip or writer.rewritten(uid, "timers", name):
@@ -62,4 +62,4 @@ def rescale(
     w = store.begin(kind=kind, base=base, max_parallelism=max_parallelism)
     with w:
         rescale_into(w)
-    return store.checkpoint(w.checkpoint_id)
+    return store.info(w.checkpoint_id)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
@@ -19,11 +20,16 @@ from flinkstate.errors import (
     StateNotFoundError,
 )
 from flinkstate.format import constants as C
-from flinkstate.format.datafile import FileEntry, primary_key_columns, read_data_file
+from flinkstate.format.datafile import FileEntry
+from flinkstate.format.filekind import Scope
 from flinkstate.format.manifest import DeltaCatalog, LogRecord
-from flinkstate.format.merge import order_entries, read_view
+from flinkstate.format.merge import order_entries
 from flinkstate.io import FileIO
 from flinkstate.metadata import CheckpointInfo, CheckpointMetadata, OperatorMetadata
+
+if TYPE_CHECKING:
+    from flinkstate.checkpoint import StoreCheckpoint
+    from flinkstate.checkpoint_writer import CheckpointWriter
 
 __all__ = ["CheckpointStore", "open_store"]
 
@@ -87,13 +93,26 @@ class CheckpointStore:
         ids = [r.checkpoint_id for r in recs]
         raise CheckpointNotFoundError(f"checkpoint {checkpoint_id} is not committed at {self.root}; retained checkpoints: {ids}")
 
-    def checkpoint(self, checkpoint_id: int | None = None) -> CheckpointInfo:
-        """Figures of one checkpoint (default the latest)."""
+    def info(self, checkpoint_id: int | None = None) -> CheckpointInfo:
+        """Figures of one checkpoint (default the latest), without loading its files."""
         return _info(self.record(checkpoint_id))
+
+    def checkpoint(self, checkpoint_id: int | None = None) -> StoreCheckpoint:
+        """One checkpoint (default the latest) loaded once, pinned: figures, operators, descriptors and files.
+
+        Every read of it (scans, `read_*` with the same id) sees that checkpoint even if newer ones are committed.
+        """
+        from flinkstate.checkpoint import StoreCheckpoint
+
+        r = self.record(checkpoint_id)
+        entries = tuple(order_entries(self.catalog.manifest(r.checkpoint_id, r.attempt_id)))
+        return StoreCheckpoint(self.io, r, self._metadata(r), entries)
 
     def metadata(self, checkpoint_id: int | None = None) -> CheckpointMetadata:
         """Operators and descriptors of one checkpoint (default the latest)."""
-        r = self.record(checkpoint_id)
+        return self._metadata(self.record(checkpoint_id))
+
+    def _metadata(self, r: LogRecord) -> CheckpointMetadata:
         try:
             return CheckpointMetadata(
                 info=_info(r),
@@ -142,13 +161,7 @@ class CheckpointStore:
 
     def state_files(self, operator: str, state: str, checkpoint_id: int | None = None, *, scope: Literal["keyed", "timers", "operator", "coordinator"] = "keyed") -> list[FileEntry]:
         """The ordered files (oldest first) of one state at a checkpoint."""
-        kinds = {
-            "keyed": (C.KIND_FULL, C.KIND_DELTA),
-            "timers": (C.KIND_TIMERS_FULL, C.KIND_TIMERS_DELTA),
-            "operator": (C.KIND_OPERATOR,),
-            "coordinator": (C.KIND_COORDINATOR,),
-        }[scope]
-        return [e for e in self.files(checkpoint_id) if e.operator == operator and e.kind in kinds and (scope == "coordinator" or e.state == state)]
+        return self.checkpoint(checkpoint_id).state_files(operator, state if scope != "coordinator" else None, Scope(scope))
 
     # ------------------------------------------------------------------ reads
     def read_state(
@@ -158,49 +171,43 @@ class CheckpointStore:
         checkpoint_id: int | None = None,
         *,
         key_group_range: tuple[int, int] | None = None,
+        keys: Sequence[Any] | None = None,
+        ttl_reference: int | None = None,
+        include_expired: bool = False,
+        flatten: bool = True,
+        columns: Sequence[str] | None = None,
+        raw: bool = False,
     ) -> pa.Table:
-        """A keyed state at a checkpoint (default the latest): key_group, key, [namespace], [user_key], value, [ttl_timestamp]."""
-        r = self.record(checkpoint_id)
-        desc = self.state_descriptor(operator, state, r.checkpoint_id)
-        from flinkstate.format.datafile import state_schema
+        """A keyed state at a checkpoint (default the latest), as Spark's `state` table reads it.
 
-        entries = self.state_files(operator, state, r.checkpoint_id)
-        t = read_view(self.io, entries, primary_key_columns(desc), r.max_parallelism, key_group_range=key_group_range, descriptor=desc)
-        return _sorted(t if t is not None else state_schema(desc).empty_table(), [C.COL_KEY_GROUP])
+        Columns: key_group, key, [namespace], [user_key], value, and for TTL states ttl_expires_at
+        (plus `expired` with include_expired). Entries expired at ttl_reference (epoch ms, default
+        the checkpoint's time) are hidden; list and map state are one row per element unless
+        flatten=False. raw=True returns the stored rows instead (ttl_timestamp last-access times,
+        a list per key), as restore and rewrites need them. Rows are in key-group order.
+        """
+        kgs = None
+        if key_group_range is not None:
+            lo, hi = key_group_range
+            kgs = range(int(lo), int(hi) + 1)
+        scan = self.checkpoint(checkpoint_id).scan(operator, state, keys=keys, key_groups=kgs, ttl_reference=ttl_reference,
+                                                   include_expired=include_expired, flatten=flatten, columns=columns, raw=raw)
+        t = scan.to_arrow()
+        return _sorted(t, [C.COL_KEY_GROUP]) if C.COL_KEY_GROUP in t.column_names else t
 
     def read_timers(self, operator: str, service: str, checkpoint_id: int | None = None) -> pa.Table:
         """A timer service's timers at a checkpoint: key_group, key, [namespace], timestamp."""
-        r = self.record(checkpoint_id)
-        desc = self.timer_service(operator, service, r.checkpoint_id)
-        from flinkstate.format.datafile import timer_schema
-
-        entries = self.state_files(operator, service, r.checkpoint_id, scope="timers")
-        t = read_view(self.io, entries, primary_key_columns(desc), r.max_parallelism, descriptor=desc)
-        return _sorted(t if t is not None else timer_schema(desc).empty_table(), [C.COL_KEY_GROUP, C.COL_TIMESTAMP])
+        t = self.checkpoint(checkpoint_id).scan_timers(operator, service).to_arrow()
+        return _sorted(t, [C.COL_KEY_GROUP, C.COL_TIMESTAMP])
 
     def read_operator_state(self, operator: str, name: str, checkpoint_id: int | None = None) -> pa.Table:
         """An operator state at a checkpoint: subtask, [key], value."""
-        r = self.record(checkpoint_id)
-        desc = self.operator_state_descriptor(operator, name, r.checkpoint_id)
-        from flinkstate.format.datafile import operator_state_schema
-
-        entries = self.state_files(operator, name, r.checkpoint_id, scope="operator")
-        tables = [read_data_file(self.io, e, descriptor=desc) for e in entries]
-        return pa.concat_tables(tables) if tables else operator_state_schema(desc).empty_table()
+        return self.checkpoint(checkpoint_id).scan_operator_state(operator, name).to_arrow()
 
     def read_coordinator(self, operator: str, checkpoint_id: int | None = None) -> pa.Table:
         """An operator coordinator's stored state and buffered events (record_type, subtask, seq, payload)."""
-        r = self.record(checkpoint_id)
-        op = self.operator(operator, r.checkpoint_id)
-        from flinkstate.format.datafile import coordinator_schema
+        return self.checkpoint(checkpoint_id).scan_coordinator(operator).to_arrow()
 
-        if not op.has_coordinator:
-            raise StateNotFoundError(f"operator {operator!r} has no coordinator state in checkpoint {r.checkpoint_id}")
-        entries = self.state_files(operator, "", r.checkpoint_id, scope="coordinator")
-        tables = [read_data_file(self.io, e) for e in entries]
-        return pa.concat_tables(tables) if tables else coordinator_schema().empty_table()
-
-    # ------------------------------------------------------------------ writes
     def begin(
         self,
         *,
@@ -208,11 +215,25 @@ class CheckpointStore:
         checkpoint_id: int | None = None,
         base: int | Literal["latest"] | None = "latest",
         max_parallelism: int | None = None,
-    ) -> Any:
-        """Start writing a new checkpoint or savepoint on top of `base` (everything else is carried over)."""
+        at_log_version: int | None = None,
+    ) -> CheckpointWriter:
+        """Start writing a new checkpoint or savepoint on top of `base` (everything else is carried over).
+
+        at_log_version: plan against that version of the log (a two-phase write: the driver planned,
+        executors wrote files, the driver commits); a checkpoint committed since then is a conflict.
+        """
         from flinkstate.checkpoint_writer import CheckpointWriter
 
-        return CheckpointWriter(self, kind=kind, checkpoint_id=checkpoint_id, base=base, max_parallelism=max_parallelism)
+        return CheckpointWriter(self, kind=kind, checkpoint_id=checkpoint_id, base=base, max_parallelism=max_parallelism,
+                                at_log_version=at_log_version)
+
+    @classmethod
+    def from_io(cls, io: FileIO) -> CheckpointStore:
+        """A store over an existing FileIO (e.g. one shipped to a Spark executor)."""
+        store = cls.__new__(cls)
+        store.io = io
+        store.catalog = DeltaCatalog(io)
+        return store
 
     def discard(self, checkpoint_ids: list[int]) -> list[str]:
         """Discard checkpoints (not savepoints) and delete shared files no retained checkpoint uses."""

@@ -731,7 +731,7 @@ def test_constants_and_exports() -> None:
     assert UPPER_BOUND_MAX_PARALLELISM == 1 << 15
     assert DEFAULT_LOWER_BOUND_MAX_PARALLELISM == 1 << 7
     assert set(kg.__all__) == {
-        "DEFAULT_LOWER_BOUND_MAX_PARALLELISM", "UPPER_BOUND_MAX_PARALLELISM", "assign_key_group",
+        "DEFAULT_LOWER_BOUND_MAX_PARALLELISM", "UPPER_BOUND_MAX_PARALLELISM", "assign_key_group", "is_supported_key_type",
         "assign_key_groups", "default_max_parallelism", "java_hash_code", "key_group_range",
         "murmur_hash", "operator_index_for_key_group",
     }

@@ -17,7 +17,7 @@ def test_read_options_defaults_and_case():
 
 
 @pytest.mark.parametrize(("opts", "words"), [
-    ({"table": "nope"}, ["nope", "state, timers, operatorState, checkpoints, files, states, changes"]),
+    ({"table": "nope"}, ["nope", "state, timers, operatorState, checkpoints, files, states, operators, changes"]),
     ({"checkpointId": "1.5"}, ["checkpointId", "1.5"]),
     ({"checkpointId": "-1"}, ["checkpointId", "-1"]),
     ({"includeExpired": "sometimes"}, ["includeExpired"]),

@@ -37,8 +37,9 @@ from flinkstate.backend.timers import Timer, TimerService
 from flinkstate.descriptors import KeyedStateDescriptor, TimerServiceDescriptor, same_schema
 from flinkstate.errors import CommitConflictError, InvalidArgumentError, KeyGroupOutOfRangeError, SchemaMismatchError, StateNotFoundError
 from flinkstate.format import constants as C
-from flinkstate.format.datafile import FileEntry, primary_key_columns
-from flinkstate.format.merge import order_entries, overlaps, read_view
+from flinkstate.format.datafile import FileEntry
+from flinkstate.format.filekind import Scope
+from flinkstate.format.merge import order_entries, overlaps
 from flinkstate.keygroups import assign_key_group, key_group_range as _kg_range
 
 __all__ = ["KeyedStateBackend", "KeyedSnapshot", "CompactionPolicy", "system_clock"]
@@ -387,7 +388,7 @@ class KeyedStateBackend:
                 with store.begin(checkpoint_id=checkpoint_id, base="latest", max_parallelism=self.max_parallelism) as w:
                     _check_delta_base(w, snap, operator)
                     snap.write(w, operator)
-                info = w.store.checkpoint(checkpoint_id)
+                info = w.store.info(checkpoint_id)
             except BaseException:
                 self.notify_checkpoint_aborted(checkpoint_id)
                 raise
@@ -457,11 +458,12 @@ class KeyedStateBackend:
             self._restore_tables(view)
 
     def _restore_tables(self, view: _CheckpointView) -> None:
-        rng = self.key_group_range
-        store = view.store
+        lo, hi = self.key_group_range
+        mine = range(lo, hi + 1)
+        ck = view.checkpoint
         for name, desc in view.op.keyed_states.items():
             entries = view.files("keyed", name)
-            data = read_view(store.io, entries, primary_key_columns(desc), self.max_parallelism, key_group_range=rng, descriptor=desc)
+            data = ck.scan(view.operator, name, key_groups=mine, raw=True).to_arrow()
             t = self._new_table(desc.kind)
             if data is not None and data.num_rows:
                 t.load(*arrow_to_state_items(desc, data))
@@ -472,7 +474,7 @@ class KeyedStateBackend:
                 self._chains[("keyed", name)] = chain
         for name, tdesc in view.op.timer_services.items():
             entries = view.files("timers", name)
-            data = read_view(store.io, entries, primary_key_columns(tdesc), self.max_parallelism, key_group_range=rng, descriptor=tdesc)
+            data = ck.scan_timers(view.operator, name, key_groups=mine).to_arrow()
             t = StateTable(self._versions, self.num_buckets)
             if data is not None and data.num_rows:
                 tkeys = arrow_to_timer_keys(tdesc, data)
@@ -538,23 +540,22 @@ def _check_delta_base(w: Any, snap: KeyedSnapshot, operator: str) -> None:
 
 
 class _CheckpointView:
-    """One checkpoint's record, operator metadata and files, read once for several restores."""
+    """One pinned checkpoint and the operator restored from it, loaded once for several restores."""
 
     def __init__(self, store: Any, operator: str, checkpoint_id: int | None) -> None:
         self.store = store
-        meta = store.metadata(checkpoint_id)
-        self.checkpoint_id = meta.info.checkpoint_id
-        self.max_parallelism = meta.info.max_parallelism
-        self.is_savepoint = meta.info.kind == C.SAVEPOINT
-        op = self.op = meta.operator(operator)
-        self.properties = dict(meta.properties)
+        ck = self.checkpoint = store.checkpoint(checkpoint_id)
+        self.operator = operator
+        self.checkpoint_id = ck.checkpoint_id
+        self.max_parallelism = ck.max_parallelism
+        self.is_savepoint = ck.kind == C.SAVEPOINT
+        op = self.op = ck.operator(operator)
+        self.properties = dict(ck.metadata.properties)
         key_types = {str(d.key_type): d.key_type for d in [*op.keyed_states.values(), *op.timer_services.values()]}
         if len(key_types) > 1:
             raise SchemaMismatchError(f"operator {operator!r} has states with different key types {sorted(key_types)}")
         self.key_type = next(iter(key_types.values())) if key_types else pa.string()
-        self._files = [e for e in store.files(self.checkpoint_id) if e.operator == operator]
 
     def files(self, scope: str, name: str) -> list[FileEntry]:
         """The checkpoint's files of one keyed state or timer service of the operator."""
-        kinds = (C.KIND_FULL, C.KIND_DELTA) if scope == "keyed" else (C.KIND_TIMERS_FULL, C.KIND_TIMERS_DELTA)
-        return [e for e in self._files if e.kind in kinds and e.state == name]
+        return self.checkpoint.state_files(self.operator, name, Scope(scope))

@@ -102,7 +102,8 @@ def export_savepoint(
     """
     pojo_classes = dict(pojo_classes or {})
     store = store_or_root if isinstance(store_or_root, CheckpointStore) else open_store(store_or_root, storage_options)
-    meta = store.metadata(checkpoint_id)
+    ck = store.checkpoint(checkpoint_id)  # pinned: every state below is read from this one checkpoint
+    meta = ck.metadata
     cid = meta.info.checkpoint_id
     maxp = meta.info.max_parallelism
     ops: list[OperatorExport] = []
@@ -121,7 +122,7 @@ def export_savepoint(
                 if pojo is not None:
                     sers["VALUE_SERIALIZER"] = _as_pojo(sers["VALUE_SERIALIZER"], pojo, ctx)
                 keyed.meta[name] = StateMeta(m.name, m.backend_type, m.options, sers)
-                t = store.read_state(uid, name, cid)
+                t = ck.scan(uid, name, raw=True).to_arrow()  # stored rows: every entry, last-access times
                 if "ttl_timestamp" in t.column_names:
                     t = t.rename_columns(["ttl_last_access" if c == "ttl_timestamp" else c for c in t.column_names])
                 if d.kind == "list":
@@ -133,7 +134,7 @@ def export_savepoint(
                 node = TypeNode("timer", _COMP_CLS["timer"], (type_for_arrow(d.key_type, ctx), _ns(d.namespace_type, ctx)))
                 node = _kept(node, kept.get("_timer_state/" + sname), "VALUE_SERIALIZER")
                 keyed.meta["_timer_state/" + sname] = StateMeta("_timer_state/" + sname, "PRIORITY_QUEUE", {}, {"VALUE_SERIALIZER": node})
-                keyed.timers[sname] = store.read_timers(uid, name, cid)
+                keyed.timers[sname] = ck.scan_timers(uid, name).to_arrow()
         states = {}
         for name, d in op.operator_states.items():
             ctx = f"operator {uid!r}, operator state {name!r}"
@@ -142,11 +143,11 @@ def export_savepoint(
             if d.mode == "broadcast":
                 sers["KEY_SERIALIZER"] = type_for_arrow(d.key_type, ctx)
             m = StateMeta(name, backend, {"OPERATOR_STATE_DISTRIBUTION_MODE": mode}, sers)
-            states[name] = (mode, store.read_operator_state(uid, name, cid), m)
+            states[name] = (mode, ck.scan_operator_state(uid, name).to_arrow(), m)
         flink_id = meta.properties.get(OPERATOR_ID_PROPERTY + uid)
         coordinator = None
         if flink_id is not None and op.has_coordinator:  # only a Flink coordinator's own bytes go back to Flink
-            t = store.read_coordinator(uid, cid)
+            t = ck.scan_coordinator(uid).to_arrow()
             payloads = t.filter(pc.equal(t.column("record_type"), "state")).column("payload").to_pylist()
             coordinator = payloads[0] if payloads else None
         if keyed is None and not states and coordinator is None:

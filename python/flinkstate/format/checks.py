@@ -101,7 +101,7 @@ def schema_problems(schema: pa.Schema, expected: pa.Schema | None) -> list[str]:
     """Declared columns missing from the file, or of a type the declared one cannot be read as."""
     if expected is None:
         return []
-    from flinkstate.format.datafile import _castable
+    from flinkstate.format.datafile import castable
 
     out = []
     for f in expected:
@@ -109,7 +109,7 @@ def schema_problems(schema: pa.Schema, expected: pa.Schema | None) -> list[str]:
         if i < 0:
             if f.name != C.COL_TTL:  # TTL enabled after the file was written: read without it
                 out.append(f"it has no column {f.name!r} (the state declares {f.type})")
-        elif not _castable(schema.field(i).type, f.type):
+        elif not castable(schema.field(i).type, f.type):
             out.append(f"its column {f.name!r} has type {schema.field(i).type}, the state declares {f.type}")
     return out
 

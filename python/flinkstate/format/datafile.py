@@ -23,6 +23,7 @@ from flinkstate.format.checks import file_checksum
 from flinkstate.io import FileIO
 
 __all__ = [
+    "castable",
     "FileEntry",
     "state_schema",
     "timer_schema",
@@ -146,7 +147,7 @@ def conform(table: pa.Table, schema: pa.Schema, what: str) -> pa.Table:
             raise SchemaMismatchError(f"{what}: missing column {f.name!r} (expected {f.type}); got columns {table.column_names}")
         col = table.column(f.name)
         if col.type != f.type:
-            if not _castable(col.type, f.type):
+            if not castable(col.type, f.type):
                 raise SchemaMismatchError(f"{what}: column {f.name!r} has type {col.type}, the state declares {f.type}")
             try:
                 col = col.cast(f.type)
@@ -175,13 +176,13 @@ def as_table(table: Any, what: str) -> pa.Table:
     raise InvalidArgumentError(f"{what}: expected a pyarrow.Table, got {type(table).__name__}")
 
 
-def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
+def castable(src: pa.DataType, dst: pa.DataType) -> bool:
     """Same shape and family (ints, floats, strings, lists, structs by field name, maps):
     Arrow's safe cast then refuses values that would not fit."""
     if src == dst or pa.types.is_null(src):
         return True
     if pa.types.is_dictionary(src):
-        return _castable(src.value_type, dst)
+        return castable(src.value_type, dst)
     if pa.types.is_integer(src) and pa.types.is_integer(dst):
         return True
     if pa.types.is_floating(src) and pa.types.is_floating(dst):
@@ -194,15 +195,15 @@ def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
         return True
     lists = (pa.types.is_list, pa.types.is_large_list, pa.types.is_list_view, pa.types.is_fixed_size_list)
     if any(f(src) for f in lists) and any(f(dst) for f in lists[:2]):
-        return _castable(src.value_type, dst.value_type)
+        return castable(src.value_type, dst.value_type)
     if pa.types.is_struct(src) and pa.types.is_struct(dst):
         if src.num_fields != dst.num_fields:
             return False
         return all(
-            src.field(i).name == dst.field(i).name and _castable(src.field(i).type, dst.field(i).type) for i in range(src.num_fields)
+            src.field(i).name == dst.field(i).name and castable(src.field(i).type, dst.field(i).type) for i in range(src.num_fields)
         )
     if pa.types.is_map(src) and pa.types.is_map(dst):
-        return _castable(src.key_type, dst.key_type) and _castable(src.item_type, dst.item_type)
+        return castable(src.key_type, dst.key_type) and castable(src.item_type, dst.item_type)
     if pa.types.is_timestamp(src) and pa.types.is_timestamp(dst):
         return src.tz == dst.tz or src.tz is None or dst.tz is None
     if pa.types.is_decimal(src) and pa.types.is_decimal(dst):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -118,6 +118,7 @@ class DeltaCatalog:
 
     def __init__(self, io: FileIO) -> None:
         self.io = io
+        self.table_opens: Counter[str] = Counter()  # DeltaTable loads per table (tests and benches read it)
 
     def _uri(self, rel: str) -> str:
         return self.io.delta_uri(rel)
@@ -126,6 +127,7 @@ class DeltaCatalog:
         from deltalake import DeltaTable
         from deltalake.exceptions import DeltaError, TableNotFoundError
 
+        self.table_opens[rel] += 1
         try:
             table = DeltaTable(self._uri(rel), version=version, storage_options=self.io.delta_storage_options())
         except TableNotFoundError:

@@ -16,7 +16,8 @@ import pyarrow.compute as pc
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
 
-__all__ = ["order_entries", "newest_full_order", "merge_tables", "read_view", "overlaps", "live_positions", "flat_key_columns", "group_rows"]
+__all__ = ["order_entries", "newest_full_order", "merge_tables", "read_range", "overlaps", "live_positions", "flat_key_columns",
+           "group_rows", "elementary_ranges"]
 
 _SEQ = "__fs_seq"
 
@@ -128,7 +129,45 @@ def merge_tables(
     return combined.drop_columns([C.COL_TOMBSTONE])
 
 
-def read_view(
+def elementary_ranges(entries: Sequence[FileEntry], lo: int, hi: int) -> list[tuple[int, int]]:
+    """[lo, hi] cut at the starts of the full files (of the deltas when there is no full file)."""
+    base = [e for e in entries if e.kind not in C.DELTA_KINDS] or list(entries)
+    cuts = sorted({e.key_group_start for e in base if lo < e.key_group_start <= hi} | {lo})
+    return [(cuts[i], (cuts[i + 1] - 1) if i + 1 < len(cuts) else hi) for i in range(len(cuts))]
+
+
+def read_range(
+    io: object,
+    entries: Sequence[FileEntry],
+    pk: list[str],
+    max_parallelism: int,
+    key_group_range: tuple[int, int],
+    *,
+    key_groups: Sequence[int] | None = None,
+    filter: object = None,
+    descriptor: object = None,
+) -> pa.Table | None:
+    """The merged stored rows of one state in a key-group range (None when no file has any).
+
+    Merged per range of one full file: full files of disjoint ranges need no de-duplication
+    across them. key_groups (sorted, inside the range) skips the sub-ranges holding none.
+    """
+    lo, hi = key_group_range
+    files = [e for e in entries if overlaps(e, lo, hi)]
+    parts = []
+    for a, b in elementary_ranges(files, lo, hi):
+        if key_groups is not None and not any(a <= k <= b for k in key_groups):
+            continue
+        v = _read_view(io, [e for e in files if overlaps(e, a, b)], pk, max_parallelism, key_group_range=(a, b), filter=filter,
+                       descriptor=descriptor)
+        if v is not None and v.num_rows:
+            parts.append(v)
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+
+def _read_view(
     io: object,
     entries: Sequence[FileEntry],
     pk: list[str],

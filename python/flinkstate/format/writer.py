@@ -19,7 +19,7 @@ from flinkstate.errors import DuplicateKeyError, KeyGroupOutOfRangeError, Schema
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import (
     FileEntry,
-    _castable,
+    castable,
     as_table,
     conform,
     coordinator_schema,
@@ -69,7 +69,7 @@ def cast_key(column: pa.Array | pa.ChunkedArray, key_type: pa.DataType, what: st
         return column
     err = SchemaMismatchError(f"{what}: column 'key' has type {src}, the state declares key type {key_type}; "
                               "cast the keys to the declared type (only a lossless cast is done implicitly)")
-    if not _castable(src, key_type):
+    if not castable(src, key_type):
         raise err
     try:
         out = column.cast(key_type, safe=True)

@@ -1,0 +1,116 @@
+"""Metadata tables of checkpoints as Arrow tables: checkpoints, files, states, operators.
+
+Computed from what a pinned checkpoint already holds (figures, descriptors, manifest
+entries): no data file is opened. Spark's metadata tables expose exactly these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from flinkstate.format.filekind import FileKind, Scope
+
+if TYPE_CHECKING:
+    from flinkstate.checkpoint import StoreCheckpoint
+    from flinkstate.metadata import CheckpointInfo
+
+__all__ = ["CheckpointInspect", "checkpoints_table", "CHECKPOINTS_SCHEMA", "FILES_SCHEMA", "STATES_SCHEMA", "OPERATORS_SCHEMA"]
+
+_TS_US = pa.timestamp("us", tz="UTC")
+CHECKPOINTS_SCHEMA = pa.schema([("checkpoint_id", pa.int64()), ("kind", pa.string()), ("status", pa.string()), ("created_at", _TS_US),
+                                ("max_parallelism", pa.int32()), ("files", pa.int64()), ("rows", pa.int64()), ("bytes", pa.int64()),
+                                ("base_checkpoint_id", pa.int64()), ("format_version", pa.int32())])
+FILES_SCHEMA = pa.schema([("checkpoint_id", pa.int64()), ("operator", pa.string()), ("state", pa.string()), ("path", pa.string()),
+                          ("kind", pa.string()), ("key_group_start", pa.int32()), ("key_group_end", pa.int32()),
+                          ("created_by_checkpoint_id", pa.int64()), ("rows", pa.int64()), ("bytes", pa.int64())])
+STATES_SCHEMA = pa.schema([("checkpoint_id", pa.int64()), ("operator", pa.string()), ("state", pa.string()), ("state_kind", pa.string()),
+                           ("key_type", pa.string()), ("namespace_type", pa.string()), ("user_key_type", pa.string()),
+                           ("value_type", pa.string()), ("ttl", pa.int64()), ("files", pa.int64()), ("rows", pa.int64()),
+                           ("bytes", pa.int64())])
+OPERATORS_SCHEMA = pa.schema([("checkpoint_id", pa.int64()), ("operator", pa.string()), ("parallelism", pa.int32()),
+                              ("keyed_states", pa.int32()), ("timer_services", pa.int32()), ("operator_states", pa.int32()),
+                              ("has_coordinator", pa.bool_()), ("files", pa.int64()), ("rows", pa.int64()), ("bytes", pa.int64())])
+
+
+def checkpoints_table(infos: Sequence[CheckpointInfo]) -> pa.Table:
+    """One row per checkpoint or savepoint."""
+    rows = [c.to_dict() | {"created_at": c.created_at} for c in infos]
+    return pa.Table.from_pylist(rows, schema=CHECKPOINTS_SCHEMA)
+
+
+@dataclass(frozen=True)
+class CheckpointInspect:
+    """The metadata tables of one pinned checkpoint."""
+
+    checkpoint: StoreCheckpoint
+
+    def files(self, operator: str | None = None) -> pa.Table:
+        """One row per file the checkpoint uses, with absolute paths."""
+        ck = self.checkpoint
+        es = [e for e in ck.entries if operator is None or e.operator == operator]
+        return pa.table({
+            "checkpoint_id": pa.array([ck.checkpoint_id] * len(es), pa.int64()),
+            "operator": [e.operator for e in es], "state": [e.state for e in es], "path": [ck.io.url(e.path) for e in es],
+            "kind": [e.kind for e in es], "key_group_start": pa.array([e.key_group_start for e in es], pa.int32()),
+            "key_group_end": pa.array([e.key_group_end for e in es], pa.int32()),
+            "created_by_checkpoint_id": pa.array([e.created_by_checkpoint_id for e in es], pa.int64()),
+            "rows": pa.array([e.rows for e in es], pa.int64()), "bytes": pa.array([e.bytes for e in es], pa.int64()),
+        }, schema=FILES_SCHEMA)
+
+    def _sizes(self) -> dict[tuple[str, str | None, Scope], list[int]]:
+        sizes: dict[tuple[str, str | None, Scope], list[int]] = {}
+        for e in self.checkpoint.entries:
+            s = sizes.setdefault((e.operator, e.state, FileKind(e.kind).scope), [0, 0, 0])
+            s[0] += 1
+            s[1] += e.rows
+            s[2] += e.bytes
+        return sizes
+
+    def states(self, operator: str | None = None) -> pa.Table:
+        """One row per keyed state, timer service and operator state."""
+        ck = self.checkpoint
+        sizes = self._sizes()
+        out: list[dict[str, Any]] = []
+        for uid, op in sorted(ck.operators.items()):
+            if operator is not None and uid != operator:
+                continue
+            for name, d in sorted(op.keyed_states.items()):
+                f, r, b = sizes.get((uid, name, Scope.KEYED), [0, 0, 0])
+                out.append({"checkpoint_id": ck.checkpoint_id, "operator": uid, "state": name, "state_kind": d.kind, "key_type": str(d.key_type),
+                            "namespace_type": None if d.namespace_type is None else str(d.namespace_type),
+                            "user_key_type": str(d.user_key_type) if d.kind == "map" else None,  # type: ignore[union-attr]
+                            "value_type": str(d.value_type), "ttl": d.ttl.ttl_ms if d.ttl_enabled else None,  # type: ignore[union-attr]
+                            "files": f, "rows": r, "bytes": b})
+            for name, t in sorted(op.timer_services.items()):
+                f, r, b = sizes.get((uid, name, Scope.TIMERS), [0, 0, 0])
+                out.append({"checkpoint_id": ck.checkpoint_id, "operator": uid, "state": name, "state_kind": f"timers-{t.domain}",
+                            "key_type": str(t.key_type), "namespace_type": None if t.namespace_type is None else str(t.namespace_type),
+                            "user_key_type": None, "value_type": None, "ttl": None, "files": f, "rows": r, "bytes": b})
+            for name, o in sorted(op.operator_states.items()):
+                f, r, b = sizes.get((uid, name, Scope.OPERATOR), [0, 0, 0])
+                out.append({"checkpoint_id": ck.checkpoint_id, "operator": uid, "state": name, "state_kind": f"operator-{o.mode}",
+                            "key_type": None if o.key_type is None else str(o.key_type), "namespace_type": None, "user_key_type": None,
+                            "value_type": str(o.value_type), "ttl": None, "files": f, "rows": r, "bytes": b})
+        return pa.Table.from_pylist(out, schema=STATES_SCHEMA)
+
+    def operators(self) -> pa.Table:
+        """One row per operator: parallelism, how many states of each kind, coordinator, files, rows, bytes."""
+        ck = self.checkpoint
+        totals: dict[str, list[int]] = {}
+        for e in ck.entries:
+            t = totals.setdefault(e.operator, [0, 0, 0])
+            t[0] += 1
+            t[1] += e.rows
+            t[2] += e.bytes
+        rows = []
+        for uid, op in sorted(ck.operators.items()):
+            f, r, b = totals.get(uid, [0, 0, 0])
+            rows.append({"checkpoint_id": ck.checkpoint_id, "operator": uid, "parallelism": op.parallelism,
+                         "keyed_states": len(op.keyed_states), "timer_services": len(op.timer_services),
+                         "operator_states": len(op.operator_states), "has_coordinator": op.has_coordinator,
+                         "files": f, "rows": r, "bytes": b})
+        return pa.Table.from_pylist(rows, schema=OPERATORS_SCHEMA)
