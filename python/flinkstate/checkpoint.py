@@ -82,9 +82,14 @@ def keyed_output_schema(desc: KeyedStateDescriptor, *, flatten: bool = True, inc
 
 def _conform(t: pa.Table, schema: pa.Schema) -> pa.Table:
     """t with schema's columns in schema's order and types (the stored rows may order or type them loosely)."""
-    cols = [t.column(f.name) if f.name in t.column_names else pa.nulls(t.num_rows, f.type) for f in schema]
-    out = pa.Table.from_arrays(cols, names=schema.names)
-    return out if out.schema.equals(schema) else out.cast(schema)
+    cols = []
+    for f in schema:
+        if f.name not in t.column_names:
+            cols.append(pa.nulls(t.num_rows, f.type))
+            continue
+        c = t.column(f.name)
+        cols.append(c if c.type == f.type else c.cast(f.type))  # only columns whose type differs: nested casts are costly
+    return pa.Table.from_arrays(cols, schema=schema)
 
 
 def _key_filter(keys: Sequence[Any] | None, key_type: pa.DataType) -> Any:

@@ -428,7 +428,7 @@ def test_merge_rule_of_the_spec_matches_the_reader(job: dict[str, Any]) -> None:
                 checked += 1
     assert checked > 20
     # tombstones really delete, later deltas really win
-    count = {r["key"]: r["value"] for r in store.read_state("sessions", "count").to_pylist()}
+    count = {r["key"]: r["value"] for r in store.read_state("sessions", "count", raw=True).to_pylist()}  # ttl_timestamp 1: stored rows
     assert count["user-1"] == 100 and "user-2" not in count and count["new-key"] == 7 and count["race-winner"] == 3 and "user-5" not in count
     assert "race-loser" not in count  # the attempt that lost the race is invisible
 
