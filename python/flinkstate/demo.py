@@ -129,7 +129,7 @@ def _fmt_bytes(n: float) -> str:
     return f"{n} B"
 
 
-def _print_table(t: pa.Table, out: TextIO, limit: int = 20) -> None:
+def print_table(t: pa.Table, out: TextIO, limit: int = 20) -> None:
     rows = t.slice(0, limit).to_pylist()
     cols = t.column_names
     if t.num_rows == 0:
@@ -282,14 +282,18 @@ def run_demo(path: str | None = None, *, sql: bool = True, out: TextIO = sys.std
         if problem is not None:
             out.write(f"Spark SQL skipped: {problem}; answering with pyarrow instead\n\n")
         else:
-            answered = _answer_with_spark(path, cp, pair, watermark, clock(), out)
+            answer = _sql_answerer()
+            if answer is None:
+                out.write("Spark SQL needs PySpark and the connector (pip install 'flinkstate[spark]'): answering with pyarrow instead\n\n")
+            else:
+                answered = answer(path, cp, pair, watermark, clock(), out)
     if not answered:
         _answer_with_pyarrow(store, cp, pair, watermark, clock(), out)
     out.write(f"\ncheckpoints are in {path}: Parquet files under shared/, Delta tables under _flinkstate/\n")
     return 0
 
 
-def _queries(watermark: int, pair: tuple[int, int] | None) -> list[tuple[str, str]]:
+def queries(watermark: int, pair: tuple[int, int] | None) -> list[tuple[str, str]]:
     window = SESSION_GAP_MS // 2
     return [
         ("open sessions per country",
@@ -310,69 +314,23 @@ def _queries(watermark: int, pair: tuple[int, int] | None) -> list[tuple[str, st
     ])
 
 
-def _answer_with_spark(path: str, cp: int, pair: tuple[int, int] | None, watermark: int, now: int, out: TextIO) -> bool:
-    """Answer the questions with Spark SQL over format("flinkstate"); False when PySpark is absent."""
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        out.write("PySpark is not installed (pip install 'flinkstate[spark]'): answering with pyarrow instead\n\n")
-        return False
-    import pkgutil
+def _sql_answerer() -> Any:
+    """The Spark SQL half of the demo, which the connector package provides (entry point `flinkstate.demo` `sql`).
 
-    from pyspark.sql import SparkSession
+    The core never imports PySpark or the connector: an installed connector registers itself here.
+    """
+    from importlib.metadata import entry_points
 
-    out.write("starting a local SparkSession for SQL over the checkpoints (10-60 s: Java starts, then Spark) ...\n")
-    out.flush()
-    started = time.perf_counter()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    import warnings
-
-    # PySpark 4.x warns about pandas 3 on import; the demo exchanges Arrow, not pandas
-    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
-    spark = (SparkSession.builder.master("local[2]").appName("flinkstate-demo")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
-             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.sql.python.filterPushdown.enabled", "true")
-             .config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "true").getOrCreate())
-    try:
-        spark.sparkContext.setLogLevel("ERROR")
-        out.write(f"Spark {spark.version} started in {time.perf_counter() - started:.0f} s; each query below runs "
-                  "Spark jobs in Python workers (a few seconds each; progress on stderr)\n")
-        if "pyspark_flinkstate" not in {m.name for m in pkgutil.iter_modules()}:
-            # an editable install hides the module from Spark's lookup of pyspark_* data sources
-            import pyspark_flinkstate
-
-            pyspark_flinkstate.register(spark)
-
-        def reader(**opts: str) -> Any:
-            r = spark.read.format("flinkstate")
-            for k, v in opts.items():
-                r = r.option(k, v)
-            return r.load(path)
-
-        reader(operator=OPERATOR, state="session", ttlReferenceTime=str(now)).createOrReplaceTempView("session")
-        reader(operator=OPERATOR, state="event-timers", table="timers").createOrReplaceTempView("timers")
-        reader(table="files").createOrReplaceTempView("files")
-        reader(operator=OPERATOR, state="sessions_total").createOrReplaceTempView("totals")
-        if pair is not None:
-            reader(operator=OPERATOR, state="session", table="changes", fromCheckpointId=str(pair[0]),
-                   toCheckpointId=str(pair[1])).createOrReplaceTempView("changes")
-        out.write(f"SQL over checkpoint {cp} with spark.read.format('flinkstate'):\n")
-        for title, q in _queries(watermark, pair):
-            out.write(f"\n-- {title}\n{q}\n")
-            out.flush()
-            t = time.perf_counter()
-            df = spark.sql(q)
-            _print_table(_result_table(df.columns, [r.asDict() for r in df.collect()]), out)
-            out.write(f"  ({time.perf_counter() - t:.1f} s)\n")
-            out.flush()
-        return True
-    finally:
-        spark.stop()
+    for ep in entry_points(group="flinkstate.demo"):
+        if ep.name == "sql":
+            try:
+                return ep.load()
+            except ImportError:
+                return None  # its dependencies (PySpark) are missing
+    return None
 
 
-def _result_table(columns: list[str], rows: list[dict[str, Any]]) -> pa.Table:
+def result_table(columns: list[str], rows: list[dict[str, Any]]) -> pa.Table:
     """A query's rows as a table that keeps its column names when there are no rows."""
     return pa.Table.from_pylist(rows) if rows else pa.table({c: pa.array([], pa.string()) for c in columns})
 
@@ -387,14 +345,14 @@ def _answer_with_pyarrow(store: Any, cp: int, pair: tuple[int, int] | None, wate
     t = pa.table({"country": country, "clicks": clicks}).group_by("country").aggregate([("country", "count"), ("clicks", "sum")])
     t = t.rename_columns(["country", "open_sessions", "clicks"]).sort_by([("open_sessions", "descending")])
     out.write("\n-- open sessions per country\n")
-    _print_table(t, out)
+    print_table(t, out)
     window = SESSION_GAP_MS // 2
     timers = store.read_timers(OPERATOR, "event-timers", cp)
     due = timers.filter(pc.less_equal(timers.column("timestamp"), watermark + window)).sort_by("timestamp").slice(0, 10)
     due = pa.table({"key": due.column("key"), "due_at": [utc(t) for t in due.column("timestamp").to_pylist()],
                     "due_in_ms": pc.subtract(due.column("timestamp"), watermark)})
     out.write(f"\n-- keys with a timer due in the next {window // 60000} minutes after the watermark ({utc(watermark)})\n")
-    _print_table(due, out)
+    print_table(due, out)
     rows = []
     for info in store.checkpoints():
         files = store.files(info.checkpoint_id)
@@ -402,14 +360,14 @@ def _answer_with_pyarrow(store: Any, cp: int, pair: tuple[int, int] | None, wate
                      "bytes": sum(f.bytes for f in files),
                      "new_bytes": sum(f.bytes for f in files if f.created_by_checkpoint_id == info.checkpoint_id)})
     out.write("\n-- state size per checkpoint\n")
-    _print_table(pa.Table.from_pylist(rows), out)
+    print_table(pa.Table.from_pylist(rows), out)
     tot = store.read_state(OPERATOR, "sessions_total", cp).sort_by([("value", "descending"), ("key", "ascending")]).slice(0, 5)
     out.write("\n-- users with the most finished sessions\n")
-    _print_table(pa.table({"user": tot.column("key"), "sessions": tot.column("value")}), out)
+    print_table(pa.table({"user": tot.column("key"), "sessions": tot.column("value")}), out)
     if pair is not None:
         out.write(f"\n-- what changed in the open sessions between checkpoints {pair[0]} and {pair[1]}\n")
         from flinkstate.changes import state_changes
 
         ch = state_changes(store, OPERATOR, "session", pair[0], pair[1])
-        _print_table(ch.group_by("change_type").aggregate([("change_type", "count")])
+        print_table(ch.group_by("change_type").aggregate([("change_type", "count")])
                      .rename_columns(["change_type", "entries"]).sort_by("change_type"), out)
