@@ -55,7 +55,7 @@ def _store_entries(store, uid: str) -> dict[str, set]:
     op = meta.operators[uid]
     out = {}
     for name in op.keyed_states:
-        t = store.read_state(uid, name)
+        t = store.read_state(uid, name, raw=True)  # stored rows: list per key, last-access times
         rows = set()
         for r in t.to_pylist():
             base = [r["key_group"], r["key"]] + ([r["namespace"]] if "namespace" in r else [])
