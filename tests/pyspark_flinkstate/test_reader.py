@@ -154,7 +154,7 @@ def test_point_query_reads_only_its_key_group(spark, tmp_path):
     f = EqualTo(("key",), key)
     assert list(reader.pushFilters([f])) == []
     parts = reader.partitions()
-    assert len(parts) == 1 and [(e.key_group_start, e.key_group_end) for e in parts[0].entries] == [(kg, kg)]
+    assert len(parts) == 1 and [(e.key_group_start, e.key_group_end) for e in parts[0].task.entries] == [(kg, kg)]
     reader2 = FlinkStatePushdownReader(res, spark_schema(output_columns(res)))
     other = In(("key",), ("k1", "k2"))
     assert list(reader2.pushFilters([other])) == []
