@@ -532,7 +532,31 @@ def test_checkpoint_written_by_an_unknown_format_version_is_refused(populated: f
     assert populated.read_state("sessions", "count", 2).num_rows == 3
 
 
-def test_files_shadowed_by_newer_full_files_are_no_longer_referenced(job_root: str) -> None:
+def test_full_file_replaced_by_two_half_range_files_is_dropped_and_collected(job_root: str) -> None:
+    """The shape of a rescale to more subtasks: a full file over key groups 0-7, then each half rewritten by its own put."""
+    import os
+
+    store = fs.open(job_root)
+    d = fs.ValueStateDescriptor(name="v", value_type=pa.int64(), key_type=pa.int64())
+    keys = list(range(200))
+    with store.begin(max_parallelism=8) as w:
+        w.put_state("op", d, pa.table({"key": keys, "value": keys}))
+    (old,) = store.files()
+    assert (old.key_group_start, old.key_group_end) == (0, 7)
+    low = [k for k in keys if fs.assign_key_group(k, 8, pa.int64()) <= 3]
+    high = [k for k in keys if k not in set(low)]
+    with store.begin() as w:  # neither put replaces [0, 7] by itself; together they shadow every key group of it
+        w.put_state("op", d, pa.table({"key": low, "value": [-k for k in low]}), key_group_range=(0, 3))
+        w.put_state("op", d, pa.table({"key": high, "value": [-k for k in high]}), key_group_range=(4, 7))
+    assert {(e.key_group_start, e.key_group_end, e.created_by_checkpoint_id) for e in store.files()} == {(0, 3, 2), (4, 7, 2)}
+    assert {r["key"]: r["value"] for r in store.read_state("op", "v").to_pylist()} == {k: -k for k in keys}
+    assert os.path.exists(store.io.fs_path(old.path))
+    store.retain(1)  # checkpoint 1 discarded: nothing references the 0-7 file any more
+    assert not os.path.exists(store.io.fs_path(old.path))
+    assert {r["key"]: r["value"] for r in store.read_state("op", "v").to_pylist()} == {k: -k for k in keys}
+
+
+def test_full_put_of_a_range_replaces_the_older_full_file_of_that_range(job_root: str) -> None:
     store = fs.open(job_root)
     d = fs.ValueStateDescriptor(name="v", value_type=pa.int64(), key_type=pa.int64())
     keys = list(range(200))
