@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import random
+import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 import flinkstate as fs
 from flinkstate.changes import diff_tables, state_changes
-from fsc_helpers import MAP, build_job
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fsc_helpers import MAP, build_job  # noqa: E402
 
 
 def _as_dict(t: pa.Table, pk: list[str]) -> dict:
