@@ -123,7 +123,7 @@ def resolve(options: Any) -> Resolved:
     return res
 
 
-def _resolve_changes(store: Any, opts: ReadOptions, res: Resolved) -> Resolved:
+def _resolve_changes(store: CheckpointStore, opts: ReadOptions, res: Resolved) -> Resolved:
     retained = [c.checkpoint_id for c in store.checkpoints()]
     if not retained:
         raise CheckpointNotFoundError(f"no committed checkpoint at {store.root}")

@@ -19,7 +19,7 @@ import contextlib
 import json
 import warnings
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
@@ -27,6 +27,9 @@ from flinkstate.errors import InvalidArgumentError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
 from flinkstate.io import FileIO
+
+if TYPE_CHECKING:
+    from flinkstate.checkpoint_writer import CheckpointWriter
 
 __all__ = ["SavepointWriter"]
 
@@ -122,7 +125,7 @@ class SavepointWriter:
             raise
         return w.commit()
 
-    def _put_df(self, w: Any, operator: str, state: str, df: Any, state_kind: str | None, ttl_ms: int | None) -> None:
+    def _put_df(self, w: CheckpointWriter, operator: str, state: str, df: Any, state_kind: str | None, ttl_ms: int | None) -> None:
         from pyspark_flinkstate.options import WriteOptions
         from pyspark_flinkstate.writer import _arrow_schema, _check_columns, _new_descriptor
 
@@ -179,7 +182,7 @@ class SavepointWriter:
         par = max(1, int(self.spark.sparkContext.defaultParallelism))
         return max(1, min(mp, 2 * par))
 
-    def _rescale(self, w: Any) -> None:
+    def _rescale(self, w: CheckpointWriter) -> None:
         """Re-assign every carried keyed state and timer service to the new key groups (Spark job per state).
 
         States this write replaced (under whatever uid renames gave them since) are kept as written.
@@ -201,7 +204,7 @@ class SavepointWriter:
                 entries = self._rekey_job(w, uid, tdesc, ck.scan_timers(src, name).plan(), timers=True)
                 w.add_timer_files(uid, tdesc, entries, mode="full")
 
-    def _rekey_job(self, w: Any, uid: str, desc: Any, tasks: list[Any], *, timers: bool) -> list[FileEntry]:
+    def _rekey_job(self, w: CheckpointWriter, uid: str, desc: Any, tasks: list[Any], *, timers: bool) -> list[FileEntry]:
         """Read the old rows per task of the base checkpoint's scan, shuffle by new range, write full files per new range.
 
         The shuffle goes through files (Arrow IPC in a scratch folder of the root), so every

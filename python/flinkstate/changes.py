@@ -11,7 +11,7 @@ incremental checkpoint cheap. Vectorized over Arrow; nested values are compared 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +21,9 @@ from flinkstate.errors import InvalidArgumentError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry, primary_key_columns, state_schema, timer_schema
 from flinkstate.format.merge import flat_key_columns, overlaps
+
+if TYPE_CHECKING:
+    from flinkstate.store import CheckpointStore
 
 __all__ = ["CHANGE_TYPE", "UPSERT", "DELETE", "diff_tables", "diff_state", "changed_key_group_ranges", "state_changes"]
 
@@ -179,7 +182,7 @@ def diff_state(
     return empty if out is None else out
 
 
-def state_changes(store: Any, operator: str, state: str, from_checkpoint_id: int, to_checkpoint_id: int) -> pa.Table:
+def state_changes(store: CheckpointStore, operator: str, state: str, from_checkpoint_id: int, to_checkpoint_id: int) -> pa.Table:
     """Changes of a keyed state between two committed checkpoints (whole state, one process); from <= to."""
     if from_checkpoint_id > to_checkpoint_id:
         raise InvalidArgumentError(

@@ -11,9 +11,12 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from flinkstate.errors import FlinkStateError
+
+if TYPE_CHECKING:
+    from flinkstate.store import CheckpointStore
 
 __all__ = ["main", "build_parser"]
 
@@ -84,7 +87,7 @@ def cmd_checkpoints(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _delta_rows(store: Any, info: Any) -> str:
+def _delta_rows(store: CheckpointStore, info: Any) -> str:
     """Entries in the delta files a completed checkpoint uses ("-" for a discarded one)."""
     if info.status != "completed":
         return "-"
@@ -96,7 +99,7 @@ def _no_files() -> dict[str, int]:
     return {"files": 0, "bytes": 0, "rows": 0, "deltas": 0, "delta_rows": 0}
 
 
-def describe(store: Any, checkpoint_id: int | None) -> dict[str, Any]:
+def describe(store: CheckpointStore, checkpoint_id: int | None) -> dict[str, Any]:
     """A JSON-able description of one checkpoint: operators, states, types, TTL, sizes."""
     meta = store.metadata(checkpoint_id)
     files = store.files(meta.info.checkpoint_id)

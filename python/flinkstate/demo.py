@@ -21,9 +21,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from flinkstate.store import CheckpointStore
 
 __all__ = ["run_demo", "click_events", "prepare_demo_root", "java_problem", "SessionFunction", "OPERATOR", "SESSION_GAP_MS",
            "DEMO_MARKER"]
@@ -195,7 +198,7 @@ def java_problem() -> str | None:
     return None
 
 
-def _changed_pair(store: Any, ids: list[int]) -> tuple[int, int] | None:
+def _changed_pair(store: CheckpointStore, ids: list[int]) -> tuple[int, int] | None:
     """The latest two consecutive retained checkpoints whose open sessions differ."""
     from flinkstate.changes import state_changes
 
@@ -335,7 +338,7 @@ def result_table(columns: list[str], rows: list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist(rows) if rows else pa.table({c: pa.array([], pa.string()) for c in columns})
 
 
-def _answer_with_pyarrow(store: Any, cp: int, pair: tuple[int, int] | None, watermark: int, now: int, out: TextIO) -> None:
+def _answer_with_pyarrow(store: CheckpointStore, cp: int, pair: tuple[int, int] | None, watermark: int, now: int, out: TextIO) -> None:
     import pyarrow.compute as pc
 
     out.write(f"answers over checkpoint {cp} with flinkstate.open(path) and pyarrow:\n")

@@ -22,6 +22,9 @@ from flinkstate.format import constants as C
 from flinkstate.integrity import check_writable
 
 if TYPE_CHECKING:
+    from flinkstate.checkpoint_writer import CheckpointWriter
+
+if TYPE_CHECKING:
     from flinkstate.format.manifest import LogRecord
     from flinkstate.store import CheckpointStore
 
@@ -98,13 +101,13 @@ def _pinned_paths(root: str) -> set[str]:
         return {p for p, n in _PINNED_PATHS.get(root, Counter()).items() if n > 0}
 
 
-def track_writer(writer: Any) -> None:
+def track_writer(writer: CheckpointWriter) -> None:
     """An open CheckpointWriter: the files it references stay until it commits or aborts."""
     with _gc_lock(writer.store.root), _LOCK:
         _WRITERS.setdefault(writer.store.root, weakref.WeakValueDictionary())[id(writer)] = writer
 
 
-def untrack_writer(writer: Any) -> None:
+def untrack_writer(writer: CheckpointWriter) -> None:
     """The writer committed or aborted."""
     with _LOCK:
         ws = _WRITERS.get(writer.store.root)

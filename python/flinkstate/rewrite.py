@@ -10,11 +10,15 @@ work distributed over key-group ranges.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
 from flinkstate.format import constants as C
+
+if TYPE_CHECKING:
+    from flinkstate.checkpoint_writer import CheckpointWriter
+    from flinkstate.store import CheckpointStore
 
 __all__ = ["rescale", "rescale_into", "rekey"]
 
@@ -25,7 +29,7 @@ def rekey(table: pa.Table, max_parallelism: int) -> pa.Table:
     return table.drop_columns([C.COL_KEY_GROUP]) if C.COL_KEY_GROUP in table.column_names else table
 
 
-def rescale_into(writer: Any, *, skip: set[tuple[str, str]] | None = None) -> None:
+def rescale_into(writer: CheckpointWriter, *, skip: set[tuple[str, str]] | None = None) -> None:
     """Re-put every keyed state and timer service of the writer's base in full (new key groups).
 
     States the writer already replaced in full (under any uid, renames followed) are kept
@@ -52,7 +56,7 @@ def rescale_into(writer: Any, *, skip: set[tuple[str, str]] | None = None) -> No
 
 
 def rescale(
-    store: Any,
+    store: CheckpointStore,
     max_parallelism: int,
     *,
     kind: Literal["checkpoint", "savepoint"] = "checkpoint",

@@ -24,7 +24,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -41,6 +41,10 @@ from flinkstate.format.datafile import FileEntry
 from flinkstate.format.filekind import Scope
 from flinkstate.format.merge import order_entries, overlaps
 from flinkstate.keygroups import assign_key_group, key_group_range as _kg_range
+
+if TYPE_CHECKING:
+    from flinkstate.checkpoint_writer import CheckpointWriter
+    from flinkstate.store import CheckpointStore
 
 __all__ = ["KeyedStateBackend", "KeyedSnapshot", "CompactionPolicy", "system_clock"]
 
@@ -361,7 +365,7 @@ class KeyedStateBackend:
             self._chains.clear()
             return True
 
-    def checkpoint(self, store: Any, operator: str, *, checkpoint_id: int | None = None, full: bool = False,
+    def checkpoint(self, store: CheckpointStore, operator: str, *, checkpoint_id: int | None = None, full: bool = False,
                    executor: concurrent.futures.Executor | None = None) -> concurrent.futures.Future[Any]:
         """Snapshot synchronously, then write and commit on a background thread; a Future of the CheckpointInfo.
 
@@ -414,7 +418,7 @@ class KeyedStateBackend:
     @classmethod
     def restore(
         cls,
-        store: Any,
+        store: CheckpointStore,
         operator: str,
         *,
         checkpoint_id: int | None = None,
@@ -446,7 +450,7 @@ class KeyedStateBackend:
         return be
 
     @classmethod
-    def restore_all(cls, store: Any, operator: str, parallelism: int, *, checkpoint_id: int | None = None,
+    def restore_all(cls, store: CheckpointStore, operator: str, parallelism: int, *, checkpoint_id: int | None = None,
                     **kwargs: Any) -> list[KeyedStateBackend]:
         """The backends of all `parallelism` subtasks restored from one checkpoint (metadata read once)."""
         view = _CheckpointView(store, operator, checkpoint_id)
@@ -520,7 +524,7 @@ def _chain_after(chain: _Chain | None, files: list[FileEntry]) -> _Chain | None:
     return _Chain(chain.full_bytes, chain.deltas + len(created), chain.delta_bytes + sum(e.bytes for e in ordered))
 
 
-def _check_delta_base(w: Any, snap: KeyedSnapshot, operator: str) -> None:
+def _check_delta_base(w: CheckpointWriter, snap: KeyedSnapshot, operator: str) -> None:
     """Deltas apply to the backend's base: refuse if a newer checkpoint changed the backend's own files."""
     base = snap.base_checkpoint_id
     if not snap.incremental or base is None or w.base is None or w.base.checkpoint_id == base:
@@ -542,7 +546,7 @@ def _check_delta_base(w: Any, snap: KeyedSnapshot, operator: str) -> None:
 class _CheckpointView:
     """One pinned checkpoint and the operator restored from it, loaded once for several restores."""
 
-    def __init__(self, store: Any, operator: str, checkpoint_id: int | None) -> None:
+    def __init__(self, store: CheckpointStore, operator: str, checkpoint_id: int | None) -> None:
         self.store = store
         ck = self.checkpoint = store.checkpoint(checkpoint_id)
         self.operator = operator

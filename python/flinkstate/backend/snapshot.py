@@ -24,6 +24,9 @@ from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
 
 if TYPE_CHECKING:
+    from flinkstate.checkpoint_writer import CheckpointWriter
+
+if TYPE_CHECKING:
     from flinkstate.backend.keyed import KeyedStateBackend
 
 __all__ = ["KeyedSnapshot", "CompactionPolicy", "gc_paused"]
@@ -133,7 +136,7 @@ class KeyedSnapshot:
             drop = ttl.cleanup_full_snapshot or (p.reason == "compaction" and ttl.compaction_cleanup is not None)
         return state_to_arrow(p.desc, p.frozen, delta=p.mode == "delta", now=self.now, drop_expired=drop)
 
-    def write(self, writer: Any, operator: str) -> list[FileEntry]:
+    def write(self, writer: CheckpointWriter, operator: str) -> list[FileEntry]:
         """Write every state and timer service of this snapshot into `writer` (a CheckpointWriter).
 
         Full parts replace the files of the backend's key-group range; delta parts add one
@@ -178,7 +181,7 @@ class KeyedSnapshot:
         return out
 
     @staticmethod
-    def _reuse(writer: Any, operator: str, p: _Part) -> None:
+    def _reuse(writer: CheckpointWriter, operator: str, p: _Part) -> None:
         """Reference the aborted attempts' files; if one is gone, write everything since the base instead."""
         if all(writer.io.exists(e.path) for e in p.reused):
             writer.reuse_files(operator, p.desc, p.reused)

@@ -7,6 +7,8 @@ tombstones are dropped. Everything is vectorized over Arrow arrays.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,6 +17,9 @@ import pyarrow.compute as pc
 
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
+
+if TYPE_CHECKING:
+    from flinkstate.io import FileIO
 
 __all__ = ["order_entries", "newest_full_order", "merge_tables", "read_range", "overlaps", "live_positions", "flat_key_columns",
            "group_rows", "elementary_ranges"]
@@ -137,7 +142,7 @@ def elementary_ranges(entries: Sequence[FileEntry], lo: int, hi: int) -> list[tu
 
 
 def read_range(
-    io: object,
+    io: FileIO,
     entries: Sequence[FileEntry],
     pk: list[str],
     max_parallelism: int,
@@ -168,7 +173,7 @@ def read_range(
 
 
 def _read_view(
-    io: object,
+    io: FileIO,
     entries: Sequence[FileEntry],
     pk: list[str],
     max_parallelism: int,
