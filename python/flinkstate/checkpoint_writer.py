@@ -18,6 +18,7 @@ from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor
 from flinkstate.errors import CommitConflictError, InvalidArgumentError, OperatorNotFoundError, SchemaMismatchError, StateNotFoundError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
+from flinkstate.format.filekind import FileKind
 from flinkstate.format.writer import (
     data_dir,
     write_coordinator_file,
@@ -35,14 +36,6 @@ if TYPE_CHECKING:
 __all__ = ["CheckpointWriter"]
 
 Scope = Literal["keyed", "timers", "operator", "coordinator"]
-_SCOPE_OF_KIND = {
-    C.KIND_FULL: "keyed",
-    C.KIND_DELTA: "keyed",
-    C.KIND_TIMERS_FULL: "timers",
-    C.KIND_TIMERS_DELTA: "timers",
-    C.KIND_OPERATOR: "operator",
-    C.KIND_COORDINATOR: "coordinator",
-}
 
 
 def _same_types(a: Any, b: Any) -> bool:
@@ -158,7 +151,7 @@ class CheckpointWriter:
     def _drop(self, operator: str, scope: str, name: str | None, within: tuple[int, int] | None = None) -> None:
         keep = []
         for e in self._entries:
-            if e.operator == operator and _SCOPE_OF_KIND[e.kind] == scope and (scope == "coordinator" or e.state == name):
+            if e.operator == operator and FileKind(e.kind).scope.value == scope and (scope == "coordinator" or e.state == name):
                 if within is None or (within[0] <= e.key_group_start and e.key_group_end <= within[1]):
                     continue
             keep.append(e)
@@ -476,7 +469,7 @@ class CheckpointWriter:
 
         groups: dict[tuple[str, str, str | None], list[FileEntry]] = {}
         for e in self._entries:
-            groups.setdefault((e.operator, _SCOPE_OF_KIND[e.kind], e.state), []).append(e)
+            groups.setdefault((e.operator, FileKind(e.kind).scope.value, e.state), []).append(e)
         keep: list[FileEntry] = []
         for (_, scope, _), entries in groups.items():
             if scope not in ("keyed", "timers") or len(entries) == 1:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from flinkstate.errors import FlinkStateError
+from flinkstate.format.filekind import FileKind
 
 if TYPE_CHECKING:
     from flinkstate.store import CheckpointStore
@@ -91,7 +92,7 @@ def _delta_rows(store: CheckpointStore, info: Any) -> str:
     """Entries in the delta files a completed checkpoint uses ("-" for a discarded one)."""
     if info.status != "completed":
         return "-"
-    return str(sum(f.rows for f in store.files(info.checkpoint_id) if f.kind in ("delta", "timers-delta")))
+    return str(sum(f.rows for f in store.files(info.checkpoint_id) if FileKind(f.kind).is_delta))
 
 
 def _no_files() -> dict[str, int]:
@@ -105,11 +106,11 @@ def describe(store: CheckpointStore, checkpoint_id: int | None) -> dict[str, Any
     files = store.files(meta.info.checkpoint_id)
     stats: dict[tuple[str, str | None, str], dict[str, int]] = {}
     for e in files:
-        scope = "timers" if e.kind.startswith("timers") else ("operator" if e.kind == "operator" else ("coordinator" if e.kind == "coordinator" else "keyed"))
+        scope = FileKind(e.kind).scope.value
         s = stats.setdefault((e.operator, e.state, scope), _no_files())
         s["files"] += 1
         s["bytes"] += e.bytes
-        if e.kind in ("delta", "timers-delta"):
+        if FileKind(e.kind).is_delta:
             s["deltas"] += 1
             s["delta_rows"] += e.rows
         else:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from flinkstate.errors import CorruptFileError, FlinkStateError
 from flinkstate.format import constants as C
+from flinkstate.format.filekind import FileKind, Scope
 
 if TYPE_CHECKING:
     from flinkstate.format.datafile import FileEntry
@@ -97,7 +98,7 @@ def _check_file(store: CheckpointStore, entry: FileEntry, desc: Any, max_paralle
         table = read_data_file(store.io, entry, descriptor=desc)
     except CorruptFileError as e:
         return str(e)
-    if entry.kind in (C.KIND_FULL, C.KIND_DELTA, C.KIND_TIMERS_FULL, C.KIND_TIMERS_DELTA) and table.num_rows:
+    if FileKind(entry.kind).scope in (Scope.KEYED, Scope.TIMERS) and table.num_rows:
         import pyarrow.compute as pc
 
         from flinkstate.keygroups import assign_key_groups
@@ -117,11 +118,12 @@ def _descriptor(meta: CheckpointMetadata, e: FileEntry) -> Any:
     op = meta.operators.get(e.operator)
     if op is None or e.state is None:
         return None
-    if e.kind in (C.KIND_FULL, C.KIND_DELTA):
+    scope = FileKind(e.kind).scope
+    if scope == Scope.KEYED:
         return op.keyed_states.get(e.state)
-    if e.kind in (C.KIND_TIMERS_FULL, C.KIND_TIMERS_DELTA):
+    if scope == Scope.TIMERS:
         return op.timer_services.get(e.state)
-    if e.kind == C.KIND_OPERATOR:
+    if scope == Scope.OPERATOR:
         return op.operator_states.get(e.state)
     return None
 

@@ -38,7 +38,7 @@ from flinkstate.descriptors import KeyedStateDescriptor, TimerServiceDescriptor,
 from flinkstate.errors import CommitConflictError, InvalidArgumentError, KeyGroupOutOfRangeError, SchemaMismatchError, StateNotFoundError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
-from flinkstate.format.filekind import Scope
+from flinkstate.format.filekind import FileKind, Scope
 from flinkstate.format.merge import order_entries, overlaps
 from flinkstate.keygroups import assign_key_group, key_group_range as _kg_range
 
@@ -531,10 +531,9 @@ def _check_delta_base(w: CheckpointWriter, snap: KeyedSnapshot, operator: str) -
         return
     rng = snap.key_group_range
 
-    kinds = (C.KIND_FULL, C.KIND_DELTA, C.KIND_TIMERS_FULL, C.KIND_TIMERS_DELTA)
 
     def mine(entries: list[FileEntry]) -> list[str]:
-        return sorted(e.path for e in entries if e.operator == operator and e.kind in kinds and overlaps(e, *rng))
+        return sorted(e.path for e in entries if e.operator == operator and FileKind(e.kind).scope in (Scope.KEYED, Scope.TIMERS) and overlaps(e, *rng))
 
     if mine(w.store.files(base)) != mine(w.entries()):
         raise CommitConflictError(

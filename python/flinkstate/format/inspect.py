@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from flinkstate.format import constants as C
+from flinkstate.format.filekind import FileKind
 from flinkstate.io import FileIO
 
 __all__ = ["describe_data_file", "sort_keys_for", "is_sorted"]
@@ -30,16 +31,7 @@ def _orderable(t: pa.DataType) -> bool:
 
 def sort_keys_for(kind: str, schema: pa.Schema) -> list[str]:
     """The columns a v1 file of `kind` is sorted by: the longest orderable prefix of the kind's sort columns."""
-    if kind in (C.KIND_TIMERS_FULL, C.KIND_TIMERS_DELTA):
-        wanted = [C.COL_KEY_GROUP, C.COL_TIMESTAMP, C.COL_KEY]
-    elif kind in (C.KIND_FULL, C.KIND_DELTA):
-        wanted = [C.COL_KEY_GROUP, C.COL_KEY]
-        if C.COL_USER_KEY in schema.names:
-            wanted.append(C.COL_USER_KEY)
-    elif kind == C.KIND_OPERATOR:
-        wanted = [C.COL_SUBTASK]
-    else:  # coordinator files keep the order they were written in (column seq)
-        return []
+    wanted = [c for c in FileKind(kind).sort_keys if c in schema.names]  # coordinator files: the order they were written in
     out = []
     for name in wanted:
         if name not in schema.names or not _orderable(schema.field(name).type):
