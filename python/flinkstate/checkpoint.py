@@ -398,34 +398,6 @@ class StoreCheckpoint(Checkpoint):
         """Operators by uid."""
         return self.metadata.operators
 
-    def operator(self, uid: str) -> OperatorMetadata:
-        """One operator; OperatorNotFoundError lists the operators that exist."""
-        return self.metadata.operator(uid)
-
-    def state_descriptor(self, operator: str, state: str) -> KeyedStateDescriptor:
-        """A keyed state's descriptor; StateNotFoundError lists the states that exist."""
-        op = self.operator(operator)
-        d = op.keyed_states.get(state)
-        if d is None:
-            raise StateNotFoundError(f"operator {operator!r} has no keyed state {state!r}; keyed states: {sorted(op.keyed_states)}")
-        return d
-
-    def timer_service(self, operator: str, service: str) -> TimerServiceDescriptor:
-        """A timer service's descriptor; StateNotFoundError lists the services that exist."""
-        op = self.operator(operator)
-        d = op.timer_services.get(service)
-        if d is None:
-            raise StateNotFoundError(f"operator {operator!r} has no timer service {service!r}; timer services: {sorted(op.timer_services)}")
-        return d
-
-    def operator_state_descriptor(self, operator: str, name: str) -> OperatorStateDescriptor:
-        """An operator state's descriptor; StateNotFoundError lists the operator states that exist."""
-        op = self.operator(operator)
-        d = op.operator_states.get(name)
-        if d is None:
-            raise StateNotFoundError(f"operator {operator!r} has no operator state {name!r}; operator states: {sorted(op.operator_states)}")
-        return d
-
     def state_files(self, operator: str, state: str | None, scope: Scope = Scope.KEYED) -> list[FileEntry]:
         """The files (oldest first) of one state of a scope; coordinator files are per operator (state None)."""
         return [e for e in self.entries if e.operator == operator and FileKind(e.kind).scope == scope
@@ -449,16 +421,7 @@ class StoreCheckpoint(Checkpoint):
 
     def scan_timers(self, operator: str, service: str | None = None, *, keys: Sequence[Any] | None = None,
                     key_groups: Sequence[int] | None = None, timestamp_filter: Any = None, service_columns: bool = False) -> TimerScan:
-        op = self.operator(operator)
-        if service is not None:
-            services = [self.timer_service(operator, service)]
-        else:
-            services = [op.timer_services[n] for n in sorted(op.timer_services)]
-            if not services:
-                raise StateNotFoundError(f"operator {operator!r} has no timer service in checkpoint {self.checkpoint_id}")
-            if len({str(s.key_type) for s in services}) > 1 or len({str(s.namespace_type) for s in services}) > 1:
-                raise InvalidArgumentError(f"timer services of operator {operator!r} have different key or namespace types; "
-                                           f"choose one: {sorted(op.timer_services)}")
+        services = self.timer_services_of(operator, service)
         allowed = _key_groups_of(keys, key_groups, services[0].key_type, self.max_parallelism)
         return TimerScan(self, operator, services, None if keys is None else list(keys), allowed, timestamp_filter,
                          service_columns or service is None)

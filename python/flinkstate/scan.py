@@ -11,9 +11,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+
+from flinkstate.errors import OperatorNotFoundError, StateNotFoundError
+
+if TYPE_CHECKING:
+    from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor
+    from flinkstate.metadata import OperatorMetadata
 
 __all__ = ["Checkpoint", "DEFAULT_TARGET_ROWS", "Scan", "ScanTask"]
 
@@ -74,6 +80,57 @@ class Checkpoint(ABC):
     @abstractmethod
     def created_at_ms(self) -> int:
         """When it was taken (epoch ms): the default time TTL is judged at."""
+
+    @property
+    @abstractmethod
+    def operators(self) -> dict[str, OperatorMetadata]:
+        """Operators by uid, with their declared states."""
+
+    def operator(self, uid: str) -> OperatorMetadata:
+        """One operator; OperatorNotFoundError lists the operators that exist."""
+        op = self.operators.get(uid)
+        if op is None:
+            raise OperatorNotFoundError(f"operator {uid!r} is not in checkpoint {self.checkpoint_id}; operators: {sorted(self.operators)}")
+        return op
+
+    def state_descriptor(self, operator: str, state: str) -> KeyedStateDescriptor:
+        """A keyed state's descriptor; StateNotFoundError lists the states that exist."""
+        op = self.operator(operator)
+        d = op.keyed_states.get(state)
+        if d is None:
+            raise StateNotFoundError(f"operator {operator!r} has no keyed state {state!r}; keyed states: {sorted(op.keyed_states)}")
+        return d
+
+    def timer_service(self, operator: str, service: str) -> TimerServiceDescriptor:
+        """A timer service's descriptor; StateNotFoundError lists the services that exist."""
+        op = self.operator(operator)
+        d = op.timer_services.get(service)
+        if d is None:
+            raise StateNotFoundError(f"operator {operator!r} has no timer service {service!r}; timer services: {sorted(op.timer_services)}")
+        return d
+
+    def operator_state_descriptor(self, operator: str, name: str) -> OperatorStateDescriptor:
+        """An operator state's descriptor; StateNotFoundError lists the operator states that exist."""
+        op = self.operator(operator)
+        d = op.operator_states.get(name)
+        if d is None:
+            raise StateNotFoundError(f"operator {operator!r} has no operator state {name!r}; operator states: {sorted(op.operator_states)}")
+        return d
+
+    def timer_services_of(self, operator: str, service: str | None) -> list[TimerServiceDescriptor]:
+        """One service, or every service of the operator (which must share key and namespace types)."""
+        if service is not None:
+            return [self.timer_service(operator, service)]
+        op = self.operator(operator)
+        services = [op.timer_services[n] for n in sorted(op.timer_services)]
+        if not services:
+            raise StateNotFoundError(f"operator {operator!r} has no timer service in checkpoint {self.checkpoint_id}")
+        if len({str(s.key_type) for s in services}) > 1 or len({str(s.namespace_type) for s in services}) > 1:
+            from flinkstate.errors import InvalidArgumentError
+
+            raise InvalidArgumentError(f"timer services of operator {operator!r} have different key or namespace types; "
+                                       f"choose one: {sorted(op.timer_services)}")
+        return services
 
     @abstractmethod
     def scan(self, operator: str, state: str, *, keys: Sequence[Any] | None = None, key_groups: Sequence[int] | None = None,

@@ -12,29 +12,20 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
-from flinkstate.descriptors import (
-    AggregatingStateDescriptor,
-    KeyedStateDescriptor,
-    ListStateDescriptor,
-    MapStateDescriptor,
-    OperatorStateDescriptor,
-    ReducingStateDescriptor,
-    TimerServiceDescriptor,
-    ValueStateDescriptor,
-)
+from flinkstate.descriptors import OperatorStateDescriptor, TimerServiceDescriptor
 from flinkstate.errors import CheckpointNotFoundError, InvalidArgumentError
-from flinkstate.flink.canonical import TIMER_PREFIX, _StateDecoder, _verify, decode_keyed_handle, decode_rocksdb_handle
-from flinkstate.flink.errors import UnsupportedFlinkFormatError
-from flinkstate.flink.metadata import CheckpointMetadata, OperatorState, UnsupportedKeyedHandle, read_metadata
+from flinkstate.flink.canonical import TIMER_PREFIX, _verify
+from flinkstate.flink.mapping import operator_name, state_descriptor, stored_rows, subtask_decoders
+from flinkstate.flink.metadata import CheckpointMetadata, read_metadata
 from flinkstate.flink.operator_state import operator_state_names, read_operator_state
 from flinkstate.flink.serializers import TypeNode, arrow_type
-from flinkstate.ttl import MAX_TIMESTAMP, StateTtlConfig
+from flinkstate.ttl import StateTtlConfig
 
 __all__ = ["ImportReport", "resolve_flink_path", "OPERATOR_ID_PROPERTY", "SERIALIZERS_PROPERTY", "import_savepoint", "node_from_json", "node_to_json"]
 
@@ -53,9 +44,9 @@ def node_to_json(n: TypeNode) -> dict[str, Any]:
 def node_from_json(d: dict[str, Any]) -> TypeNode:
     """Inverse of `node_to_json`."""
     return TypeNode(d["kind"], d["cls"], tuple(node_from_json(c) for c in d["children"]), tuple(d["names"]), bool(d["legacy_row"]))
+
+
 _MODES = {"SPLIT_DISTRIBUTE": "list", "UNION": "union", "BROADCAST": "broadcast"}
-_KINDS = {"VALUE": ValueStateDescriptor, "LIST": ListStateDescriptor, "REDUCING": ReducingStateDescriptor,
-          "AGGREGATING": AggregatingStateDescriptor}
 
 
 @dataclass
@@ -71,65 +62,6 @@ class ImportReport:
     def total(self) -> int:
         """All entries written (values, list elements, map entries, timers, operator-state elements)."""
         return sum(n for states in self.entries.values() for n in states.values())
-
-
-def _name(op: OperatorState) -> str:
-    return op.uid or op.operator_id
-
-
-def _ttl_for(ttl: Mapping[str, StateTtlConfig | int], op: str, state: str) -> StateTtlConfig | None:
-    got = ttl.get(f"{op}/{state}", ttl.get(state))
-    if got is None:
-        return None
-    return got if isinstance(got, StateTtlConfig) else StateTtlConfig(ttl_ms=int(got))
-
-
-def _descriptor(dec: _StateDecoder, op: str, ttl: Mapping[str, StateTtlConfig | int], unknown: list[str]) -> KeyedStateDescriptor:
-    """The flinkstate descriptor of a Flink keyed state, from its serializer snapshot."""
-    ns = None if dec.ns_node.kind == "void" else arrow_type(dec.ns_node)
-    cfg = None
-    if dec.ttl:
-        cfg = _ttl_for(ttl, op, dec.meta.name)
-        if cfg is None:
-            unknown.append(f"{op}/{dec.meta.name}")
-            cfg = StateTtlConfig(ttl_ms=MAX_TIMESTAMP)
-    common: dict[str, Any] = {"name": dec.meta.name, "key_type": arrow_type(dec.key_node), "namespace_type": ns, "ttl": cfg}
-    if dec.kind == "MAP":
-        return MapStateDescriptor(user_key_type=arrow_type(dec.value_node.children[0]), user_value_type=arrow_type(dec.elem_node), **common)
-    cls = _KINDS.get(dec.kind)
-    if cls is None:
-        raise UnsupportedFlinkFormatError(f"operator {op!r}, state {dec.meta.name!r}: keyed state type {dec.kind} cannot be imported")
-    return cls(value_type=arrow_type(dec.elem_node), **common)
-
-
-def _as_flinkstate(table: pa.Table, desc: KeyedStateDescriptor) -> pa.Table:
-    """A decoded Flink state table in flinkstate's layout: ttl_timestamp, and a list per key for list state."""
-    if "ttl_last_access" in table.column_names:
-        table = table.rename_columns(["ttl_timestamp" if c == "ttl_last_access" else c for c in table.column_names])
-    if isinstance(desc, ListStateDescriptor):
-        keys = [c for c in ("key", "namespace") if c in table.column_names]
-        lists = [c for c in ("value", "ttl_timestamp") if c in table.column_names]
-        grouped = table.group_by(keys, use_threads=False).aggregate([(c, "list") for c in lists])  # element order kept
-        table = grouped.rename_columns([c.removesuffix("_list") for c in grouped.column_names])
-    return table.drop_columns([c for c in ("key_group",) if c in table.column_names])
-
-
-def _handles(meta: CheckpointMetadata, op: OperatorState) -> Iterator[tuple[tuple[int, int], dict[str, _StateDecoder]]]:
-    """Per subtask with keyed state: its key-group range and its decoded states (one subtask in memory at a time)."""
-    for sub in op.subtasks:
-        h = sub.managed_keyed
-        if h is None:
-            continue
-        if sub.raw_keyed is not None:
-            raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} has raw keyed state, which is not supported")
-        if isinstance(h, UnsupportedKeyedHandle):
-            if h.meta_stream is None:
-                raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} uses {h.kind}, which is not supported")
-            _, _, decoders = decode_rocksdb_handle(h, meta.directory, op)
-            yield (h.start, h.start + h.count - 1), decoders
-        else:
-            _, _, decoders = decode_keyed_handle(h, meta.directory, op)
-            yield (h.start, h.end), decoders
 
 
 def resolve_flink_path(path: str | os.PathLike[str], checkpoint_id: int | None = None) -> str:
@@ -187,12 +119,12 @@ def import_savepoint(
         w.set_property("flink.source", meta.path)
         w.set_property("flink.checkpoint-id", str(meta.checkpoint_id))
         for op in meta.operators:
-            name = _name(op)
+            name = operator_name(op)
             counts: dict[str, int] = {}
             covered: dict[str, tuple[Any, Any, list[tuple[int, int]]]] = {}
             serializers: dict[str, Any] = {}
             ranges: list[tuple[int, int]] = []
-            for rng, decoders in _handles(meta, op):
+            for rng, decoders in subtask_decoders(meta, op):
                 ranges.append(rng)
                 for dec in decoders.values():
                     serializers.setdefault("key", node_to_json(dec.key_node))
@@ -206,8 +138,8 @@ def import_savepoint(
                         w.put_timers(name, tdesc, table.drop_columns(["key_group"]), key_group_range=rng)
                         covered.setdefault(dec.meta.name, (tdesc, table.schema, []))[2].append(rng)
                     else:
-                        desc = covered[dec.meta.name][0] if dec.meta.name in covered else _descriptor(dec, name, ttl, report.ttl_unknown)
-                        rows = _as_flinkstate(table, desc)
+                        desc = covered[dec.meta.name][0] if dec.meta.name in covered else state_descriptor(dec, name, ttl, report.ttl_unknown)
+                        rows = stored_rows(table, desc).drop_columns(["key_group"])
                         w.put_state(name, desc, rows, key_group_range=rng)
                         covered.setdefault(dec.meta.name, (desc, rows.schema, []))[2].append(rng)
                     counts[dec.meta.name.removeprefix(TIMER_PREFIX)] = counts.get(dec.meta.name.removeprefix(TIMER_PREFIX), 0) + table.num_rows

@@ -1,0 +1,111 @@
+"""Flink state in flinkstate's terms: descriptors from serializer snapshots, stored rows from decoded tables.
+
+Shared by `flinkstate import` and by the Flink savepoint as a pinned checkpoint (`flink.checkpoint`):
+a Flink keyed state maps to a flinkstate descriptor, and its decoded entries to the rows a
+flinkstate data file stores (`ttl_timestamp` last-access times; list state one row per key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from flinkstate.descriptors import (
+    AggregatingStateDescriptor,
+    KeyedStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    ValueStateDescriptor,
+)
+from flinkstate.flink.canonical import _StateDecoder, decode_keyed_handle, decode_rocksdb_handle
+from flinkstate.flink.errors import UnsupportedFlinkFormatError
+from flinkstate.flink.metadata import CheckpointMetadata, OperatorState, SubtaskState, UnsupportedKeyedHandle
+from flinkstate.flink.serializers import arrow_type
+from flinkstate.ttl import MAX_TIMESTAMP, StateTtlConfig
+
+__all__ = ["operator_name", "state_descriptor", "stored_rows", "subtask_decoders", "decode_subtask", "subtask_range"]
+
+_KINDS = {"VALUE": ValueStateDescriptor, "LIST": ListStateDescriptor, "REDUCING": ReducingStateDescriptor,
+          "AGGREGATING": AggregatingStateDescriptor}
+
+
+def operator_name(op: OperatorState) -> str:
+    """The name a Flink operator goes by here: its uid, else its operator id (hex)."""
+    return op.uid or op.operator_id
+
+
+def ttl_for(ttl: Mapping[str, StateTtlConfig | int], op: str, state: str) -> StateTtlConfig | None:
+    """The TTL a user gave for "operator/state" (or "state"), as a StateTtlConfig."""
+    got = ttl.get(f"{op}/{state}", ttl.get(state))
+    if got is None:
+        return None
+    return got if isinstance(got, StateTtlConfig) else StateTtlConfig(ttl_ms=int(got))
+
+
+def state_descriptor(dec: _StateDecoder, op: str, ttl: Mapping[str, StateTtlConfig | int], unknown: list[str]) -> KeyedStateDescriptor:
+    """The flinkstate descriptor of a Flink keyed state, from its serializer snapshot.
+
+    A savepoint does not hold TTL durations: a TTL state without one given keeps its timestamps
+    under a TTL that never expires, and is named in `unknown`.
+    """
+    ns = None if dec.ns_node.kind == "void" else arrow_type(dec.ns_node)
+    cfg = None
+    if dec.ttl:
+        cfg = ttl_for(ttl, op, dec.meta.name)
+        if cfg is None:
+            unknown.append(f"{op}/{dec.meta.name}")
+            cfg = StateTtlConfig(ttl_ms=MAX_TIMESTAMP)
+    common: dict[str, Any] = {"name": dec.meta.name, "key_type": arrow_type(dec.key_node), "namespace_type": ns, "ttl": cfg}
+    if dec.kind == "MAP":
+        return MapStateDescriptor(user_key_type=arrow_type(dec.value_node.children[0]), user_value_type=arrow_type(dec.elem_node), **common)
+    cls = _KINDS.get(dec.kind)
+    if cls is None:
+        raise UnsupportedFlinkFormatError(f"operator {op!r}, state {dec.meta.name!r}: keyed state type {dec.kind} cannot be read")
+    return cls(value_type=arrow_type(dec.elem_node), **common)
+
+
+def stored_rows(table: pa.Table, desc: KeyedStateDescriptor) -> pa.Table:
+    """A decoded Flink state table in flinkstate's stored layout: ttl_timestamp, and a list per key for list state."""
+    if "ttl_last_access" in table.column_names:
+        table = table.rename_columns(["ttl_timestamp" if c == "ttl_last_access" else c for c in table.column_names])
+    if isinstance(desc, ListStateDescriptor):
+        keys = [c for c in ("key_group", "key", "namespace") if c in table.column_names]
+        lists = [c for c in ("value", "ttl_timestamp") if c in table.column_names]
+        grouped = table.group_by(keys, use_threads=False).aggregate([(c, "list") for c in lists])  # element order kept
+        table = grouped.rename_columns([c.removesuffix("_list") for c in grouped.column_names])
+    return table
+
+
+def subtask_range(sub: SubtaskState) -> tuple[int, int] | None:
+    """The key-group range of a subtask's keyed state (None: it has none)."""
+    h = sub.managed_keyed
+    if h is None:
+        return None
+    if isinstance(h, UnsupportedKeyedHandle):
+        return (h.start, h.start + h.count - 1)
+    return (h.start, h.end)
+
+
+def decode_subtask(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskState) -> dict[str, _StateDecoder]:
+    """Every keyed state and timer service of one subtask, decoded (by Flink state name)."""
+    h = sub.managed_keyed
+    if h is None:
+        return {}
+    if sub.raw_keyed is not None:
+        raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} has raw keyed state, which is not supported")
+    if isinstance(h, UnsupportedKeyedHandle):
+        if h.meta_stream is None:
+            raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} uses {h.kind}, which is not supported")
+        return decode_rocksdb_handle(h, meta.directory, op)[2]
+    return decode_keyed_handle(h, meta.directory, op)[2]
+
+
+def subtask_decoders(meta: CheckpointMetadata, op: OperatorState) -> Iterator[tuple[tuple[int, int], dict[str, _StateDecoder]]]:
+    """Per subtask with keyed state: its key-group range and its decoded states (one subtask in memory at a time)."""
+    for sub in op.subtasks:
+        rng = subtask_range(sub)
+        if rng is not None:
+            yield rng, decode_subtask(meta, op, sub)
