@@ -33,7 +33,7 @@ class Resolved:
     """Everything a read needs, fixed at planning time (picklable)."""
 
     opts: ReadOptions
-    io: FileIO
+    io: FileIO | None
     checkpoint_id: int | None = None
     max_parallelism: int = 0
     created_at_ms: int = 0
@@ -67,7 +67,7 @@ class Resolved:
         return d.ttl.ttl_ms if d.ttl_enabled else None
 
 
-def _store(opts: ReadOptions) -> CheckpointStore:
+def _store(opts: ReadOptions) -> Any:
     import flinkstate
 
     return flinkstate.open(opts.path, opts.storage_options or None)
@@ -83,7 +83,7 @@ def resolve(options: Any) -> Resolved:
     """Validate the options against the store and pin the checkpoint, descriptor and files."""
     opts = options if isinstance(options, ReadOptions) else parse_read_options(options)
     store = _store(opts)
-    res = Resolved(opts=opts, io=store.io)
+    res = Resolved(opts=opts, io=getattr(store, "io", None))  # a Flink savepoint has no FileIO: its tasks read its files
     table = opts.table
     if table in ("checkpoints", "files", "states", "operators"):
         infos = store.checkpoints()
@@ -115,8 +115,7 @@ def resolve(options: Any) -> Resolved:
         name = _need(opts.state, "state", sorted(op.keyed_states), f"keyed states of operator {operator!r}")
         res.desc = ck.state_descriptor(operator, name).to_dict()
     elif table == "timers":
-        scan = ck.scan_timers(operator, opts.state or None)  # checks the services (typed errors listing them)
-        res.timer_services = [s.to_dict() for s in scan.services]
+        res.timer_services = [s.to_dict() for s in ck.timer_services_of(operator, opts.state or None)]  # typed errors list them
     elif table == "operatorState":
         name = _need(opts.state, "state", sorted(op.operator_states), f"operator states of operator {operator!r}")
         res.desc = ck.operator_state_descriptor(operator, name).to_dict()

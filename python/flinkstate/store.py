@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
-
-import pyarrow as pa
 
 from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor
 from flinkstate.errors import (
@@ -26,6 +23,7 @@ from flinkstate.format.manifest import DeltaCatalog, LogRecord
 from flinkstate.format.merge import order_entries
 from flinkstate.io import FileIO
 from flinkstate.metadata import CheckpointInfo, CheckpointMetadata, OperatorMetadata
+from flinkstate.reads import ReadApi
 
 if TYPE_CHECKING:
     from flinkstate.checkpoint import StoreCheckpoint
@@ -49,7 +47,7 @@ def _info(r: LogRecord) -> CheckpointInfo:
     )
 
 
-class CheckpointStore:
+class CheckpointStore(ReadApi):
     """Checkpoints and savepoints of one job root (a local path, memory:// or s3:// URL)."""
 
     def __init__(self, path: str | os.PathLike[str], storage_options: dict[str, Any] | None = None) -> None:
@@ -163,51 +161,6 @@ class CheckpointStore:
         """The ordered files (oldest first) of one state at a checkpoint."""
         return self.checkpoint(checkpoint_id).state_files(operator, state if scope != "coordinator" else None, Scope(scope))
 
-    # ------------------------------------------------------------------ reads
-    def read_state(
-        self,
-        operator: str,
-        state: str,
-        checkpoint_id: int | None = None,
-        *,
-        key_group_range: tuple[int, int] | None = None,
-        keys: Sequence[Any] | None = None,
-        ttl_reference: int | None = None,
-        include_expired: bool = False,
-        flatten: bool = True,
-        columns: Sequence[str] | None = None,
-        raw: bool = False,
-    ) -> pa.Table:
-        """A keyed state at a checkpoint (default the latest), as Spark's `state` table reads it.
-
-        Columns: key_group, key, [namespace], [user_key], value, and for TTL states ttl_expires_at
-        (plus `expired` with include_expired). Entries expired at ttl_reference (epoch ms, default
-        the checkpoint's time) are hidden; list and map state are one row per element unless
-        flatten=False. raw=True returns the stored rows instead (ttl_timestamp last-access times,
-        a list per key), as restore and rewrites need them. Rows are in key-group order.
-        """
-        kgs = None
-        if key_group_range is not None:
-            lo, hi = key_group_range
-            kgs = range(int(lo), int(hi) + 1)
-        scan = self.checkpoint(checkpoint_id).scan(operator, state, keys=keys, key_groups=kgs, ttl_reference=ttl_reference,
-                                                   include_expired=include_expired, flatten=flatten, columns=columns, raw=raw)
-        t = scan.to_arrow()
-        return _sorted(t, [C.COL_KEY_GROUP]) if C.COL_KEY_GROUP in t.column_names else t
-
-    def read_timers(self, operator: str, service: str, checkpoint_id: int | None = None) -> pa.Table:
-        """A timer service's timers at a checkpoint: key_group, key, [namespace], timestamp."""
-        t = self.checkpoint(checkpoint_id).scan_timers(operator, service).to_arrow()
-        return _sorted(t, [C.COL_KEY_GROUP, C.COL_TIMESTAMP])
-
-    def read_operator_state(self, operator: str, name: str, checkpoint_id: int | None = None) -> pa.Table:
-        """An operator state at a checkpoint: subtask, [key], value."""
-        return self.checkpoint(checkpoint_id).scan_operator_state(operator, name).to_arrow()
-
-    def read_coordinator(self, operator: str, checkpoint_id: int | None = None) -> pa.Table:
-        """An operator coordinator's stored state and buffered events (record_type, subtask, seq, payload)."""
-        return self.checkpoint(checkpoint_id).scan_coordinator(operator).to_arrow()
-
     def begin(
         self,
         *,
@@ -282,14 +235,14 @@ def _refuse_gc_if_damaged(store: CheckpointStore) -> None:
                                f"damaged checkpoints: {[r.checkpoint_id for r in damaged]}")
 
 
-def _sorted(t: pa.Table, by: list[str]) -> pa.Table:
-    import pyarrow.compute as pc
+def open_store(path: str | os.PathLike[str], storage_options: dict[str, Any] | None = None) -> Any:
+    """Open the checkpoint store at a local path or fsspec URL (it may be empty).
 
-    if t.num_rows <= 1:
-        return t
-    return t.take(pc.sort_indices(t, sort_keys=[(b, "ascending") for b in by]))
+    A Flink savepoint, retained checkpoint or job checkpoint folder (`_metadata`, `chk-N/`) opens as a
+    read-only `flinkstate.flink.source.FlinkSource` with the same read API.
+    """
+    from flinkstate.flink.source import FlinkSource, is_flink_path
 
-
-def open_store(path: str | os.PathLike[str], storage_options: dict[str, Any] | None = None) -> CheckpointStore:
-    """Open the checkpoint store at a local path or fsspec URL (it may be empty)."""
+    if is_flink_path(os.fspath(path)):
+        return FlinkSource(path)
     return CheckpointStore(path, storage_options)

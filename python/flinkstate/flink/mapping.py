@@ -26,7 +26,7 @@ from flinkstate.flink.metadata import CheckpointMetadata, OperatorState, Subtask
 from flinkstate.flink.serializers import arrow_type
 from flinkstate.ttl import MAX_TIMESTAMP, StateTtlConfig
 
-__all__ = ["operator_name", "state_descriptor", "stored_rows", "subtask_decoders", "decode_subtask", "subtask_range"]
+__all__ = ["operator_name", "state_descriptor", "stored_rows", "subtask_decoders", "subtask_states", "decode_subtask", "subtask_range"]
 
 _KINDS = {"VALUE": ValueStateDescriptor, "LIST": ListStateDescriptor, "REDUCING": ReducingStateDescriptor,
           "AGGREGATING": AggregatingStateDescriptor}
@@ -101,6 +101,24 @@ def decode_subtask(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskStat
             raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} uses {h.kind}, which is not supported")
         return decode_rocksdb_handle(h, meta.directory, op)[2]
     return decode_keyed_handle(h, meta.directory, op)[2]
+
+
+def subtask_states(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskState) -> dict[str, _StateDecoder]:
+    """The keyed states and timer services a subtask's handle declares, from its header only (nothing decoded)."""
+    from flinkstate.flink._io import DataReader
+    from flinkstate.flink.serializers import read_keyed_header
+
+    h = sub.managed_keyed
+    if h is None:
+        return {}
+    stream = h.meta_stream if isinstance(h, UnsupportedKeyedHandle) else h.stream
+    if stream is None:
+        raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} uses {h.kind}, which is not supported")
+    ctx = f"operator {op.label}"
+    where = stream.location(meta.directory) if stream.kind != "inline" else f"inline state {stream.path}"
+    _, key_type, metas = read_keyed_header(DataReader(stream.read(meta.directory), where=where), ctx)
+    prefix = 1 if op.max_parallelism <= 128 else 2
+    return {m.name: _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}") for m in metas}
 
 
 def subtask_decoders(meta: CheckpointMetadata, op: OperatorState) -> Iterator[tuple[tuple[int, int], dict[str, _StateDecoder]]]:

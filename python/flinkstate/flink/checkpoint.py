@@ -1,0 +1,350 @@
+"""A real Flink savepoint or checkpoint as a pinned checkpoint: the same scans, tasks and rows as a flinkstate root.
+
+`FlinkCheckpoint` holds the parsed `_metadata` and the descriptors mapped from the serializer
+snapshots (read once, from each operator's first keyed-state header). A scan plans one task per
+subtask handle (the key-group range Flink wrote it for), restricted to the asked key groups; a
+task decodes its handle, turns the entries into flinkstate's stored rows (`flink.mapping`) and
+ends in the same `visibility.shape_state` as every flinkstate read, so TTL and flattening are
+identical. TTL is judged by default at the savepoint's time: the `_metadata` file's time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from flinkstate.descriptors import OperatorStateDescriptor, TimerServiceDescriptor, descriptor_from_dict
+from flinkstate.errors import InvalidArgumentError, StateNotFoundError
+from flinkstate.flink.canonical import TIMER_PREFIX
+from flinkstate.flink.mapping import decode_subtask, operator_name, state_descriptor, stored_rows, subtask_range, subtask_states
+from flinkstate.flink.metadata import CheckpointMetadata as FlinkMetadata
+from flinkstate.flink.metadata import OperatorState
+from flinkstate.flink.operator_state import operator_state_names, read_operator_state
+from flinkstate.flink.serializers import arrow_type
+from flinkstate.metadata import CheckpointInfo, OperatorMetadata
+from flinkstate.scan import DEFAULT_TARGET_ROWS, Checkpoint, Scan, ScanTask
+from flinkstate.ttl import StateTtlConfig
+from flinkstate.visibility import shape_state
+
+__all__ = ["FlinkCheckpoint", "FlinkStateTask", "FlinkTimerTask", "load_flink_checkpoint"]
+
+_MODES = {"SPLIT_DISTRIBUTE": "list", "UNION": "union", "BROADCAST": "broadcast"}
+
+
+def _schema_of(desc: Any, **kw: Any) -> pa.Schema:
+    from flinkstate.checkpoint import keyed_output_schema
+
+    return keyed_output_schema(desc, **kw)
+
+
+def _conform(t: pa.Table, schema: pa.Schema) -> pa.Table:
+    from flinkstate.checkpoint import _conform as conform
+
+    return conform(t, schema)
+
+
+def _restrict(t: pa.Table, key_groups: list[int] | None, keys: list[Any] | None) -> pa.Table:
+    if key_groups is not None and t.num_rows:
+        t = t.filter(pc.is_in(t.column("key_group"), pa.array(key_groups, pa.int32())))
+    if keys is not None and t.num_rows:
+        t = t.filter(pc.is_in(t.column("key"), pa.array(keys, t.column("key").type)))
+    return t
+
+
+@dataclass
+class FlinkStateTask(ScanTask):
+    """One subtask handle's entries of one keyed state: decoded, as stored rows, then TTL visibility and flattening."""
+
+    meta: FlinkMetadata
+    uid: str
+    subtask: int
+    state: str
+    descriptor: dict[str, Any]
+    key_group_range: tuple[int, int]
+    reference_ms: int
+    key_groups: list[int] | None = None
+    keys: list[Any] | None = None
+    include_expired: bool = False
+    flatten: bool = True
+    columns: list[str] | None = None
+    raw: bool = False
+
+    @property
+    def schema(self) -> pa.Schema:
+        s = _schema_of(descriptor_from_dict(self.descriptor), flatten=self.flatten, include_expired=self.include_expired, raw=self.raw)
+        return pa.schema([s.field(c) for c in self.columns]) if self.columns is not None else s
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        op = self.meta.operator(self.uid)
+        sub = next(s for s in op.subtasks if s.index == self.subtask)
+        dec = decode_subtask(self.meta, op, sub).get(self.state)
+        if dec is None:
+            return
+        desc = descriptor_from_dict(self.descriptor)
+        view = _restrict(stored_rows(dec.table(), desc), self.key_groups, self.keys)
+        if not self.raw and view.num_rows:
+            view = shape_state(view, desc, reference_ms=self.reference_ms, include_expired=self.include_expired, flatten=self.flatten)
+        if view.num_rows:
+            yield from _conform(view, self.schema).to_batches()
+
+
+@dataclass
+class FlinkTimerTask(ScanTask):
+    """One subtask handle's timers of one or more timer services."""
+
+    meta: FlinkMetadata
+    uid: str
+    subtask: int
+    services: list[dict[str, Any]]
+    key_group_range: tuple[int, int]
+    key_groups: list[int] | None = None
+    keys: list[Any] | None = None
+    timestamp_filter: Any = None
+    service_columns: bool = False
+
+    @property
+    def schema(self) -> pa.Schema:
+        from flinkstate.format.datafile import timer_schema
+
+        s = timer_schema(TimerServiceDescriptor.from_dict(self.services[0]))
+        if self.service_columns:
+            s = s.append(pa.field("domain", pa.string())).append(pa.field("timer_service", pa.string()))
+        return s
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        import pyarrow.dataset as ds
+
+        op = self.meta.operator(self.uid)
+        sub = next(s for s in op.subtasks if s.index == self.subtask)
+        decoded = decode_subtask(self.meta, op, sub)
+        for sd in self.services:
+            s = TimerServiceDescriptor.from_dict(sd)
+            dec = decoded.get(TIMER_PREFIX + s.name)
+            if dec is None:
+                continue
+            t = _restrict(dec.table(), self.key_groups, self.keys)
+            if self.timestamp_filter is not None and t.num_rows:
+                t = ds.dataset(t).to_table(filter=self.timestamp_filter)
+            if t.num_rows == 0:
+                continue
+            if self.service_columns:
+                t = t.append_column("domain", pa.array([s.domain] * t.num_rows, pa.string()))
+                t = t.append_column("timer_service", pa.array([s.name] * t.num_rows, pa.string()))
+            yield from _conform(t, self.schema).to_batches()
+
+
+@dataclass
+class OperatorStateTask(ScanTask):
+    """An operator state of every subtask (subtask, [key], value)."""
+
+    meta: FlinkMetadata
+    uid: str
+    name: str
+    out_schema: pa.Schema
+    key_group_range: tuple[int, int] = (0, 0)
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.out_schema
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        t = read_operator_state(self.meta, self.uid, self.name)
+        if t.num_rows:
+            yield from _conform(t, self.out_schema).to_batches()
+
+
+@dataclass
+class TaskList(Scan):
+    """A scan whose tasks are known when it is made (one per subtask handle)."""
+
+    tasks: list[ScanTask]
+    out_schema: pa.Schema
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.out_schema
+
+    def plan(self, target_rows: int = DEFAULT_TARGET_ROWS) -> list[ScanTask]:
+        return list(self.tasks)
+
+
+@dataclass(frozen=True)
+class FlinkCheckpoint(Checkpoint):
+    """A Flink savepoint or retained checkpoint, pinned: its parsed `_metadata` and the mapped descriptors."""
+
+    meta: FlinkMetadata
+    ops: dict[str, OperatorMetadata]
+    created_ms: int
+    ttl_unknown: tuple[str, ...] = ()
+    uids: dict[str, str] = field(default_factory=dict)  # name here -> Flink uid or operator id
+
+    @property
+    def checkpoint_id(self) -> int:
+        return self.meta.checkpoint_id
+
+    @property
+    def max_parallelism(self) -> int:
+        keyed = [op.max_parallelism for op in self.meta.operators if any(s.managed_keyed is not None for s in op.subtasks)]
+        return max(keyed or [op.max_parallelism for op in self.meta.operators] or [128])
+
+    @property
+    def created_at_ms(self) -> int:
+        return self.created_ms
+
+    @property
+    def operators(self) -> dict[str, OperatorMetadata]:
+        return self.ops
+
+    @property
+    def kind(self) -> str:
+        """"savepoint", or "checkpoint" for a `chk-N` folder."""
+        return "checkpoint" if os.path.basename(os.path.dirname(self.meta.path)).startswith("chk-") else "savepoint"
+
+    @property
+    def info(self) -> CheckpointInfo:
+        """Figures as a flinkstate checkpoint has them (files and rows are not counted for Flink state)."""
+        return CheckpointInfo(checkpoint_id=self.checkpoint_id, kind=self.kind, status="completed",
+                              created_at=dt.datetime.fromtimestamp(self.created_ms / 1000, dt.timezone.utc),
+                              max_parallelism=self.max_parallelism, files=0, rows=0, bytes=0)
+
+    @property
+    def entries(self) -> tuple[()]:
+        """flinkstate data files: none (the state is in Flink's own files)."""
+        return ()
+
+    @property
+    def inspect(self) -> Any:
+        """Metadata tables: states(), operators() (files() is empty: Flink's files are not flinkstate data files)."""
+        from flinkstate.inspect import CheckpointInspect
+
+        return CheckpointInspect(self)  # type: ignore[arg-type]
+
+    def _flink_op(self, operator: str) -> OperatorState:
+        self.operator(operator)  # typed error listing the operators
+        return self.meta.operator(self.uids[operator])
+
+    def _subtasks(self, operator: str, allowed: set[int] | None) -> list[tuple[int, tuple[int, int], list[int] | None]]:
+        out = []
+        for sub in self._flink_op(operator).subtasks:
+            rng = subtask_range(sub)
+            if rng is None:
+                continue
+            kgs = None if allowed is None else sorted(k for k in allowed if rng[0] <= k <= rng[1])
+            if kgs == []:
+                continue  # none of the asked key groups: this handle is not read at all
+            out.append((sub.index, rng, kgs))
+        return out
+
+    def scan(self, operator: str, state: str, *, keys: Sequence[Any] | None = None, key_groups: Sequence[int] | None = None,
+             ttl_reference: int | None = None, include_expired: bool = False, flatten: bool = True,
+             columns: Sequence[str] | None = None, raw: bool = False) -> Scan:
+        from flinkstate.checkpoint import _key_groups_of
+
+        desc = self.state_descriptor(operator, state)
+        allowed = _key_groups_of(keys, key_groups, desc.key_type, self.max_parallelism)
+        ref = self.created_ms if ttl_reference is None else int(ttl_reference)
+        d = desc.to_dict()
+        cols = None if columns is None else list(columns)
+        tasks: list[ScanTask] = [
+            FlinkStateTask(self.meta, self.uids[operator], index, state, d, rng, ref, kgs, None if keys is None else list(keys),
+                           include_expired, flatten, cols, raw)
+            for index, rng, kgs in self._subtasks(operator, allowed)]
+        schema = _schema_of(desc, flatten=flatten, include_expired=include_expired, raw=raw)
+        if cols is not None:
+            unknown = [c for c in cols if c not in schema.names]
+            if unknown:
+                raise InvalidArgumentError(f"state {state!r} of operator {operator!r} has no column {unknown}; columns: {schema.names}")
+            schema = pa.schema([schema.field(c) for c in cols])
+        return TaskList(tasks, schema)
+
+    def scan_timers(self, operator: str, service: str | None = None, *, keys: Sequence[Any] | None = None,
+                    key_groups: Sequence[int] | None = None, timestamp_filter: Any = None, service_columns: bool = False) -> Scan:
+        from flinkstate.checkpoint import _key_groups_of
+
+        services = self.timer_services_of(operator, service)
+        allowed = _key_groups_of(keys, key_groups, services[0].key_type, self.max_parallelism)
+        sd = [s.to_dict() for s in services]
+        with_cols = service_columns or service is None
+        tasks: list[ScanTask] = [
+            FlinkTimerTask(self.meta, self.uids[operator], index, sd, rng, kgs, None if keys is None else list(keys), timestamp_filter, with_cols)
+            for index, rng, kgs in self._subtasks(operator, allowed)]
+        schema = tasks[0].schema if tasks else FlinkTimerTask(self.meta, "", 0, sd, (0, 0), service_columns=with_cols).schema
+        return TaskList(tasks, schema)
+
+    def scan_operator_state(self, operator: str, name: str) -> Scan:
+        from flinkstate.format.datafile import operator_state_schema
+
+        desc = self.operator_state_descriptor(operator, name)
+        schema = operator_state_schema(desc)
+        return TaskList([OperatorStateTask(self.meta, self.uids[operator], name, schema)], schema)
+
+    def scan_coordinator(self, operator: str) -> Scan:
+        from flinkstate.format.datafile import coordinator_schema
+
+        op = self._flink_op(operator)
+        if op.coordinator_state is None:
+            raise StateNotFoundError(f"operator {operator!r} has no coordinator state in Flink checkpoint {self.checkpoint_id}")
+        t = pa.table({"record_type": ["state"], "subtask": pa.array([None], pa.int32()), "seq": pa.array([0], pa.int64()),
+                      "payload": [op.coordinator_state]}, schema=coordinator_schema())
+        return TaskList([_Fixed(t)], t.schema)
+
+
+@dataclass
+class _Fixed(ScanTask):
+    table: pa.Table
+    key_group_range: tuple[int, int] = (0, 0)
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.table.schema
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        yield from self.table.to_batches()
+
+
+def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: Mapping[str, StateTtlConfig | int],
+                       unknown: list[str]) -> OperatorMetadata:
+    """An operator's declared state, from the serializer snapshots in its keyed-state headers and its operator states."""
+    om = OperatorMetadata(uid=name, parallelism=op.parallelism, has_coordinator=op.coordinator_state is not None)
+    for sub in op.subtasks:
+        if sub.managed_keyed is None:
+            continue
+        for dec in subtask_states(meta, op, sub).values():
+            if dec.timer:
+                service = dec.meta.name.removeprefix(TIMER_PREFIX)
+                om.timer_services[service] = TimerServiceDescriptor(
+                    name=service, domain=service.partition("_")[0], key_type=arrow_type(dec.key_node),
+                    namespace_type=None if dec.ns_node.kind == "void" else arrow_type(dec.ns_node))
+            elif dec.meta.name not in om.keyed_states:
+                om.keyed_states[dec.meta.name] = state_descriptor(dec, name, ttl, unknown)
+    for state, mode in operator_state_names(meta, op.operator_id).items():
+        t = read_operator_state(meta, op.operator_id, state)
+        om.operator_states[state] = OperatorStateDescriptor(
+            name=state, value_type=t.schema.field("value").type, mode=_MODES[mode],  # type: ignore[arg-type]
+            key_type=t.schema.field("key").type if "key" in t.column_names else None)
+    return om
+
+
+def load_flink_checkpoint(path: str, *, ttl: Mapping[str, StateTtlConfig | int] | None = None,
+                          reference_ms: int | None = None) -> FlinkCheckpoint:
+    """Parse the `_metadata` at path (file or folder) and map its operators' states; the savepoint's time is the file's."""
+    from flinkstate.flink.metadata import read_metadata
+
+    meta = read_metadata(path)
+    unknown: list[str] = []
+    ops: dict[str, OperatorMetadata] = {}
+    uids: dict[str, str] = {}
+    for op in meta.operators:
+        name = operator_name(op)
+        om = _operator_metadata(meta, op, name, dict(ttl or {}), unknown)
+        if om.keyed_states or om.timer_services or om.operator_states or om.has_coordinator:
+            ops[name] = om
+            uids[name] = op.uid or op.operator_id
+    created = reference_ms if reference_ms is not None else int(os.path.getmtime(meta.path) * 1000)
+    return FlinkCheckpoint(meta, ops, created, tuple(unknown), uids)
