@@ -55,6 +55,8 @@ def _open_existing(args: argparse.Namespace) -> Any:
     from flinkstate.errors import CheckpointNotFoundError
 
     store = flinkstate.open(args.path, _storage_options(args))
+    if not hasattr(store, "catalog"):  # a Flink savepoint or checkpoint folder: read only, always "existing"
+        return store
     if not store.catalog.exists():
         from flinkstate.format.constants import LOG_TABLE
         from flinkstate.integrity import missing_table_error
@@ -89,8 +91,8 @@ def cmd_checkpoints(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _delta_rows(store: CheckpointStore, info: Any) -> str:
-    """Entries in the delta files a completed checkpoint uses ("-" for a discarded one)."""
-    if info.status != "completed":
+    """Entries in the delta files a completed checkpoint uses ("-" for a discarded one, or a Flink checkpoint)."""
+    if info.status != "completed" or not hasattr(store, "catalog"):
         return "-"
     return str(sum(f.rows for f in store.files(info.checkpoint_id) if FileKind(f.kind).is_delta))
 
@@ -142,9 +144,30 @@ def describe(store: CheckpointStore, checkpoint_id: int | None) -> dict[str, Any
     return {"checkpoint": meta.info.to_dict(), "properties": meta.properties, "operators": ops}
 
 
+def _describe_flink(src: Any, args: argparse.Namespace, out: TextIO) -> int:
+    """`describe` of a Flink savepoint or checkpoint: operators, their ids and parallelism, and states by kind."""
+    doc = src.describe(args.checkpoint)
+    if args.json:
+        json.dump(doc, out, indent=2, default=str)
+        out.write("\n")
+        return 0
+    c = doc["checkpoint"]
+    out.write(f"Flink {c['kind']} {c['checkpoint_id']} at {doc['path']} (_metadata version {doc['metadata_version']})\n")
+    for op in doc["operators"]:
+        out.write(f"\noperator {op['uid']} (id {op['operator_id']}, parallelism {op['parallelism']}, max parallelism {op['max_parallelism']})\n")
+        rows = [[n, k] for n, k in op["keyed_states"].items()] + [[n, "timers"] for n in op["timer_services"]] + \
+            [[n, f"operator-{m}"] for n, m in op["operator_states"].items()]
+        _table(rows, ["state", "kind"], out)
+    if doc["ttl_unknown"]:
+        out.write("\nTTL states (a savepoint does not hold their TTL duration): " + ", ".join(doc["ttl_unknown"]) + "\n")
+    return 0
+
+
 def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate describe PATH [--checkpoint ID]`: operators and states of one checkpoint."""
     store = _open_existing(args)
+    if not hasattr(store, "catalog"):
+        return _describe_flink(store, args, out)
     doc = describe(store, args.checkpoint)
     if args.json:
         json.dump(doc, out, indent=2)

@@ -86,3 +86,18 @@ def test_point_lookup_reads_only_the_subtask_handle_of_its_key_group() -> None:
     tasks = scan.plan()
     assert len(tasks) == 1 and tasks[0].key_group_range[0] <= fs.assign_key_group(7, 128, pa.int64()) <= tasks[0].key_group_range[1]
     assert scan.to_arrow().column("key").to_pylist() == [7]
+
+
+def test_cli_describe_and_checkpoints_of_a_flink_savepoint() -> None:
+    import io
+
+    from flinkstate.cli import main
+
+    out = io.StringIO()
+    assert main(["describe", str(SAVEPOINTS["rocksdb-native"])], out=out) == 0
+    text = out.getvalue()
+    assert "operator long-keyed (id e96676d2a3621a713f8229ed21cc08b2, parallelism 2, max parallelism 128)" in text
+    assert "count" in text and "operator-union" in text and "event_user-timers" in text
+    out = io.StringIO()
+    assert main(["checkpoints", str(SAVEPOINTS["rocksdb-incremental"].parent)], out=out) == 0
+    assert "checkpoint" in out.getvalue()
