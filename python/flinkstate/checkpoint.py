@@ -43,7 +43,7 @@ from flinkstate.metadata import CheckpointInfo, CheckpointMetadata, OperatorMeta
 from flinkstate.scan import DEFAULT_TARGET_ROWS, Checkpoint, Scan, ScanTask
 from flinkstate.visibility import EXPIRED, TTL_EXPIRES_AT, shape_state
 
-__all__ = ["StoreCheckpoint", "StateScan", "StateScanTask", "TimerScan", "TimerScanTask", "FilesScan", "FilesScanTask",
+__all__ = ["KeyedTask", "timer_output_schema", "with_service_columns", "StoreCheckpoint", "StateScan", "StateScanTask", "TimerScan", "TimerScanTask", "FilesScan", "FilesScanTask",
            "keyed_output_schema"]
 
 _TS = pa.timestamp("ms", tz="UTC")
@@ -117,8 +117,45 @@ def _key_groups_of(keys: Sequence[Any] | None, key_groups: Sequence[int] | None,
 
 
 # ---------------------------------------------------------------------------------------------- keyed state
+class KeyedTask(ScanTask):
+    """A keyed-state task of any source: its stored rows, then TTL visibility and flattening, then the columns asked for.
+
+    Subclasses hold `descriptor`, `reference_ms`, `include_expired`, `flatten`, `columns`, `raw` and read `stored_rows`.
+    """
+
+    descriptor: dict[str, Any]
+    reference_ms: int
+    include_expired: bool
+    flatten: bool
+    columns: list[str] | None
+    raw: bool
+
+    @property
+    def desc(self) -> KeyedStateDescriptor:
+        """The state's descriptor."""
+        return descriptor_from_dict(self.descriptor)
+
+    @property
+    def schema(self) -> pa.Schema:
+        s = keyed_output_schema(self.desc, flatten=self.flatten, include_expired=self.include_expired, raw=self.raw)
+        return pa.schema([s.field(c) for c in self.columns]) if self.columns is not None else s
+
+    def stored_rows(self) -> pa.Table | None:
+        """The task's stored rows (merged, with key_group and ttl_timestamp), None when there are none."""
+        raise NotImplementedError
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        view = self.stored_rows()
+        if view is None or view.num_rows == 0:
+            return
+        if not self.raw:
+            view = shape_state(view, self.desc, reference_ms=self.reference_ms, include_expired=self.include_expired, flatten=self.flatten)
+        if view.num_rows:
+            yield from _conform(view, self.schema).to_batches()
+
+
 @dataclass
-class StateScanTask(ScanTask):
+class StateScanTask(KeyedTask):
     """The rows of one keyed state in a key-group range: merged, then TTL visibility and flattening."""
 
     io: FileIO
@@ -134,16 +171,6 @@ class StateScanTask(ScanTask):
     columns: list[str] | None = None
     raw: bool = False
 
-    @property
-    def desc(self) -> KeyedStateDescriptor:
-        """The state's descriptor."""
-        return descriptor_from_dict(self.descriptor)
-
-    @property
-    def schema(self) -> pa.Schema:
-        s = keyed_output_schema(self.desc, flatten=self.flatten, include_expired=self.include_expired, raw=self.raw)
-        return pa.schema([s.field(c) for c in self.columns]) if self.columns is not None else s
-
     def stored_rows(self) -> pa.Table | None:
         """The merged stored rows of the range (newest full + later deltas, newest wins), None when no file has any."""
         import pyarrow.dataset as ds
@@ -156,15 +183,6 @@ class StateScanTask(ScanTask):
             expr = kg if expr is None else expr & kg
         return read_range(self.io, self.entries, primary_key_columns(desc), self.max_parallelism, self.key_group_range,
                           key_groups=self.key_groups, filter=expr, descriptor=desc)
-
-    def to_batches(self) -> Iterator[pa.RecordBatch]:
-        view = self.stored_rows()
-        if view is None or view.num_rows == 0:
-            return
-        if not self.raw:
-            view = shape_state(view, self.desc, reference_ms=self.reference_ms, include_expired=self.include_expired, flatten=self.flatten)
-        if view.num_rows:
-            yield from _conform(view, self.schema).to_batches()
 
 
 @dataclass
@@ -205,6 +223,20 @@ class StateScan(Scan):
 
 
 # ---------------------------------------------------------------------------------------------- timers
+def timer_output_schema(service: TimerServiceDescriptor, service_columns: bool) -> pa.Schema:
+    """The schema of a timers scan's rows: the stored columns, plus `domain` and `timer_service` when asked."""
+    s = timer_schema(service)
+    if service_columns:
+        s = s.append(pa.field("domain", pa.string())).append(pa.field("timer_service", pa.string()))
+    return s
+
+
+def with_service_columns(t: pa.Table, service: TimerServiceDescriptor) -> pa.Table:
+    """Timers of one service with the `domain` and `timer_service` columns a scan of several services has."""
+    t = t.append_column("domain", pa.array([service.domain] * t.num_rows, pa.string()))
+    return t.append_column("timer_service", pa.array([service.name] * t.num_rows, pa.string()))
+
+
 @dataclass
 class TimerScanTask(ScanTask):
     """The timers of one or more services of an operator in a key-group range."""
@@ -221,10 +253,7 @@ class TimerScanTask(ScanTask):
 
     @property
     def schema(self) -> pa.Schema:
-        s = timer_schema(TimerServiceDescriptor.from_dict(self.services[0]))
-        if self.service_columns:
-            s = s.append(pa.field("domain", pa.string())).append(pa.field("timer_service", pa.string()))
-        return s
+        return timer_output_schema(TimerServiceDescriptor.from_dict(self.services[0]), self.service_columns)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         import pyarrow.dataset as ds
@@ -245,10 +274,7 @@ class TimerScanTask(ScanTask):
                            filter=expr, descriptor=s)
             if v is None or v.num_rows == 0:
                 continue
-            if self.service_columns:
-                v = v.append_column("domain", pa.array([s.domain] * v.num_rows, pa.string()))
-                v = v.append_column("timer_service", pa.array([s.name] * v.num_rows, pa.string()))
-            yield from _conform(v, self.schema).to_batches()
+            yield from _conform(with_service_columns(v, s) if self.service_columns else v, self.schema).to_batches()
 
 
 @dataclass
@@ -265,10 +291,7 @@ class TimerScan(Scan):
 
     @property
     def schema(self) -> pa.Schema:
-        s = timer_schema(self.services[0])
-        if self.service_columns:
-            s = s.append(pa.field("domain", pa.string())).append(pa.field("timer_service", pa.string()))
-        return s
+        return timer_output_schema(self.services[0], self.service_columns)
 
     def plan(self, target_rows: int = DEFAULT_TARGET_ROWS) -> list[ScanTask]:
         ck = self.checkpoint

@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flinkstate.descriptors import OperatorStateDescriptor, TimerServiceDescriptor, descriptor_from_dict
+from flinkstate.descriptors import OperatorStateDescriptor, TimerServiceDescriptor
 from flinkstate.errors import InvalidArgumentError, StateNotFoundError
 from flinkstate.flink.canonical import TIMER_PREFIX
 from flinkstate.flink.mapping import decode_subtask, operator_name, state_descriptor, stored_rows, subtask_range, subtask_states
@@ -28,9 +28,9 @@ from flinkstate.flink.metadata import OperatorState
 from flinkstate.flink.operator_state import operator_state_names, read_operator_state
 from flinkstate.flink.serializers import arrow_type
 from flinkstate.metadata import CheckpointInfo, OperatorMetadata
+from flinkstate.checkpoint import KeyedTask
 from flinkstate.scan import DEFAULT_TARGET_ROWS, Checkpoint, Scan, ScanTask
 from flinkstate.ttl import StateTtlConfig
-from flinkstate.visibility import shape_state
 
 __all__ = ["FlinkCheckpoint", "FlinkStateTask", "FlinkTimerTask", "load_flink_checkpoint"]
 
@@ -58,8 +58,8 @@ def _restrict(t: pa.Table, key_groups: list[int] | None, keys: list[Any] | None)
 
 
 @dataclass
-class FlinkStateTask(ScanTask):
-    """One subtask handle's entries of one keyed state: decoded, as stored rows, then TTL visibility and flattening."""
+class FlinkStateTask(KeyedTask):
+    """One subtask handle's entries of one keyed state, decoded into stored rows (then shaped as every keyed read)."""
 
     meta: FlinkMetadata
     uid: str
@@ -75,23 +75,13 @@ class FlinkStateTask(ScanTask):
     columns: list[str] | None = None
     raw: bool = False
 
-    @property
-    def schema(self) -> pa.Schema:
-        s = _schema_of(descriptor_from_dict(self.descriptor), flatten=self.flatten, include_expired=self.include_expired, raw=self.raw)
-        return pa.schema([s.field(c) for c in self.columns]) if self.columns is not None else s
-
-    def to_batches(self) -> Iterator[pa.RecordBatch]:
+    def stored_rows(self) -> pa.Table | None:
         op = self.meta.operator(self.uid)
         sub = next(s for s in op.subtasks if s.index == self.subtask)
         dec = decode_subtask(self.meta, op, sub).get(self.state)
         if dec is None:
-            return
-        desc = descriptor_from_dict(self.descriptor)
-        view = _restrict(stored_rows(dec.table(), desc), self.key_groups, self.keys)
-        if not self.raw and view.num_rows:
-            view = shape_state(view, desc, reference_ms=self.reference_ms, include_expired=self.include_expired, flatten=self.flatten)
-        if view.num_rows:
-            yield from _conform(view, self.schema).to_batches()
+            return None
+        return _restrict(stored_rows(dec.table(), self.desc), self.key_groups, self.keys)
 
 
 @dataclass
@@ -110,12 +100,9 @@ class FlinkTimerTask(ScanTask):
 
     @property
     def schema(self) -> pa.Schema:
-        from flinkstate.format.datafile import timer_schema
+        from flinkstate.checkpoint import timer_output_schema
 
-        s = timer_schema(TimerServiceDescriptor.from_dict(self.services[0]))
-        if self.service_columns:
-            s = s.append(pa.field("domain", pa.string())).append(pa.field("timer_service", pa.string()))
-        return s
+        return timer_output_schema(TimerServiceDescriptor.from_dict(self.services[0]), self.service_columns)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         import pyarrow.dataset as ds
@@ -134,8 +121,9 @@ class FlinkTimerTask(ScanTask):
             if t.num_rows == 0:
                 continue
             if self.service_columns:
-                t = t.append_column("domain", pa.array([s.domain] * t.num_rows, pa.string()))
-                t = t.append_column("timer_service", pa.array([s.name] * t.num_rows, pa.string()))
+                from flinkstate.checkpoint import with_service_columns
+
+                t = with_service_columns(t, s)
             yield from _conform(t, self.schema).to_batches()
 
 

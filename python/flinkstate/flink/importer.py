@@ -71,12 +71,9 @@ def resolve_flink_path(path: str | os.PathLike[str], checkpoint_id: int | None =
         if checkpoint_id is not None:
             raise InvalidArgumentError(f"{path} is one savepoint/checkpoint; a Flink checkpoint id selects a chk-N of a job's checkpoint folder")
         return path
-    found = {}
-    if os.path.isdir(path):
-        for entry in os.listdir(path):
-            n = entry.removeprefix("chk-")
-            if entry.startswith("chk-") and n.isdigit() and os.path.isfile(os.path.join(path, entry, "_metadata")):
-                found[int(n)] = os.path.join(path, entry)
+    from flinkstate.flink.source import chk_folders
+
+    found = chk_folders(path)
     if not found:
         raise CheckpointNotFoundError(f"{path}: no Flink _metadata here, and no chk-N folder holding one")
     if checkpoint_id is None:

@@ -17,10 +17,11 @@ from flinkstate.metadata import CheckpointInfo, CheckpointMetadata
 from flinkstate.reads import ReadApi
 from flinkstate.ttl import StateTtlConfig
 
-__all__ = ["FlinkSource", "is_flink_path"]
+__all__ = ["FlinkSource", "chk_folders", "is_flink_path"]
 
 
-def _chk_folders(path: str) -> dict[int, str]:
+def chk_folders(path: str) -> dict[int, str]:
+    """The `chk-N` folders holding a `_metadata` in a Flink job's checkpoint folder, by N."""
     out = {}
     if os.path.isdir(path):
         for entry in os.listdir(path):
@@ -38,7 +39,7 @@ def is_flink_path(path: str) -> bool:
     if os.path.isdir(os.path.join(path, "_flinkstate")):
         return False
     return (os.path.basename(path) == "_metadata" and os.path.isfile(path)) or os.path.isfile(os.path.join(path, "_metadata")) \
-        or bool(_chk_folders(path))
+        or bool(chk_folders(path))
 
 
 class FlinkSource(ReadApi):
@@ -53,7 +54,7 @@ class FlinkSource(ReadApi):
             folder = os.path.dirname(self.path) if os.path.basename(self.path) == "_metadata" else self.path
             self._folders = {-1: folder}  # one savepoint/checkpoint: its id is in its _metadata
         else:
-            self._folders = _chk_folders(self.path)
+            self._folders = chk_folders(self.path)
             if not self._folders:
                 raise CheckpointNotFoundError(f"{self.path}: no Flink _metadata here, and no chk-N folder holding one")
         self._loaded: dict[int, FlinkCheckpoint] = {}
