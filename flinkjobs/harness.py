@@ -5,7 +5,7 @@ into ~/.cache/flinkstate/flink-<version> and unpacked there); the project's own 
 compiled with javac against that version's flink-dist, with the version's compat/ shim, and run
 with java 17.
 
-    python flinkjobs/harness.py OUT_DIR [N] [files|inline|snappy ...] [keys=K skeys=K rate=R] [version=1.20]
+    python flinkjobs/harness.py OUT_DIR [N] [files|inline|snappy ...] [keys=K skeys=K rate=R parallelism=P maxp=M] [version=1.20]
 """
 
 from __future__ import annotations

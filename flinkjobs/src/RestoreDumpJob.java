@@ -184,9 +184,9 @@ public class RestoreDumpJob {
         conf.setString("rest.bind-port", "0");
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
         env.setParallelism(p);
-        DataStream<Long> none = env.fromElements(-1L).filter(v -> v >= 0);
+        DataStream<Long> none = Compat.one(env, -1L).filter(v -> v >= 0);
         if (longUid.equals("--arrow")) {
-            BroadcastStream<Long> t = env.fromElements(1L).broadcast(TRIGGER);
+            BroadcastStream<Long> t = Compat.one(env, 1L).broadcast(TRIGGER);
             Compat.discard(none.keyBy(v -> "k" + v, Types.STRING).connect(t).process(new Dumper<String>("arrow", 2)).uid("arrow"));
             env.execute("flinkstate-restore-dump-arrow");
             try (PrintWriter w = new PrintWriter(out.toFile(), StandardCharsets.UTF_8)) {
@@ -194,12 +194,12 @@ public class RestoreDumpJob {
             }
             System.exit(0);
         }
-        BroadcastStream<Long> trigger = env.fromElements(1L).broadcast(TRIGGER);
+        BroadcastStream<Long> trigger = Compat.one(env, 1L).broadcast(TRIGGER);
         Compat.discard(none.keyBy(v -> v, Types.LONG).connect(trigger).process(new Dumper<Long>(longUid, 0)).uid(longUid));
-        BroadcastStream<Long> trigger2 = env.fromElements(1L).broadcast(TRIGGER);
+        BroadcastStream<Long> trigger2 = Compat.one(env, 1L).broadcast(TRIGGER);
         Compat.discard(none.keyBy(v -> "k" + v, Types.STRING).connect(trigger2).process(new Dumper<String>(stringUid, 1)).uid(stringUid));
         Compat.discard(none.map(new OpState()).uid("opstate"));
-        BroadcastStream<Long> b = env.fromElements(1L).broadcast(BCAST);
+        BroadcastStream<Long> b = Compat.one(env, 1L).broadcast(BCAST);
         Compat.discard(none.connect(b).process(new Bcast()).uid("bcast"));
         env.execute("flinkstate-restore-dump");
         try (PrintWriter w = new PrintWriter(out.toFile(), StandardCharsets.UTF_8)) {

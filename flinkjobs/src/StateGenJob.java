@@ -60,6 +60,8 @@ public class StateGenJob {
     static final long KEYS = Long.getLong("flinkstate.keys", 37L);
     static final long SKEYS = Long.getLong("flinkstate.skeys", 23L);
     static final long RATE = Long.getLong("flinkstate.rate", 2000L);
+    /** Parallelism of the stateful operators (system property flinkstate.parallelism). */
+    static final int PARALLELISM = Integer.getInteger("flinkstate.parallelism", 2);
     static final AtomicLong LONG_DONE = new AtomicLong();
     static final AtomicLong STRING_DONE = new AtomicLong();
     static final AtomicLong OPSTATE_DONE = new AtomicLong();
@@ -326,7 +328,7 @@ public class StateGenJob {
         Compat.set(conf, "filesystem", "execution.checkpointing.storage", "state.checkpoint-storage");
         Compat.set(conf, out.resolve("checkpoints").toUri().toString(), "execution.checkpointing.dir", "state.checkpoints.dir");
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
-        env.setParallelism(2);
+        env.setParallelism(PARALLELISM);
         env.setMaxParallelism(MAX_PARALLELISM);
         // Index < n: a real record (its value); later indices: -1 fillers, dropped, so the job never finishes.
         DataStream<Long> all = Compat.generator(env, n, RATE);
@@ -340,7 +342,7 @@ public class StateGenJob {
 
         JobClient client = env.executeAsync("flinkstate-gen-" + variant);
         long deadline = System.currentTimeMillis() + 120_000 + 1000 * n / RATE;
-        while (LONG_DONE.get() < n || STRING_DONE.get() < n || OPSTATE_DONE.get() < n || BROADCAST_DONE.get() < 2 * n) {
+        while (LONG_DONE.get() < n || STRING_DONE.get() < n || OPSTATE_DONE.get() < n || BROADCAST_DONE.get() < PARALLELISM * n) {
             if (System.currentTimeMillis() > deadline) throw new IllegalStateException("records not processed in time");
             Thread.sleep(50);
         }

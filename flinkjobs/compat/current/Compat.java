@@ -38,6 +38,11 @@ public final class Compat {
         return env.fromSource(source, WatermarkStrategy.noWatermarks(), "gen").setParallelism(1).uid("source").name("gen");
     }
 
+    /** A bounded stream of one element (fromData: a FLIP-27 source without operator state of its own). */
+    public static DataStream<Long> one(StreamExecutionEnvironment env, long v) {
+        return env.fromData(v);
+    }
+
     /** Sets value under every given key (Flink renamed configuration keys between 1.x and 2.x; unknown keys are ignored). */
     public static void set(Configuration conf, String value, String... keys) {
         for (String k : keys) conf.setString(k, value);

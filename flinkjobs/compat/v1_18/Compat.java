@@ -57,6 +57,11 @@ public final class Compat {
             .map(new Throttle(n, rate)).setParallelism(1).uid("throttle").name("throttle");
     }
 
+    /** A bounded stream of one element (1.18 has no fromData). */
+    public static DataStream<Long> one(StreamExecutionEnvironment env, long v) {
+        return env.fromElements(v);
+    }
+
     /** Sets value under every given key (Flink renamed configuration keys between 1.x and 2.x; unknown keys are ignored). */
     public static void set(Configuration conf, String value, String... keys) {
         for (String k : keys) conf.setString(k, value);
