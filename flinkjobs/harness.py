@@ -1,10 +1,11 @@
-"""Run real Apache Flink 2.3.0 (local MiniCluster, one JVM) to write savepoints for the tests.
+"""Run real Apache Flink 1.18 to 2.3 (local MiniCluster, one JVM) to write savepoints for the tests.
 
-Stdlib only. The jars come from the `apache-flink-libraries` wheel (downloaded once with pip
-into a cache directory and unpacked there); the project's own Java job is compiled with javac
-against flink-dist and run with java 17.
+Stdlib only. The jars come from `apache-flink-libraries` (downloaded once per version with pip
+into ~/.cache/flinkstate/flink-<version> and unpacked there); the project's own Java jobs are
+compiled with javac against that version's flink-dist, with the version's compat/ shim, and run
+with java 17.
 
-    python flinkjobs/harness.py OUT_DIR [N] [files|inline|snappy ...] [keys=K skeys=K rate=R]
+    python flinkjobs/harness.py OUT_DIR [N] [files|inline|snappy ...] [keys=K skeys=K rate=R parallelism=P maxp=M] [version=1.20]
 """
 
 from __future__ import annotations
@@ -14,46 +15,105 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
 FLINK_VERSION = "2.3.0"
+# The newest patch release of each Flink line the reader and writer are checked against (apache-flink-libraries).
+FLINK_VERSIONS = {"1.18": "1.18.1", "1.19": "1.19.3", "1.20": "1.20.5", "2.0": "2.0.2", "2.1": "2.1.3", "2.2": "2.2.1", "2.3": "2.3.0"}
 HERE = Path(__file__).resolve().parent
 JOB_SOURCE = HERE / "src" / "StateGenJob.java"
+# The jobs every version compiles (with its compat/ shim); the newest version compiles every src/*.java.
+MATRIX_SOURCES = ("StateGenJob.java", "RestoreDumpJob.java")
 VARIANTS = ("files", "inline", "snappy")
 NATIVE_VARIANTS = ("native", "checkpoint")
 ROCKSDB_VARIANTS = ("rocksdb", "rocksdb-checkpoint")
 _JARS = ("flink-dist-", "log4j-")
+# What Flink's own config.yaml passes on Java 17 (1.18 needs more of these than 2.x).
+JVM_FLAGS = ("-XX:+IgnoreUnrecognizedVMOptions", *(
+    f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in (
+        "java.lang", "java.lang.reflect", "java.io", "java.net", "java.nio", "sun.nio.ch", "java.text", "java.time",
+        "java.util", "java.util.concurrent", "java.util.concurrent.atomic", "java.util.concurrent.locks")),
+    "--add-exports=java.base/sun.net.util=ALL-UNNAMED", "--add-exports=java.rmi/sun.rmi.registry=ALL-UNNAMED",
+    "--add-exports=java.security.jgss/sun.security.krb5=ALL-UNNAMED")
 
 
-def cache_dir() -> Path:
-    """Where the Flink jars and compiled classes are kept (FLINKSTATE_FLINK_CACHE overrides)."""
+def resolve(version: str | None = None) -> str:
+    """The full version for '1.20' or '1.20.5' (None: the newest); ValueError naming the known ones otherwise."""
+    if version is None:
+        return FLINK_VERSION
+    if version in FLINK_VERSIONS:
+        return FLINK_VERSIONS[version]
+    if version in FLINK_VERSIONS.values():
+        return version
+    raise ValueError(f"Flink {version} is not one the harness runs ({', '.join(FLINK_VERSIONS)})")
+
+
+def compat_dir(version: str | None = None) -> Path:
+    """The per-version shim (compat/<line>/Compat.java): 1.18 lacks the 1.19+ API the jobs use."""
+    return HERE / "compat" / ("v1_18" if resolve(version).startswith("1.18.") else "current")
+
+
+def cache_dir(version: str | None = None) -> Path:
+    """Where one version's Flink jars and compiled classes are kept (FLINKSTATE_FLINK_CACHE overrides the parent)."""
     env = os.environ.get("FLINKSTATE_FLINK_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "flinkstate" / f"flink-{FLINK_VERSION}"
+    parent = Path(env) if env else Path.home() / ".cache" / "flinkstate"
+    return parent / f"flink-{resolve(version)}"
 
 
-def flink_lib() -> Path:
-    """The directory holding flink-dist and log4j jars, downloaded and unpacked once."""
-    lib = cache_dir() / "pyflink" / "lib"
-    if (lib / f"flink-dist-{FLINK_VERSION}.jar").exists():
+def flink_lib(version: str | None = None) -> Path:
+    """The directory holding flink-dist and log4j jars, downloaded and unpacked once.
+
+    apache-flink-libraries comes as a wheel (jars under pyflink/lib/) for some releases and as a
+    source archive (jars under <name>/deps/lib/) for others; either way only flink-dist and log4j
+    are kept, and the ~300 MB download is deleted.
+    """
+    version = resolve(version)
+    lib = cache_dir(version) / "pyflink" / "lib"
+    if (lib / f"flink-dist-{version}.jar").exists():
         return lib
-    dl = cache_dir() / "download"
+    dl = cache_dir(version) / "download"
     dl.mkdir(parents=True, exist_ok=True)
-    wheels = list(dl.glob(f"apache_flink_libraries-{FLINK_VERSION}-*.whl"))
-    if not wheels:
+    found = [p for p in dl.iterdir() if p.name.endswith((".whl", ".tar.gz"))]
+    if not found:
         subprocess.run(
             [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(dl),
-             f"apache-flink-libraries=={FLINK_VERSION}"],
+             f"apache-flink-libraries=={version}"],
             check=True,
         )
-        wheels = list(dl.glob(f"apache_flink_libraries-{FLINK_VERSION}-*.whl"))
-    with zipfile.ZipFile(wheels[0]) as z:
-        for name in z.namelist():
-            base = name.rsplit("/", 1)[-1]
-            if name.startswith("pyflink/lib/") and base.startswith(_JARS) and base.endswith(".jar"):
-                z.extract(name, cache_dir())
-    shutil.rmtree(dl)  # the 330 MB wheel is not needed once the jars are out
+        found = [p for p in dl.iterdir() if p.name.endswith((".whl", ".tar.gz"))]
+    lib.mkdir(parents=True, exist_ok=True)
+    for archive in found:
+        for base, read in _jars_in(archive):
+            tmp = lib / (base + ".tmp")
+            tmp.write_bytes(read())
+            tmp.rename(lib / base)
+    shutil.rmtree(dl)
+    if not (lib / f"flink-dist-{version}.jar").exists():
+        raise RuntimeError(f"apache-flink-libraries {version} holds no flink-dist-{version}.jar")
     return lib
+
+
+def _jars_in(archive: Path):
+    """(file name, reader) of the flink-dist and log4j jars in a wheel or source archive."""
+    def wanted(name: str) -> str | None:
+        parent, _, base = name.rpartition("/")
+        ok = parent.endswith(("pyflink/lib", "deps/lib")) and base.startswith(_JARS) and base.endswith(".jar")
+        return base if ok else None
+
+    if archive.name.endswith(".whl"):
+        with zipfile.ZipFile(archive) as z:
+            for name in z.namelist():
+                if (base := wanted(name)) is not None:
+                    yield base, lambda name=name: z.read(name)
+        return
+    with tarfile.open(archive, "r:gz") as t:
+        for m in t:
+            if m.isfile() and (base := wanted(m.name)) is not None:
+                f = t.extractfile(m)
+                assert f is not None
+                yield base, f.read
 
 
 def classpath(lib: Path) -> list[Path]:
@@ -61,56 +121,65 @@ def classpath(lib: Path) -> list[Path]:
     return sorted(p for p in lib.glob("*.jar") if p.name.startswith(_JARS) and "layout" not in p.name)
 
 
-def compile_job() -> Path:
-    """Compile StateGenJob.java against flink-dist (cached by the source's hash); return the classes dir."""
-    lib = flink_lib()
+def compile_job(version: str | None = None) -> Path:
+    """Compile the jobs and the version's compat shim against its flink-dist (cached by the sources' hash); return the classes dir."""
+    version = resolve(version)
+    lib = flink_lib(version)
     sources = sorted((HERE / "src").glob("*.java"))
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
-    classes = cache_dir() / f"classes-{digest}"
+    if version != FLINK_VERSION:
+        sources = [p for p in sources if p.name in MATRIX_SOURCES]
+    sources += sorted(compat_dir(version).glob("*.java"))
+    digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()[:16]
+    classes = cache_dir(version) / f"classes-{digest}"
     if not (classes / "RestoreDumpJob.class").exists():
-        tmp = classes.with_name(classes.name + ".tmp")
+        tmp = classes.with_name(classes.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        subprocess.run(["javac", "-cp", str(lib / f"flink-dist-{FLINK_VERSION}.jar"), "-d", str(tmp), *map(str, sources)], check=True)
-        tmp.rename(classes)
+        proc = subprocess.run(["javac", "-nowarn", "-cp", str(lib / f"flink-dist-{version}.jar"), "-d", str(tmp), *map(str, sources)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"javac against Flink {version} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        try:
+            tmp.rename(classes)
+        except OSError:  # another process compiled the same sources first
+            shutil.rmtree(tmp, ignore_errors=True)
     return classes
 
 
+def java_command(main: str, args: list[str], version: str | None = None, props: dict[str, object] | None = None) -> list[str]:
+    """The java command line running class main of the compiled jobs on the version's Flink jars."""
+    version = resolve(version)
+    classes = compile_job(version)
+    cp = os.pathsep.join([str(classes)] + [str(p) for p in classpath(flink_lib(version))])
+    return ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", *(f"-Dflinkstate.{k}={v}" for k, v in (props or {}).items()),
+            "-cp", cp, main, *args]
+
+
 def run_job(
-    out: Path, n: int = 100, variants: tuple[str, ...] = VARIANTS, timeout: float = 600, props: dict[str, int] | None = None
+    out: Path, n: int = 100, variants: tuple[str, ...] = VARIANTS, timeout: float = 600, props: dict[str, int] | None = None,
+    version: str | None = None,
 ) -> None:
-    """Run the generator job: OUT/<variant>/savepoint and OUT/<variant>/expected.jsonl per variant.
+    """Run the generator job on Flink `version` (default the newest): OUT/<variant>/savepoint and OUT/<variant>/expected.jsonl.
 
     props sets the job's system properties flinkstate.keys / skeys / rate (distinct keys, records/s).
     """
-    classes = compile_job()
-    cp = os.pathsep.join([str(classes)] + [str(p) for p in classpath(flink_lib())])
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     for v in variants:
         shutil.rmtree(out / v, ignore_errors=True)
-    cmd = [
-        "java", "--add-opens", "java.base/java.util=ALL-UNNAMED", "--add-opens", "java.base/java.lang=ALL-UNNAMED",
-        "-Dlog4j2.level=ERROR", *(f"-Dflinkstate.{k}={v}" for k, v in (props or {}).items()), "-cp", cp, "StateGenJob", str(out), str(n), *variants,
-    ]
+    cmd = java_command("StateGenJob", [str(out), str(n), *variants], version, props)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
-        raise RuntimeError(f"Flink job failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        raise RuntimeError(f"Flink {resolve(version)} job failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
 
 
 def restore_and_dump(savepoint: Path, out_file: Path, backend: str = "hashmap", parallelism: int = 1,
-                     uids: tuple[str, ...] = (), timeout: float = 600) -> list[str]:
-    """Restore savepoint in RestoreDumpJob (StateGenJob's states; uids = long-keyed, string-keyed overrides); its dump lines."""
-    classes = compile_job()
-    cp = os.pathsep.join([str(classes)] + [str(p) for p in classpath(flink_lib())])
-    cmd = [
-        "java", "--add-opens", "java.base/java.util=ALL-UNNAMED", "--add-opens", "java.base/java.lang=ALL-UNNAMED",
-        "-Dlog4j2.level=ERROR", "-cp", cp, "RestoreDumpJob", str(Path(savepoint).resolve()), str(Path(out_file).resolve()),
-        backend, str(parallelism), *uids,
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+                     uids: tuple[str, ...] = (), timeout: float = 600, version: str | None = None) -> list[str]:
+    """Restore savepoint in RestoreDumpJob on Flink `version` (StateGenJob's states; uids = long-keyed, string-keyed overrides); its dump lines."""
+    args = [str(Path(savepoint).resolve()), str(Path(out_file).resolve()), backend, str(parallelism), *uids]
+    proc = subprocess.run(java_command("RestoreDumpJob", args, version), capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
-        raise RuntimeError(f"Flink restore job failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        raise RuntimeError(f"Flink {resolve(version)} restore job failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
     return Path(out_file).read_text(encoding="utf-8").splitlines()
 
 
@@ -120,9 +189,11 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 2
     n = int(argv[1]) if len(argv) > 1 else 100
-    props = {k: int(v) for k, _, v in (a.partition("=") for a in argv[2:] if "=" in a)}
+    named = dict(a.partition("=")[::2] for a in argv[2:] if "=" in a)
+    version = named.pop("version", None)
+    props = {k: int(v) for k, v in named.items()}
     variants = tuple(a for a in argv[2:] if "=" not in a) or VARIANTS
-    run_job(Path(argv[0]), n, variants, props=props)
+    run_job(Path(argv[0]), n, variants, props=props, version=version)
     return 0
 
 

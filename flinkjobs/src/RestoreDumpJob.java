@@ -14,7 +14,6 @@ import org.apache.flink.api.common.state.ListStateDescriptor;
 import org.apache.flink.api.common.state.MapState;
 import org.apache.flink.api.common.state.MapStateDescriptor;
 import org.apache.flink.api.common.state.ReadOnlyBroadcastState;
-import org.apache.flink.api.common.state.StateTtlConfig;
 import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.state.StateDescriptor;
@@ -31,7 +30,6 @@ import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.co.BroadcastProcessFunction;
 import org.apache.flink.streaming.api.functions.co.KeyedBroadcastProcessFunction;
-import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
 import org.apache.flink.util.Collector;
 
 /**
@@ -58,7 +56,7 @@ public class RestoreDumpJob {
     }
 
     static <T> ValueStateDescriptor<T> ttl(ValueStateDescriptor<T> d) {
-        d.enableTimeToLive(StateTtlConfig.newBuilder(Duration.ofDays(3650)).build());
+        d.enableTimeToLive(Compat.ttl(Duration.ofDays(3650)));
         return d;
     }
 
@@ -79,7 +77,7 @@ public class RestoreDumpJob {
         l.add(new ValueStateDescriptor<>("chars", Types.CHAR));
         l.add(new ValueStateDescriptor<>("blob", byte[].class));
         ListStateDescriptor<Long> tl = new ListStateDescriptor<>("ttl_list", Types.LONG);
-        tl.enableTimeToLive(StateTtlConfig.newBuilder(Duration.ofDays(3650)).build());
+        tl.enableTimeToLive(Compat.ttl(Duration.ofDays(3650)));
         l.add(tl);
         return l;
     }
@@ -89,7 +87,7 @@ public class RestoreDumpJob {
         l.add(new ValueStateDescriptor<>("last", Types.STRING));
         l.add(new MapStateDescriptor<>("map", Types.STRING, Types.LONG));
         MapStateDescriptor<String, String> tm = new MapStateDescriptor<>("ttl_map", Types.STRING, Types.STRING);
-        tm.enableTimeToLive(StateTtlConfig.newBuilder(Duration.ofDays(3650)).build());
+        tm.enableTimeToLive(Compat.ttl(Duration.ofDays(3650)));
         l.add(tm);
         return l;
     }
@@ -188,32 +186,33 @@ public class RestoreDumpJob {
         String longUid = args.length > 4 ? args[4] : "long-keyed";
         String stringUid = args.length > 5 ? args[5] : "string-keyed";
         Configuration conf = new Configuration();
-        conf.setString("state.backend.type", args[2]);
-        conf.setString("execution.state-recovery.path", savepoint);
-        conf.setString("execution.state-recovery.ignore-unclaimed-state", "true");
+        // Under 2.x and 1.x keys (renamed in 1.20 and 2.0; unknown keys are ignored).
+        Compat.set(conf, args[2], "state.backend.type", "state.backend");
+        Compat.set(conf, savepoint, "execution.state-recovery.path", "execution.savepoint.path");
+        Compat.set(conf, "true", "execution.state-recovery.ignore-unclaimed-state", "execution.savepoint.ignore-unclaimed-state");
         conf.setString("rest.bind-port", "0");
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
         env.setParallelism(p);
-        DataStream<Long> none = env.fromData(-1L).filter(v -> v >= 0);
+        DataStream<Long> none = Compat.one(env, -1L).filter(v -> v >= 0);
         if (longUid.equals("--arrow")) {
-            BroadcastStream<Long> t = env.fromData(1L).broadcast(TRIGGER);
-            none.keyBy(v -> "k" + v, Types.STRING).connect(t).process(new Dumper<String>("arrow", 2)).uid("arrow").sinkTo(new DiscardingSink<>());
+            BroadcastStream<Long> t = Compat.one(env, 1L).broadcast(TRIGGER);
+            Compat.discard(none.keyBy(v -> "k" + v, Types.STRING).connect(t).process(new Dumper<String>("arrow", 2)).uid("arrow"));
             env.execute("flinkstate-restore-dump-arrow");
             try (PrintWriter w = new PrintWriter(out.toFile(), StandardCharsets.UTF_8)) {
                 for (String line : DUMP) w.println(line);
             }
             System.exit(0);
         }
-        BroadcastStream<Long> trigger = env.fromData(1L).broadcast(TRIGGER);
-        none.keyBy(v -> v, Types.LONG).connect(trigger).process(new Dumper<Long>(longUid, 0)).uid(longUid).sinkTo(new DiscardingSink<>());
-        BroadcastStream<Long> trigger2 = env.fromData(1L).broadcast(TRIGGER);
-        none.keyBy(v -> "k" + v, Types.STRING).connect(trigger2).process(new Dumper<String>(stringUid, 1)).uid(stringUid).sinkTo(new DiscardingSink<>());
-        none.map(new OpState()).uid("opstate").sinkTo(new DiscardingSink<>());
-        BroadcastStream<Long> b = env.fromData(1L).broadcast(BCAST);
-        none.connect(b).process(new Bcast()).uid("bcast").sinkTo(new DiscardingSink<>());
+        BroadcastStream<Long> trigger = Compat.one(env, 1L).broadcast(TRIGGER);
+        Compat.discard(none.keyBy(v -> v, Types.LONG).connect(trigger).process(new Dumper<Long>(longUid, 0)).uid(longUid));
+        BroadcastStream<Long> trigger2 = Compat.one(env, 1L).broadcast(TRIGGER);
+        Compat.discard(none.keyBy(v -> "k" + v, Types.STRING).connect(trigger2).process(new Dumper<String>(stringUid, 1)).uid(stringUid));
+        Compat.discard(none.map(new OpState()).uid("opstate"));
+        BroadcastStream<Long> b = Compat.one(env, 1L).broadcast(BCAST);
+        Compat.discard(none.connect(b).process(new Bcast()).uid("bcast"));
         if (args.length > 6 && args[6].equals("+arrow")) {  // also the operator "arrow" bootstrapped from Arrow/Spark
-            BroadcastStream<Long> t3 = env.fromData(1L).broadcast(TRIGGER);
-            none.keyBy(v -> "k" + v, Types.STRING).connect(t3).process(new Dumper<String>("arrow", 2)).uid("arrow").sinkTo(new DiscardingSink<>());
+            BroadcastStream<Long> t3 = Compat.one(env, 1L).broadcast(TRIGGER);
+            Compat.discard(none.keyBy(v -> "k" + v, Types.STRING).connect(t3).process(new Dumper<String>("arrow", 2)).uid("arrow"));
         }
         env.execute("flinkstate-restore-dump");
         try (PrintWriter w = new PrintWriter(out.toFile(), StandardCharsets.UTF_8)) {

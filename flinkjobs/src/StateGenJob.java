@@ -14,23 +14,17 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentSkipListMap;
 import java.util.concurrent.atomic.AtomicLong;
 
-import org.apache.flink.api.common.eventtime.WatermarkStrategy;
-import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.functions.Partitioner;
 import org.apache.flink.api.common.state.BroadcastState;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
 import org.apache.flink.api.common.state.MapState;
 import org.apache.flink.api.common.state.MapStateDescriptor;
-import org.apache.flink.api.common.state.StateTtlConfig;
 import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.Types;
-import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
 import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.configuration.Configuration;
-import org.apache.flink.connector.datagen.source.DataGeneratorSource;
-import org.apache.flink.connector.datagen.source.GeneratorFunction;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.core.execution.SavepointFormatType;
 import org.apache.flink.runtime.state.FunctionInitializationContext;
@@ -42,7 +36,6 @@ import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
 import org.apache.flink.streaming.api.functions.co.BroadcastProcessFunction;
-import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
 import org.apache.flink.api.common.functions.RichMapFunction;
 import org.apache.flink.types.Row;
 import org.apache.flink.util.Collector;
@@ -67,6 +60,8 @@ public class StateGenJob {
     static final long KEYS = Long.getLong("flinkstate.keys", 37L);
     static final long SKEYS = Long.getLong("flinkstate.skeys", 23L);
     static final long RATE = Long.getLong("flinkstate.rate", 2000L);
+    /** Parallelism of the stateful operators (system property flinkstate.parallelism). */
+    static final int PARALLELISM = Integer.getInteger("flinkstate.parallelism", 2);
     static final AtomicLong LONG_DONE = new AtomicLong();
     static final AtomicLong STRING_DONE = new AtomicLong();
     static final AtomicLong OPSTATE_DONE = new AtomicLong();
@@ -127,15 +122,15 @@ public class StateGenJob {
         /** key -> {first before, last after} of ttlList.add(), the bracket of its elements' TTL timestamps. */
         static final Map<Long, long[]> TTL_LIST_BOUNDS = new ConcurrentHashMap<>();
 
-        @Override
-        public void open(OpenContext ctx) {
+        /** Declares the states (lazily on the first record: open()'s signature differs between 1.18 and 1.19+). */
+        void init() {
             count = getRuntimeContext().getState(new ValueStateDescriptor<>("count", Types.LONG));
             row = getRuntimeContext().getState(new ValueStateDescriptor<>("row", Types.ROW(Types.LONG, Types.STRING)));
             tuple = getRuntimeContext().getState(new ValueStateDescriptor<>("tuple", Types.TUPLE(Types.LONG, Types.STRING)));
             pojo = getRuntimeContext().getState(new ValueStateDescriptor<>("pojo", Types.POJO(Pojo.class)));
             list = getRuntimeContext().getListState(new ListStateDescriptor<>("list", Types.LONG));
             ValueStateDescriptor<Long> ttlDesc = new ValueStateDescriptor<>("ttl", Types.LONG);
-            ttlDesc.enableTimeToLive(StateTtlConfig.newBuilder(Duration.ofDays(3650)).build());
+            ttlDesc.enableTimeToLive(Compat.ttl(Duration.ofDays(3650)));
             ttl = getRuntimeContext().getState(ttlDesc);
             ints = getRuntimeContext().getState(new ValueStateDescriptor<>("ints", Types.INT));
             dbl = getRuntimeContext().getState(new ValueStateDescriptor<>("double", Types.DOUBLE));
@@ -146,12 +141,13 @@ public class StateGenJob {
             chars = getRuntimeContext().getState(new ValueStateDescriptor<>("chars", Types.CHAR));
             blob = getRuntimeContext().getState(new ValueStateDescriptor<>("blob", byte[].class));
             ListStateDescriptor<Long> ttlListDesc = new ListStateDescriptor<>("ttl_list", Types.LONG);
-            ttlListDesc.enableTimeToLive(StateTtlConfig.newBuilder(Duration.ofDays(3650)).build());
+            ttlListDesc.enableTimeToLive(Compat.ttl(Duration.ofDays(3650)));
             ttlList = getRuntimeContext().getListState(ttlListDesc);
         }
 
         @Override
         public void processElement(Long v, Context ctx, Collector<Long> out) throws Exception {
+            if (count == null) init();
             long key = ctx.getCurrentKey();
             int kg = KeyGroupRangeAssignment.assignToKeyGroup(key, MAX_PARALLELISM);
             String op = "long-keyed";
@@ -224,17 +220,18 @@ public class StateGenJob {
         transient MapState<String, Long> map;
         transient MapState<String, String> ttlMap;
 
-        @Override
-        public void open(OpenContext ctx) {
+        /** Declares the states (lazily on the first record: open()'s signature differs between 1.18 and 1.19+). */
+        void init() {
             last = getRuntimeContext().getState(new ValueStateDescriptor<>("last", Types.STRING));
             map = getRuntimeContext().getMapState(new MapStateDescriptor<>("map", Types.STRING, Types.LONG));
             MapStateDescriptor<String, String> ttlMapDesc = new MapStateDescriptor<>("ttl_map", Types.STRING, Types.STRING);
-            ttlMapDesc.enableTimeToLive(StateTtlConfig.newBuilder(Duration.ofDays(3650)).build());
+            ttlMapDesc.enableTimeToLive(Compat.ttl(Duration.ofDays(3650)));
             ttlMap = getRuntimeContext().getMapState(ttlMapDesc);
         }
 
         @Override
         public void processElement(Long v, Context ctx, Collector<Long> out) throws Exception {
+            if (last == null) init();
             String key = ctx.getCurrentKey();
             int kg = KeyGroupRangeAssignment.assignToKeyGroup(key, MAX_PARALLELISM);
             String op = "string-keyed";
@@ -270,7 +267,7 @@ public class StateGenJob {
 
         @Override
         public void snapshotState(FunctionSnapshotContext ctx) throws Exception {
-            int sub = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
+            int sub = Compat.subtask(getRuntimeContext());
             split.update(seen);
             List<String> u = new ArrayList<>();
             for (int i = 0; i < 3; i++) u.add("sub" + sub + "-" + i + "-" + seen.size());
@@ -301,7 +298,7 @@ public class StateGenJob {
 
         @Override
         public void processBroadcastElement(Long v, Context ctx, Collector<Long> out) throws Exception {
-            int sub = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
+            int sub = Compat.subtask(getRuntimeContext());
             BroadcastState<String, Long> st = ctx.getBroadcastState(BCAST);
             String k = "b" + (v % 5);
             st.put(k, v);
@@ -316,9 +313,10 @@ public class StateGenJob {
         LONG_DONE.set(0); STRING_DONE.set(0); OPSTATE_DONE.set(0); BROADCAST_DONE.set(0);
         Configuration conf = new Configuration();
         boolean rocks = variant.startsWith("rocksdb");
-        conf.setString("state.backend.type", rocks ? "rocksdb" : "hashmap");
-        if (rocks) conf.setString("execution.checkpointing.incremental", "true");
-        conf.setString("execution.checkpointing.data-inline-threshold", variant.equals("inline") ? "20kb" : "0b");
+        // Each setting under its 2.x key and its 1.x key (Flink renamed them in 1.20 and 2.0; unknown keys are ignored).
+        Compat.set(conf, rocks ? "rocksdb" : "hashmap", "state.backend.type", "state.backend");
+        if (rocks) Compat.set(conf, "true", "execution.checkpointing.incremental", "state.backend.incremental");
+        Compat.set(conf, variant.equals("inline") ? "20kb" : "0b", "execution.checkpointing.data-inline-threshold", "state.storage.fs.memory-threshold");
         boolean checkpoint = variant.endsWith("checkpoint");
         conf.setString("execution.checkpointing.snapshot-compression", variant.equals("snappy") || checkpoint ? "true" : "false");
         if (checkpoint) {
@@ -327,27 +325,24 @@ public class StateGenJob {
         }
         conf.setString("rest.bind-port", "0");
         // File-system checkpoint storage: the JobManager storage would inline everything.
-        conf.setString("execution.checkpointing.storage", "filesystem");
-        conf.setString("execution.checkpointing.dir", out.resolve("checkpoints").toUri().toString());
+        Compat.set(conf, "filesystem", "execution.checkpointing.storage", "state.checkpoint-storage");
+        Compat.set(conf, out.resolve("checkpoints").toUri().toString(), "execution.checkpointing.dir", "state.checkpoints.dir");
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
-        env.setParallelism(2);
+        env.setParallelism(PARALLELISM);
         env.setMaxParallelism(MAX_PARALLELISM);
-        final long count = n;
         // Index < n: a real record (its value); later indices: -1 fillers, dropped, so the job never finishes.
-        GeneratorFunction<Long, Long> gen = i -> i < count ? i : -1L;
-        DataGeneratorSource<Long> source = new DataGeneratorSource<>(gen, Long.MAX_VALUE, RateLimiterStrategy.perSecond(RATE), Types.LONG);
-        DataStream<Long> all = env.fromSource(source, WatermarkStrategy.noWatermarks(), "gen").setParallelism(1).uid("source").name("gen");
+        DataStream<Long> all = Compat.generator(env, n, RATE);
         DataStream<Long> real = all.filter(v -> v >= 0).setParallelism(1).uid("real").name("real");
-        real.keyBy(v -> v % KEYS, Types.LONG).process(new LongKeyed()).uid("long-keyed").name("long-keyed").sinkTo(new DiscardingSink<>());
-        real.keyBy(v -> "k" + (v % SKEYS), Types.STRING).process(new StringKeyed()).uid("string-keyed").name("string-keyed").sinkTo(new DiscardingSink<>());
+        Compat.discard(real.keyBy(v -> v % KEYS, Types.LONG).process(new LongKeyed()).uid("long-keyed").name("long-keyed"));
+        Compat.discard(real.keyBy(v -> "k" + (v % SKEYS), Types.STRING).process(new StringKeyed()).uid("string-keyed").name("string-keyed"));
         Partitioner<Long> byParity = (Long key, int nPartitions) -> (int) (key % nPartitions);
-        real.partitionCustom(byParity, v -> v).map(new OpState()).uid("opstate").name("opstate").sinkTo(new DiscardingSink<>());
+        Compat.discard(real.partitionCustom(byParity, v -> v).map(new OpState()).uid("opstate").name("opstate"));
         BroadcastStream<Long> b = real.broadcast(BCAST);
-        real.connect(b).process(new Bcast()).uid("bcast").name("bcast").sinkTo(new DiscardingSink<>());
+        Compat.discard(real.connect(b).process(new Bcast()).uid("bcast").name("bcast"));
 
         JobClient client = env.executeAsync("flinkstate-gen-" + variant);
         long deadline = System.currentTimeMillis() + 120_000 + 1000 * n / RATE;
-        while (LONG_DONE.get() < n || STRING_DONE.get() < n || OPSTATE_DONE.get() < n || BROADCAST_DONE.get() < 2 * n) {
+        while (LONG_DONE.get() < n || STRING_DONE.get() < n || OPSTATE_DONE.get() < n || BROADCAST_DONE.get() < PARALLELISM * n) {
             if (System.currentTimeMillis() > deadline) throw new IllegalStateException("records not processed in time");
             Thread.sleep(50);
         }

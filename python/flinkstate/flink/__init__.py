@@ -1,5 +1,14 @@
 """Read real Apache Flink savepoints: the self-contained decoding layer (no pyspark).
 
+Checked against what Flink 1.18.1, 1.19.3, 1.20.5, 2.0.2, 2.1.3, 2.2.1 and 2.3.0 write (every format
+below, flinkjobs/harness.py). Across these only the `_metadata` version changes (v4 in 1.18-1.20: no
+operator names or uids, operators are found by the id Flink derives from the uid; v5 in 2.0; v6 from
+2.1), the RocksDB release (FRocksDB 6.20.3 with CRC32C SST checksums in 1.x, 8.10.0 with XXH3 in 2.x,
+both block-based format_version 5, snappy) and, in 1.18, compressed operator list state (one snappy
+stream per state, its start recorded for every element: read in sequence). Keyed and operator header
+versions (6), serializer snapshot versions, TTL and timer layouts are the same. `CheckpointMetadata.
+flink_version` (`version.guess_flink_version`) says which releases wrote a checkpoint, with the evidence.
+
 Supported now:
 - `_metadata` versions 3 to 6 (`metadata.read_metadata`): operators with uid, name, operator id,
   parallelism, max parallelism, coordinator state bytes, and per subtask the managed keyed and
@@ -42,12 +51,15 @@ from flinkstate.flink.canonical import KeyedState, read_keyed_state
 from flinkstate.flink.errors import UnsupportedFlinkFormatError, UnsupportedSerializerError
 from flinkstate.flink.metadata import CheckpointMetadata, parse_metadata, read_metadata
 from flinkstate.flink.operator_state import operator_state_names, read_operator_state
+from flinkstate.flink.version import FlinkVersionGuess, guess_flink_version
 
 __all__ = [
     "CheckpointMetadata",
+    "FlinkVersionGuess",
     "KeyedState",
     "UnsupportedFlinkFormatError",
     "UnsupportedSerializerError",
+    "guess_flink_version",
     "operator_state_names",
     "parse_metadata",
     "read_keyed_state",

@@ -12,12 +12,15 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from flinkstate.errors import OperatorNotFoundError
 from flinkstate.flink._io import DataReader
+from flinkstate.flink.encode import murmur3_128
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
+from flinkstate.flink.version import FlinkVersionGuess, guess_flink_version
 
 __all__ = [
     "MAGIC",
@@ -176,6 +179,11 @@ class CheckpointMetadata:
         """The directory relative file handles are resolved against."""
         return os.path.dirname(self.path)
 
+    @cached_property
+    def flink_version(self) -> FlinkVersionGuess:
+        """Which Flink release(s) wrote this, and the evidence (metadata version, RocksDB files, operator-state layout)."""
+        return guess_flink_version(self)
+
     def operator(self, uid_or_name: str) -> OperatorState:
         """The operator with this uid (or name, or hex operator id)."""
         for op in self.operators:
@@ -183,6 +191,11 @@ class CheckpointMetadata:
                 return op
         for op in self.operators:
             if op.name == uid_or_name:
+                return op
+        # Metadata before v5 (Flink 1.x) records no uid: match the operator id Flink derives from it.
+        hashed = murmur3_128(uid_or_name.encode("utf-8")).hex()
+        for op in self.operators:
+            if op.uid is None and op.operator_id == hashed:
                 return op
         known = ", ".join(op.label for op in self.operators)
         raise OperatorNotFoundError(f"operator {uid_or_name!r} is not in {self.path} (operators: {known})")

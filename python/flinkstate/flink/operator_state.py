@@ -3,7 +3,8 @@
 Sources: `OperatorBackendSerializationProxy`, `DefaultOperatorStateBackendSnapshotStrategy`,
 `OperatorStateRestoreOperation`. The handle records per state the offsets of its elements (list
 state) or one offset where `i32 n` and n (key, value) pairs start (broadcast state). With snapshot
-compression the stream after the header is snappy framed and each offset starts a framed stream.
+compression the stream after the header is snappy framed and each offset starts a framed stream
+(Flink 1.18 wrote one framed stream per state, its start recorded for each element: read in sequence).
 """
 
 from __future__ import annotations
@@ -93,9 +94,14 @@ def read_operator_state(meta: CheckpointMetadata, uid: str, name: str) -> pa.Tab
                     keys.append(k)
                     values.append(v)
             else:
-                for off in offsets:
-                    buf, pos = _element_buffer(data, int(off), all_offsets, compressed, where)
-                    v, _ = read_value(buf, pos)
+                prev = -1
+                for off in offsets.tolist():
+                    # Flink 1.18 (FLINK-34063) compressed a state's elements as one snappy stream and recorded
+                    # its start for every element: equal offsets are read on where the previous element ended.
+                    if not (compressed and off == prev):
+                        buf, pos = _element_buffer(data, off, all_offsets, compressed, where)
+                    v, pos = read_value(buf, pos)
+                    prev = off
                     subtasks.append(index)
                     values.append(v)
         except (IndexError, ValueError, struct.error, UnicodeDecodeError) as e:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -15,8 +16,9 @@ OPERATOR_STATES = {"opstate": ("split", "union"), "bcast": ("bcast",)}
 
 
 def load_dump(path: Path) -> list[dict[str, Any]]:
-    """The expected.jsonl lines."""
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    """The expected.jsonl lines (gzip compressed when the name ends in .gz)."""
+    text = gzip.decompress(path.read_bytes()).decode("utf-8") if path.suffix == ".gz" else path.read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def check_savepoint(savepoint: Path, expected: Path) -> int:
