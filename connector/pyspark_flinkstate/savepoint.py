@@ -89,20 +89,24 @@ class SavepointWriter:
 
     # ------------------------------------------------------------------ commit
     def write(self, *, savepoint: bool = False, checkpoint_id: int | None = None, flink_savepoint: str | None = None,
-              flink_compression: bool = False) -> Any:
+              flink_compression: bool = False, flink_version: str | None = None) -> Any:
         """Write every change and commit once; returns the new CheckpointInfo.
 
-        flink_savepoint=DEST also exports the new checkpoint as a canonical Flink savepoint at DEST (Flink restores it);
-        DEST is checked first, so an existing savepoint there fails before anything is committed.
+        flink_savepoint=DEST also exports the new checkpoint as a canonical Flink savepoint at DEST for Flink
+        flink_version (default the newest; Flink restores it). DEST and the version are checked first, so an existing
+        savepoint there or an unsupported version fails before anything is committed.
         """
         if flink_savepoint is not None:
-            from flinkstate.flink.savepoint_writer import check_destination
+            from flinkstate.flink.savepoint_writer import DEFAULT_FLINK_VERSION, check_destination, metadata_version_for
 
+            flink_version = flink_version or DEFAULT_FLINK_VERSION
+            metadata_version_for(flink_version)
             check_destination(flink_savepoint)
             info = self.write(savepoint=True, checkpoint_id=checkpoint_id)
             from flinkstate.flink.store_export import export_savepoint
 
-            export_savepoint(self.store, flink_savepoint, checkpoint_id=info.checkpoint_id, compression=flink_compression)
+            export_savepoint(self.store, flink_savepoint, checkpoint_id=info.checkpoint_id, compression=flink_compression,
+                             flink_version=flink_version)
             return info
         kind = "savepoint" if savepoint else "checkpoint"
         w = self.store.begin(kind=kind, checkpoint_id=checkpoint_id, base=self.base, max_parallelism=self._max_parallelism)

@@ -152,7 +152,11 @@ def _describe_flink(src: Any, args: argparse.Namespace, out: TextIO) -> int:
         out.write("\n")
         return 0
     c = doc["checkpoint"]
-    out.write(f"Flink {c['kind']} {c['checkpoint_id']} at {doc['path']} (_metadata version {doc['metadata_version']})\n")
+    out.write(f"Flink {c['kind']} {c['checkpoint_id']} at {doc['path']} (_metadata version {doc['metadata_version']})\n"
+              f"written by Flink {doc['flink_version']}: {'; '.join(doc['flink_version_evidence'])}\n")
+    if any(op["uid"] == op["operator_id"] for op in doc["operators"]) and doc["metadata_version"] < 5:
+        out.write("Flink 1.x metadata records no operator uids: operators are listed by id; read them by uid "
+                  "(the id is Flink's hash of it), or name them with --uid\n")
     for op in doc["operators"]:
         out.write(f"\noperator {op['uid']} (id {op['operator_id']}, parallelism {op['parallelism']}, max parallelism {op['max_parallelism']})\n")
         rows = [[n, k] for n, k in op["keyed_states"].items()] + [[n, "timers"] for n in op["timer_services"]] + \
@@ -167,6 +171,10 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate describe PATH [--checkpoint ID]`: operators and states of one checkpoint."""
     store = _open_existing(args)
     if not hasattr(store, "catalog"):
+        if args.uid:
+            from flinkstate.flink.source import FlinkSource
+
+            store = FlinkSource(store.path, uids=args.uid)
         return _describe_flink(store, args, out)
     doc = describe(store, args.checkpoint)
     if args.json:
@@ -228,12 +236,13 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
         if not sep or "/" not in state or not cls.strip():
             raise InvalidArgumentError(f"--pojo {item!r}: expected OPERATOR/STATE=JAVA_CLASS")
         pojo[state.strip()] = cls.strip()
-    dest = export_savepoint(store, args.dest, checkpoint_id=cid, compression=args.compression == "snappy", pojo_classes=pojo)
+    dest = export_savepoint(store, args.dest, checkpoint_id=cid, compression=args.compression == "snappy", pojo_classes=pojo,
+                            flink_version=args.flink_version)
     if args.json:
-        json.dump({"savepoint": dest, "root": store.root, "checkpoint_id": cid}, out, indent=2)
+        json.dump({"savepoint": dest, "root": store.root, "checkpoint_id": cid, "flink_version": args.flink_version}, out, indent=2)
         out.write("\n")
     else:
-        out.write(f"wrote Flink savepoint {dest} from checkpoint {cid}\n"
+        out.write(f"wrote Flink {args.flink_version} savepoint {dest} from checkpoint {cid}\n"
                   f"restore it with: execution.state-recovery.path: {dest}  (or flink run -s {dest} ...)\n")
     return 0
 
@@ -250,7 +259,7 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
             raise InvalidArgumentError(f"--ttl {item!r}: expected OPERATOR/STATE=MILLISECONDS or STATE=MILLISECONDS")
         ttl[state.strip()] = int(ms)
     report = import_savepoint(args.flink_path, args.path, flink_checkpoint_id=args.flink_checkpoint, ttl=ttl,
-                              storage_options=_storage_options(args))
+                              storage_options=_storage_options(args), uids=args.uid or ())
     if args.json:
         json.dump({"root": args.path, "checkpoint_id": report.checkpoint_id, "flink_checkpoint": os.path.dirname(report.source),
                    "entries": report.entries, "ttl_unknown": report.ttl_unknown}, out, indent=2)
@@ -295,6 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("describe", help="operators, states, types, TTL, rows, bytes and files of a checkpoint")
     common(sp)
     sp.add_argument("--checkpoint", type=int, default=None, metavar="ID", help="checkpoint id (default: the latest)")
+    sp.add_argument("--uid", action="append", metavar="UID", help="(Flink savepoints) an operator uid of the job: names the "
+                    "operator that Flink 1.x metadata records only by id (repeatable)")
     sp.set_defaults(func=cmd_describe)
 
     sp = sub.add_parser("verify", help="read and check every file checkpoints use; print what is damaged (exit status 1 if anything is)")
@@ -302,14 +313,18 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--checkpoint", type=int, default=None, metavar="ID", help="checkpoint id (default: every retained checkpoint and savepoint)")
     sp.set_defaults(func=cmd_verify)
 
+    from flinkstate.flink.savepoint_writer import DEFAULT_FLINK_VERSION, TARGET_VERSIONS
+
     sp = sub.add_parser("export", help="write a checkpoint as a canonical Flink savepoint that Flink restores",
                         description="Write checkpoint ID (default: the latest) of a flinkstate root as a canonical Flink "
-                                    "savepoint in DEST (_metadata version 6, relative paths; restored by Flink 2.x). "
+                                    "savepoint in DEST for Flink --flink-version (relative paths, so DEST can be moved). "
                                     "DEST must not hold a savepoint; the savepoint is written to a temporary folder and renamed.")
     common(sp)
     sp.add_argument("dest", help="folder to create for the savepoint (local path)")
     sp.add_argument("--checkpoint", type=int, default=None, metavar="ID", help="checkpoint id (default: the latest)")
     sp.add_argument("--compression", choices=["none", "snappy"], default="none", help="compress keyed-state files with snappy")
+    sp.add_argument("--flink-version", default=DEFAULT_FLINK_VERSION, metavar="X.Y",
+                    help=f"the Flink release that restores it: {', '.join(TARGET_VERSIONS)} (default {DEFAULT_FLINK_VERSION})")
     sp.add_argument("--pojo", action="append", metavar="OPERATOR/STATE=JAVA_CLASS",
                     help="write that state's struct values as this POJO class (fields by name) instead of a Row (repeatable)")
     sp.set_defaults(func=cmd_export)
@@ -322,6 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
     common(sp)
     sp.add_argument("--flink-checkpoint", type=int, default=None, metavar="N", help="chk-N of a job's checkpoint folder (default: the latest)")
     sp.add_argument("--ttl", action="append", metavar="OPERATOR/STATE=MS", help="TTL of a state Flink kept with TTL (repeatable)")
+    sp.add_argument("--uid", action="append", metavar="UID", help="an operator uid of the job: names the operator that Flink 1.x "
+                    "metadata records only by id (repeatable)")
     sp.set_defaults(func=cmd_import)
 
     sp = sub.add_parser("demo", help="run a stateful sessionization job with checkpoints, then query them with Spark SQL",

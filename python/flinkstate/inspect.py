@@ -33,7 +33,8 @@ STATES_SCHEMA = pa.schema([("checkpoint_id", pa.int64()), ("operator", pa.string
                            ("bytes", pa.int64())])
 OPERATORS_SCHEMA = pa.schema([("checkpoint_id", pa.int64()), ("operator", pa.string()), ("parallelism", pa.int32()),
                               ("keyed_states", pa.int32()), ("timer_services", pa.int32()), ("operator_states", pa.int32()),
-                              ("has_coordinator", pa.bool_()), ("files", pa.int64()), ("rows", pa.int64()), ("bytes", pa.int64())])
+                              ("has_coordinator", pa.bool_()), ("files", pa.int64()), ("rows", pa.int64()), ("bytes", pa.int64()),
+                              ("flink_version", pa.string())])
 
 
 def checkpoints_table(infos: Sequence[CheckpointInfo]) -> pa.Table:
@@ -98,7 +99,7 @@ class CheckpointInspect:
         return pa.Table.from_pylist(out, schema=STATES_SCHEMA)
 
     def operators(self) -> pa.Table:
-        """One row per operator: parallelism, how many states of each kind, coordinator, files, rows, bytes."""
+        """One row per operator: parallelism, states of each kind, coordinator, files, rows, bytes, and the Flink release(s) that wrote it."""
         ck = self.checkpoint
         totals: dict[str, list[int]] = {}
         for e in ck.entries:
@@ -107,10 +108,11 @@ class CheckpointInspect:
             t[1] += e.rows
             t[2] += e.bytes
         rows = []
+        written_by = ck.flink_version
         for uid, op in sorted(ck.operators.items()):
             f, r, b = totals.get(uid, [0, 0, 0])
             rows.append({"checkpoint_id": ck.checkpoint_id, "operator": uid, "parallelism": op.parallelism,
                          "keyed_states": len(op.keyed_states), "timer_services": len(op.timer_services),
                          "operator_states": len(op.operator_states), "has_coordinator": op.has_coordinator,
-                         "files": f, "rows": r, "bytes": b})
+                         "files": f, "rows": r, "bytes": b, "flink_version": written_by})
         return pa.Table.from_pylist(rows, schema=OPERATORS_SCHEMA)

@@ -86,6 +86,11 @@ class Checkpoint(ABC):
     def operators(self) -> dict[str, OperatorMetadata]:
         """Operators by uid, with their declared states."""
 
+    @property
+    def flink_version(self) -> str | None:
+        """The Flink release(s) that wrote this checkpoint ("1.19-1.20", "2.3"), None when Flink did not write it."""
+        return None
+
     def operator(self, uid: str) -> OperatorMetadata:
         """One operator; OperatorNotFoundError lists the operators that exist."""
         op = self.operators.get(uid)

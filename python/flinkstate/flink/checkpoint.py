@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from flinkstate.descriptors import OperatorStateDescriptor, TimerServiceDescriptor
 from flinkstate.errors import InvalidArgumentError, StateNotFoundError
 from flinkstate.flink.canonical import TIMER_PREFIX
+from flinkstate.flink.encode import murmur3_128
 from flinkstate.flink.mapping import decode_subtask, operator_name, state_descriptor, stored_rows, subtask_range, subtask_states
 from flinkstate.flink.metadata import CheckpointMetadata as FlinkMetadata
 from flinkstate.flink.metadata import OperatorState
@@ -190,6 +191,11 @@ class FlinkCheckpoint(Checkpoint):
         return self.ops
 
     @property
+    def flink_version(self) -> str:
+        """The Flink release(s) whose format this is, as far as the bytes tell (`version.guess_flink_version`)."""
+        return self.meta.flink_version.label
+
+    @property
     def kind(self) -> str:
         """"savepoint", or "checkpoint" for a `chk-N` folder."""
         return "checkpoint" if os.path.basename(os.path.dirname(self.meta.path)).startswith("chk-") else "savepoint"
@@ -213,9 +219,24 @@ class FlinkCheckpoint(Checkpoint):
 
         return CheckpointInspect(self)  # type: ignore[arg-type]
 
-    def _flink_op(self, operator: str) -> OperatorState:
+    def _name(self, operator: str) -> str:
+        """The name an operator goes by here; a uid also finds an operator of 1.x metadata (which records only ids)."""
+        if operator not in self.ops:
+            hashed = murmur3_128(operator.encode("utf-8")).hex()
+            if hashed in self.ops:
+                return hashed
+        return operator
+
+    def operator(self, uid: str) -> OperatorMetadata:
+        """One operator by its name here, or by the uid whose hash is its Flink operator id."""
+        return super().operator(self._name(uid))
+
+    def _uid(self, operator: str) -> str:
         self.operator(operator)  # typed error listing the operators
-        return self.meta.operator(self.uids[operator])
+        return self.uids[self._name(operator)]
+
+    def _flink_op(self, operator: str) -> OperatorState:
+        return self.meta.operator(self._uid(operator))
 
     def _subtasks(self, operator: str, allowed: set[int] | None) -> list[tuple[int, tuple[int, int], list[int] | None]]:
         out = []
@@ -240,7 +261,7 @@ class FlinkCheckpoint(Checkpoint):
         d = desc.to_dict()
         cols = None if columns is None else list(columns)
         tasks: list[ScanTask] = [
-            FlinkStateTask(self.meta, self.uids[operator], index, state, d, rng, ref, kgs, None if keys is None else list(keys),
+            FlinkStateTask(self.meta, self._uid(operator), index, state, d, rng, ref, kgs, None if keys is None else list(keys),
                            include_expired, flatten, cols, raw)
             for index, rng, kgs in self._subtasks(operator, allowed)]
         schema = _schema_of(desc, flatten=flatten, include_expired=include_expired, raw=raw)
@@ -260,7 +281,7 @@ class FlinkCheckpoint(Checkpoint):
         sd = [s.to_dict() for s in services]
         with_cols = service_columns or service is None
         tasks: list[ScanTask] = [
-            FlinkTimerTask(self.meta, self.uids[operator], index, sd, rng, kgs, None if keys is None else list(keys), timestamp_filter, with_cols)
+            FlinkTimerTask(self.meta, self._uid(operator), index, sd, rng, kgs, None if keys is None else list(keys), timestamp_filter, with_cols)
             for index, rng, kgs in self._subtasks(operator, allowed)]
         schema = tasks[0].schema if tasks else FlinkTimerTask(self.meta, "", 0, sd, (0, 0), service_columns=with_cols).schema
         return TaskList(tasks, schema)
@@ -270,7 +291,7 @@ class FlinkCheckpoint(Checkpoint):
 
         desc = self.operator_state_descriptor(operator, name)
         schema = operator_state_schema(desc)
-        return TaskList([OperatorStateTask(self.meta, self.uids[operator], name, schema)], schema)
+        return TaskList([OperatorStateTask(self.meta, self._uid(operator), name, schema)], schema)
 
     def scan_coordinator(self, operator: str) -> Scan:
         from flinkstate.format.datafile import coordinator_schema
@@ -320,19 +341,23 @@ def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: M
 
 
 def load_flink_checkpoint(path: str, *, ttl: Mapping[str, StateTtlConfig | int] | None = None,
-                          reference_ms: int | None = None) -> FlinkCheckpoint:
-    """Parse the `_metadata` at path (file or folder) and map its operators' states; the savepoint's time is the file's."""
+                          reference_ms: int | None = None, uids: Iterable[str] = ()) -> FlinkCheckpoint:
+    """Parse the `_metadata` at path (file or folder) and map its operators' states; the savepoint's time is the file's.
+
+    uids names operators that the metadata records only by id (Flink 1.x): each is matched by Flink's hash of the uid.
+    """
     from flinkstate.flink.metadata import read_metadata
 
     meta = read_metadata(path)
+    known = tuple(uids)
     unknown: list[str] = []
     ops: dict[str, OperatorMetadata] = {}
-    uids: dict[str, str] = {}
+    flink_ids: dict[str, str] = {}
     for op in meta.operators:
-        name = operator_name(op)
+        name = operator_name(op, known)
         om = _operator_metadata(meta, op, name, dict(ttl or {}), unknown)
         if om.keyed_states or om.timer_services or om.operator_states or om.has_coordinator:
             ops[name] = om
-            uids[name] = op.uid or op.operator_id
+            flink_ids[name] = op.uid or op.operator_id
     created = reference_ms if reference_ms is not None else int(os.path.getmtime(meta.path) * 1000)
-    return FlinkCheckpoint(meta, ops, created, tuple(unknown), uids)
+    return FlinkCheckpoint(meta, ops, created, tuple(unknown), flink_ids)

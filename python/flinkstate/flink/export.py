@@ -6,7 +6,7 @@ from flinkstate.errors import StateNotFoundError
 from flinkstate.flink.canonical import read_keyed_state
 from flinkstate.flink.metadata import CheckpointMetadata, read_metadata
 from flinkstate.flink.operator_state import _subtask_streams, operator_state_names, read_operator_state
-from flinkstate.flink.savepoint_writer import OperatorExport, write_savepoint
+from flinkstate.flink.savepoint_writer import DEFAULT_FLINK_VERSION, OperatorExport, write_savepoint
 
 __all__ = ["load_flink_savepoint", "rewrite_flink_savepoint"]
 
@@ -40,7 +40,8 @@ def _operator_metas(meta: CheckpointMetadata, uid: str) -> dict:
     return found
 
 
-def rewrite_flink_savepoint(src: str, dest: str, *, compression: bool = False) -> str:
-    """Decode the savepoint at src and write it again at dest (a round trip Flink restores)."""
+def rewrite_flink_savepoint(src: str, dest: str, *, compression: bool = False, flink_version: str = DEFAULT_FLINK_VERSION) -> str:
+    """Decode the savepoint at src and write it again at dest for Flink flink_version (a round trip Flink restores)."""
     meta = read_metadata(src)
-    return write_savepoint(dest, load_flink_savepoint(src), checkpoint_id=meta.checkpoint_id, compression=compression)
+    return write_savepoint(dest, load_flink_savepoint(src), checkpoint_id=meta.checkpoint_id, compression=compression,
+                           flink_version=flink_version)

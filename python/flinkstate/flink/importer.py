@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
 from flinkstate.descriptors import OperatorStateDescriptor, TimerServiceDescriptor
-from flinkstate.errors import CheckpointNotFoundError, InvalidArgumentError
+from flinkstate.errors import CheckpointNotFoundError, InvalidArgumentError, OperatorNotFoundError
 from flinkstate.flink.canonical import TIMER_PREFIX, _verify
-from flinkstate.flink.mapping import operator_name, state_descriptor, stored_rows, subtask_decoders
+from flinkstate.flink.mapping import operator_name, state_descriptor, stored_rows, subtask_decoders, unmatched_uids
 from flinkstate.flink.metadata import CheckpointMetadata, read_metadata
 from flinkstate.flink.operator_state import operator_state_names, read_operator_state
 from flinkstate.flink.serializers import TypeNode, arrow_type
@@ -99,16 +99,23 @@ def import_savepoint(
     flink_checkpoint_id: int | None = None,
     ttl: Mapping[str, StateTtlConfig | int] | None = None,
     storage_options: dict[str, Any] | None = None,
+    uids: Iterable[str] = (),
 ) -> ImportReport:
     """Write a Flink savepoint/checkpoint into root as one savepoint.
 
     flink_path: a folder with `_metadata`, the file, or a job's checkpoint folder (its chk-N with
     N = flink_checkpoint_id, default the latest). ttl maps "operator/state" (or "state") to a
-    StateTtlConfig or a TTL in ms, for states Flink kept with TTL.
+    StateTtlConfig or a TTL in ms, for states Flink kept with TTL. uids names the operators that Flink 1.x
+    metadata records only by id (matched by Flink's hash of the uid); a uid matching no operator is refused.
     """
     import flinkstate
 
     meta = read_metadata(resolve_flink_path(flink_path, flink_checkpoint_id))
+    uids = tuple(uids)
+    unmatched = unmatched_uids(meta, uids)
+    if unmatched:
+        known = ", ".join(op.label for op in meta.operators)
+        raise OperatorNotFoundError(f"uid {', '.join(map(repr, unmatched))} names no operator of {meta.path} (operators: {known})")
     ttl = dict(ttl or {})
     store = flinkstate.open(root, storage_options)
     report = ImportReport(checkpoint_id=-1, source=meta.path)
@@ -116,7 +123,7 @@ def import_savepoint(
         w.set_property("flink.source", meta.path)
         w.set_property("flink.checkpoint-id", str(meta.checkpoint_id))
         for op in meta.operators:
-            name = operator_name(op)
+            name = operator_name(op, uids)
             counts: dict[str, int] = {}
             covered: dict[str, tuple[Any, Any, list[tuple[int, int]]]] = {}
             serializers: dict[str, Any] = {}

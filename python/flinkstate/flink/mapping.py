@@ -7,7 +7,7 @@ flinkstate data file stores (`ttl_timestamp` last-access times; list state one r
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -21,20 +21,32 @@ from flinkstate.descriptors import (
     ValueStateDescriptor,
 )
 from flinkstate.flink.canonical import _StateDecoder, decode_keyed_handle, decode_rocksdb_handle
+from flinkstate.flink.encode import murmur3_128
 from flinkstate.flink.errors import UnsupportedFlinkFormatError
 from flinkstate.flink.metadata import CheckpointMetadata, OperatorState, SubtaskState, UnsupportedKeyedHandle
 from flinkstate.flink.serializers import arrow_type
 from flinkstate.ttl import MAX_TIMESTAMP, StateTtlConfig
 
-__all__ = ["operator_name", "state_descriptor", "stored_rows", "subtask_decoders", "subtask_states", "decode_subtask", "subtask_range"]
+__all__ = ["operator_name", "unmatched_uids", "state_descriptor", "stored_rows", "subtask_decoders", "subtask_states", "decode_subtask", "subtask_range"]
 
 _KINDS = {"VALUE": ValueStateDescriptor, "LIST": ListStateDescriptor, "REDUCING": ReducingStateDescriptor,
           "AGGREGATING": AggregatingStateDescriptor}
 
 
-def operator_name(op: OperatorState) -> str:
-    """The name a Flink operator goes by here: its uid, else its operator id (hex)."""
-    return op.uid or op.operator_id
+def operator_name(op: OperatorState, uids: Iterable[str] = ()) -> str:
+    """The name a Flink operator goes by here: its uid, else the one of uids Flink hashes to its id, else the id (hex)."""
+    if op.uid:
+        return op.uid
+    for uid in uids:
+        if murmur3_128(uid.encode("utf-8")).hex() == op.operator_id:
+            return uid
+    return op.operator_id
+
+
+def unmatched_uids(meta: CheckpointMetadata, uids: Iterable[str]) -> list[str]:
+    """The given uids that name no operator of meta (neither recorded nor hashing to an operator id)."""
+    names = {operator_name(op, uids) for op in meta.operators}
+    return [u for u in uids if u not in names]
 
 
 def ttl_for(ttl: Mapping[str, StateTtlConfig | int], op: str, state: str) -> StateTtlConfig | None:

@@ -1,8 +1,11 @@
-"""Write canonical Flink savepoints (`_metadata` v6 + keyed and operator state files), the mirror of the readers.
+"""Write canonical Flink savepoints (`_metadata` + keyed and operator state files), the mirror of the readers.
 
-`_metadata` version 6 is what Flink 2.3 writes; a Flink release reads every metadata version up to
-its own, so 2.3 and later restore it (tested: real Flink 2.3.0, HashMap and RocksDB backends); older
-releases whose newest version is below 6 do not (not checked here which 1.x/2.x release introduced v6). Keyed state: one file per subtask with a KeyedBackendSerializationProxy
+A savepoint is written for one target Flink release (`flink_version`, default the newest): the
+`_metadata` version that release writes (4 for 1.18-1.20, which records no operator names or uids;
+5 for 2.0; 6 for 2.1-2.3). Everything else is the same bytes for all of them (keyed and operator
+header version 6, serializer snapshots, the CheckpointProperties tail), checked against savepoints
+each release wrote (flinkjobs/harness.py) and by each release restoring the export (tests). Releases
+outside TARGET_VERSIONS are refused by name. Keyed state: one file per subtask with a KeyedBackendSerializationProxy
 header and per-key-group streams (KeyGroupsSavepointStateHandle with RelativeFileStateHandle, so the
 directory can be moved). The savepoint is written to a temporary folder and renamed into place.
 """
@@ -24,7 +27,20 @@ from flinkstate.flink.metadata import MAGIC
 from flinkstate.flink.serializers import StateMeta
 from flinkstate.keygroups import assign_key_groups
 
-__all__ = ["OperatorExport", "SavepointExistsError", "check_destination", "write_savepoint"]
+__all__ = [
+    "DEFAULT_FLINK_VERSION",
+    "TARGET_VERSIONS",
+    "OperatorExport",
+    "SavepointExistsError",
+    "UnsupportedFlinkVersionError",
+    "check_destination",
+    "metadata_version_for",
+    "write_savepoint",
+]
+
+# Flink release -> the `_metadata` version it writes (and the newest it reads).
+TARGET_VERSIONS = {"1.18": 4, "1.19": 4, "1.20": 4, "2.0": 5, "2.1": 6, "2.2": 6, "2.3": 6}
+DEFAULT_FLINK_VERSION = "2.3"
 
 # java-serialized CheckpointProperties of a savepoint (the tail of a Flink 2.3 `_metadata` v6).
 _PROPS_FILE = os.path.join(os.path.dirname(__file__), "savepoint_properties.bin")
@@ -33,6 +49,28 @@ _SIGN = 1 << 63
 
 class SavepointExistsError(FlinkStateError, FileExistsError):
     """The destination already holds a savepoint (`_metadata`)."""
+
+
+class UnsupportedFlinkVersionError(InvalidArgumentError):
+    """A target Flink release that export cannot write for (named, with the ones it can)."""
+
+
+def _older_than_1_18(line: str) -> bool:
+    try:
+        return tuple(int(x) for x in line.split(".")) < (1, 18)
+    except ValueError:
+        return False
+
+
+def metadata_version_for(flink_version: str) -> int:
+    """The `_metadata` version Flink `flink_version` ("1.20", "2.3.0", ...) restores; refused by name if not a target."""
+    line = ".".join(str(flink_version).strip().split(".")[:2])
+    if line not in TARGET_VERSIONS:
+        raise UnsupportedFlinkVersionError(
+            f"cannot write a savepoint for Flink {flink_version}: export targets Flink {', '.join(TARGET_VERSIONS)}"
+            + (" (Flink supports Java 17 from 1.18; older releases are not tested here)" if _older_than_1_18(line) else "")
+        )
+    return TARGET_VERSIONS[line]
 
 
 @dataclass
@@ -214,8 +252,10 @@ def check_destination(dest: str) -> str:
     return dest
 
 
-def write_savepoint(dest: str, operators: list[OperatorExport], *, checkpoint_id: int = 1, compression: bool = False) -> str:
-    """Write a canonical savepoint directory at dest (refused if dest holds `_metadata`); returns dest."""
+def write_savepoint(dest: str, operators: list[OperatorExport], *, checkpoint_id: int = 1, compression: bool = False,
+                    flink_version: str = DEFAULT_FLINK_VERSION) -> str:
+    """Write a canonical savepoint directory at dest for Flink `flink_version` (refused if dest holds `_metadata`); returns dest."""
+    version = metadata_version_for(flink_version)
     dest = check_destination(dest)
     # Encode everything before writing any file (type errors surface first).
     planned = []
@@ -232,10 +272,12 @@ def write_savepoint(dest: str, operators: list[OperatorExport], *, checkpoint_id
     tmp = os.path.join(parent, f".{os.path.basename(dest)}.tmp-{uuid.uuid4().hex}")
     os.makedirs(tmp)
     try:
-        meta = bytearray(struct.pack(">iiqii", MAGIC, 6, checkpoint_id, 0, len(planned)))
+        meta = bytearray(struct.pack(">iiqii", MAGIC, version, checkpoint_id, 0, len(planned)))
         for op, keyed in planned:
             h = bytes.fromhex(op.operator_id) if op.operator_id else murmur3_128(op.uid.encode("utf-8"))
-            meta += encode_utf(op.name or "") + encode_utf(op.uid) + h
+            if version >= 5:  # 1.x metadata has no names or uids: Flink finds operators by the id hashed from the uid
+                meta += encode_utf(op.name or "") + encode_utf(op.uid)
+            meta += h
             meta += struct.pack(">ii", op.parallelism, op.max_parallelism)
             if op.coordinator_state is not None:
                 meta += b"\x01" + encode_utf(f"coordinator-{op.uid}") + struct.pack(">i", len(op.coordinator_state)) + op.coordinator_state

@@ -8,7 +8,7 @@ folders holding one) instead of a flinkstate root: `checkpoints()`, `checkpoint(
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from flinkstate.errors import CheckpointNotFoundError, InvalidArgumentError
@@ -46,8 +46,10 @@ class FlinkSource(ReadApi):
     """The checkpoints of a Flink savepoint, retained checkpoint or job checkpoint folder (read only)."""
 
     def __init__(self, path: str | os.PathLike[str], *, ttl: Mapping[str, StateTtlConfig | int] | None = None,
-                 reference_ms: int | None = None) -> None:
+                 reference_ms: int | None = None, uids: Iterable[str] = ()) -> None:
+        """uids names operators that Flink 1.x metadata records only by id (matched by Flink's hash of the uid)."""
         self.path = os.fspath(path).removeprefix("file://")
+        self.uids = tuple(uids)
         self.ttl = dict(ttl or {})
         self.reference_ms = reference_ms
         if os.path.basename(self.path) == "_metadata" or os.path.isfile(os.path.join(self.path, "_metadata")):
@@ -70,7 +72,7 @@ class FlinkSource(ReadApi):
     def _load(self, key: int) -> FlinkCheckpoint:
         ck = self._loaded.get(key)
         if ck is None:
-            ck = self._loaded[key] = load_flink_checkpoint(self._folders[key], ttl=self.ttl, reference_ms=self.reference_ms)
+            ck = self._loaded[key] = load_flink_checkpoint(self._folders[key], ttl=self.ttl, reference_ms=self.reference_ms, uids=self.uids)
         return ck
 
     def checkpoint(self, checkpoint_id: int | None = None) -> FlinkCheckpoint:
@@ -125,5 +127,7 @@ class FlinkSource(ReadApi):
                         "max_parallelism": fop.max_parallelism,
                         "keyed_states": {n: d.kind for n, d in sorted(om.keyed_states.items())},
                         "timer_services": sorted(om.timer_services), "operator_states": {n: d.mode for n, d in sorted(om.operator_states.items())}})
-        return {"path": ck.meta.path, "metadata_version": ck.meta.version, "checkpoint": ck.info.to_dict(), "operators": ops,
+        guess = ck.meta.flink_version
+        return {"path": ck.meta.path, "metadata_version": ck.meta.version, "flink_version": guess.label,
+                "flink_version_evidence": list(guess.evidence), "checkpoint": ck.info.to_dict(), "operators": ops,
                 "ttl_unknown": list(ck.ttl_unknown)}

@@ -13,7 +13,7 @@ from flinkstate.errors import InvalidArgumentError, StateNotFoundError
 from flinkstate.flink.canonical import KeyedState
 from flinkstate.flink.encode import _COMP_CLS, type_for_arrow
 from flinkstate.flink.importer import OPERATOR_ID_PROPERTY, SERIALIZERS_PROPERTY, node_from_json
-from flinkstate.flink.savepoint_writer import OperatorExport, write_savepoint
+from flinkstate.flink.savepoint_writer import DEFAULT_FLINK_VERSION, OperatorExport, metadata_version_for, write_savepoint
 from flinkstate.flink.serializers import StateMeta, TypeNode, arrow_type
 from flinkstate.store import CheckpointStore, open_store
 
@@ -92,14 +92,18 @@ def export_savepoint(
     compression: bool = False,
     pojo_classes: Mapping[str, str] | None = None,
     storage_options: dict | None = None,
+    flink_version: str = DEFAULT_FLINK_VERSION,
 ) -> str:
     """Write checkpoint checkpoint_id (default the latest) of a flinkstate store as a canonical Flink savepoint at dest.
 
     Every state's type is mapped before any file is written (UnsupportedSerializerError names state and type);
     dest holding a savepoint is refused (SavepointExistsError). Returns the savepoint directory.
+    flink_version is the Flink release that will restore it ("1.18" ... "2.3", default the newest); others are
+    refused by name (UnsupportedFlinkVersionError).
     pojo_classes maps "operator/state" to a Java class name: that state's struct values are written as that POJO
     (Flink's PojoSerializer, fields by name) instead of a Row.
     """
+    metadata_version_for(flink_version)  # an unsupported target is refused before anything is read
     pojo_classes = dict(pojo_classes or {})
     store = store_or_root if isinstance(store_or_root, CheckpointStore) else open_store(store_or_root, storage_options)
     ck = store.checkpoint(checkpoint_id)  # pinned: every state below is read from this one checkpoint
@@ -155,4 +159,4 @@ def export_savepoint(
         ops.append(OperatorExport(uid, op.parallelism or 1, maxp, keyed, states, coordinator_state=coordinator, operator_id=flink_id))
     if pojo_classes:
         raise StateNotFoundError(f"POJO classes given for keyed states that checkpoint {cid} does not have: {sorted(pojo_classes)}")
-    return write_savepoint(os.fspath(dest), ops, checkpoint_id=cid, compression=compression)
+    return write_savepoint(os.fspath(dest), ops, checkpoint_id=cid, compression=compression, flink_version=flink_version)
