@@ -11,6 +11,7 @@ import contextlib
 import io
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -188,3 +189,69 @@ def test_install_extras_pin_pandas_to_what_pyspark_supports() -> None:
         pandas = [Requirement(r) for r in extras[extra] if Requirement(r).name == "pandas"]
         assert pandas, f"extra {extra!r} does not pin pandas"
         assert not pandas[0].specifier.contains("3.0.0") and pandas[0].specifier.contains("2.3.3"), (extra, str(pandas[0]))
+
+
+EDITABLE_SCRIPT = """
+import os, sys
+import pyarrow as pa
+import flinkstate as fs
+import pyspark_flinkstate
+from pyspark.sql import SparkSession
+
+root = sys.argv[1]
+with fs.open(root).begin(max_parallelism=128) as w:
+    w.put_state("sessions", fs.ValueStateDescriptor(name="count", value_type=pa.int64()),
+                pa.table({"key": ["a", "b", "c"], "value": [1, 2, 3]}))
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+read = lambda: spark.read.format("flinkstate").options(operator="sessions", state="count").load(root).count()
+try:
+    print("LOOKUP", read())
+except Exception as e:
+    print("LOOKUP", "DATA_SOURCE_NOT_FOUND" if "DATA_SOURCE_NOT_FOUND" in str(e) else repr(e))
+    pyspark_flinkstate.register(spark)
+    print("REGISTERED", read())
+print("FROM", os.path.realpath(pyspark_flinkstate.__file__))
+spark.stop()
+"""
+
+
+def _dev_site(dest: Path) -> Path:
+    """This interpreter's installed packages, flinkstate's own excepted: what `.[spark]` adds to a venv."""
+    import sysconfig
+
+    dest.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not entry.name.startswith(("flinkstate", "pyspark_flinkstate", "__editable__")) and entry.suffix != ".pth":
+            (dest / entry.name).symlink_to(entry)
+    return dest
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.parametrize("mode", ["readme-strict", "plain"])
+def test_editable_install_spark_finds_the_source(mode: str, clone: Path, tmp_path: Path) -> None:
+    # the README's editable command (link tree: Spark's lookup lists it), or a plain `pip install -e .`
+    # (import hook: the lookup misses it, register(spark) works); both run the clone's source
+    found = re.findall(r"`pip install -e ([^`]*editable_mode=strict[^`]*)`", README.read_text())
+    assert found, "README names no editable install that Spark's lookup sees"
+    args = shlex.split(found[0]) if mode == "readme-strict" else ["."]
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(env_dir)
+    python = env_dir / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "zz_dev.pth").write_text(str(_dev_site(tmp_path / "dev-site")) + "\n")  # the extras, without flinkstate
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    pip = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "-e", *args],
+                         cwd=clone, env=env, capture_output=True, text=True, timeout=600)
+    assert pip.returncode == 0, pip.stderr[-3000:]
+    (tmp_path / "script.py").write_text(EDITABLE_SCRIPT)
+    env["PYSPARK_PYTHON"] = str(python)
+    r = subprocess.run([str(python), "script.py", str(tmp_path / "job")], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"FROM {(clone / 'connector' / 'pyspark_flinkstate' / '__init__.py').resolve()}" in r.stdout, r.stdout
+    if mode == "readme-strict":
+        assert "LOOKUP 3" in r.stdout, r.stdout
+    else:
+        assert "LOOKUP DATA_SOURCE_NOT_FOUND" in r.stdout and "REGISTERED 3" in r.stdout, r.stdout
