@@ -14,6 +14,15 @@ sys.path.insert(0, os.path.dirname(__file__))
 ROOT = Path(__file__).resolve().parents[3]
 
 
+def latest_checkpoint(job_dir: Path) -> Path:
+    """The newest completed chk-N of a Flink job's checkpoint folder (one in progress when the job was cancelled has no _metadata)."""
+    from flinkstate.flink.source import chk_folders
+
+    done = chk_folders(str(job_dir))
+    assert done, f"no completed checkpoint in {job_dir}"
+    return Path(done[max(done)])
+
+
 def _harness():
     spec = importlib.util.spec_from_file_location("flinkjobs_harness", ROOT / "flinkjobs" / "harness.py")
     harness = importlib.util.module_from_spec(spec)

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import _harness
+from conftest import _harness, latest_checkpoint
 from flink_dump import check_savepoint
 
 from flinkstate.flink import read_keyed_state, read_metadata
@@ -94,6 +94,6 @@ def test_fresh_savepoints_of_version_match_dump(line: str, tmp_path: Path) -> No
     _harness().run_job(tmp_path, 100, ALL_VARIANTS, version=line)
     for variant in ALL_VARIANTS:
         d = tmp_path / variant
-        sp = d / "savepoint" if variant not in ("checkpoint", "rocksdb-checkpoint") else sorted((d / "checkpoint").glob("chk-*"))[-1]
+        sp = d / "savepoint" if variant not in ("checkpoint", "rocksdb-checkpoint") else latest_checkpoint(d / "checkpoint")
         assert check_savepoint(sp, d / "expected.jsonl") > 800, variant
         assert line in read_metadata(str(sp)).flink_version.versions, variant

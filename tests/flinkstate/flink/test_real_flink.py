@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import latest_checkpoint
 from flink_dump import check_savepoint
 
 pytestmark = [pytest.mark.flink, pytest.mark.slow]
@@ -34,7 +35,7 @@ def test_fresh_native_savepoint_and_checkpoint(flink_fresh_native: Path) -> None
     """HashMap NATIVE savepoint and retained checkpoint real Flink just wrote equal the job's dump."""
     sp = flink_fresh_native / "native" / "savepoint"
     assert check_savepoint(sp, flink_fresh_native / "native" / "expected.jsonl") > 800
-    chk = sorted((flink_fresh_native / "checkpoint" / "checkpoint").glob("chk-*"))[-1]
+    chk = latest_checkpoint(flink_fresh_native / "checkpoint" / "checkpoint")
     assert check_savepoint(chk, flink_fresh_native / "checkpoint" / "expected.jsonl") > 800
 
 
@@ -42,5 +43,5 @@ def test_fresh_rocksdb_savepoint_and_incremental_checkpoint(flink_fresh_rocksdb:
     """RocksDB NATIVE savepoint and incremental checkpoint (SSTs, list merge operands) real Flink just wrote equal the dump."""
     sp = flink_fresh_rocksdb / "rocksdb" / "savepoint"
     assert check_savepoint(sp, flink_fresh_rocksdb / "rocksdb" / "expected.jsonl") > 800
-    chk = sorted((flink_fresh_rocksdb / "rocksdb-checkpoint" / "checkpoint").glob("chk-*"))[-1]
+    chk = latest_checkpoint(flink_fresh_rocksdb / "rocksdb-checkpoint" / "checkpoint")
     assert check_savepoint(chk, flink_fresh_rocksdb / "rocksdb-checkpoint" / "expected.jsonl") > 800
