@@ -152,6 +152,8 @@ def plan_write(options: Any, spark_schema: Any, overwrite: bool) -> WritePlan:
     import flinkstate
 
     o = options if isinstance(options, WriteOptions) else parse_write_options(options)
+    if o.table != "state":
+        raise InvalidArgumentError(f"plan_write writes keyed state (table=state), not table={o.table}; FlinkStateWriter dispatches the others")
     if o.operation == "delete" and overwrite:
         raise InvalidArgumentError("option operation=delete removes keys and needs mode('append'); mode('overwrite') replaces the whole state")
     schema = _arrow_schema(spark_schema) if not isinstance(spark_schema, pa.Schema) else spark_schema

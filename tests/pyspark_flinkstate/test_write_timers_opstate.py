@@ -216,3 +216,30 @@ def test_operator_state_write_errors_commit_nothing(spark, tmp_path):
     refused(spark.createDataFrame([("r2", "b")], kv), "stateKind", state="rules", stateKind="union")
     refused(spark.createDataFrame([("r2", "b")], kv), "stateKind", state="rules", stateKind="keyed")
     refused(spark.createDataFrame([("r2", "b")], kv), "operation=delete", state="rules", operation="delete")
+
+
+def test_write_options_of_timers_and_operator_state():
+    from flinkstate.errors import InvalidArgumentError
+
+    from pyspark_flinkstate.options import parse_write_options
+
+    o = parse_write_options({"path": "/r", "operator": "op", "table": "timers", "timerService": "event_user-timers", "timeDomain": "EVENT"})
+    assert (o.table, o.state, o.time_domain) == ("timers", "event_user-timers", "event")
+    o = parse_write_options({"path": "/r", "operator": "op", "table": "operatorstate", "state": "rules", "stateKind": "broadcast"})
+    assert (o.table, o.state_kind) == ("operatorState", "broadcast")
+    assert parse_write_options({"path": "/r", "operator": "op", "state": "s", "listMode": "overwrite"}).list_mode == "overwrite"
+    bad = [
+        ({"table": "timers", "state": "a", "timerService": "b"}, "different timer services"),
+        ({"table": "timers", "state": "a", "timeDomain": "wall"}, "timeDomain"),
+        ({"table": "timers", "state": "a", "stateKind": "list"}, "stateKind"),
+        ({"table": "timers"}, "timer service"),
+        ({"table": "operatorState", "state": "a", "stateKind": "map"}, "list, union, broadcast"),
+        ({"table": "operatorState", "state": "a", "timerService": "a"}, "timerService"),
+        ({"table": "operatorState", "state": "a", "operation": "delete"}, "operation=delete"),
+        ({"table": "timers", "state": "a", "ttlMs": "5"}, "ttlMs"),
+        ({"state": "a", "listMode": "merge"}, "listMode"),
+        ({"state": "a", "table": "changes"}, "table"),
+    ]
+    for extra, match in bad:
+        with pytest.raises(InvalidArgumentError, match=match):
+            parse_write_options({"path": "/r", "operator": "op", **extra})
