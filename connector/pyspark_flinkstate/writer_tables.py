@@ -117,6 +117,11 @@ def _timer_desc(o: WriteOptions, op: Any, schema: pa.Schema) -> tuple[TimerServi
     key_t = _storage_type(schema.field("key").type)
     if not is_supported_key_type(key_t):
         raise SchemaMismatchError(f"column 'key' has type {key_t}: key groups are defined for int, long, string, boolean, float, double and structs of them")
+    keyed = [*op.keyed_states.values(), *op.timer_services.values()] if op is not None else []
+    if keyed:  # one key type per keyed operator (Flink has one key serializer): the new service takes it
+        if not castable(key_t, keyed[0].key_type):
+            raise SchemaMismatchError(f"writing new {what}: column 'key' has type {key_t}, the operator's keys are {keyed[0].key_type}")
+        key_t = keyed[0].key_type
     ns_t = _storage_type(schema.field("namespace").type) if "namespace" in schema.names else None
     return TimerServiceDescriptor(name=o.state, domain=domain, key_type=key_t, namespace_type=ns_t), True  # type: ignore[arg-type]
 

@@ -58,6 +58,31 @@ def test_list_append_appends_elements_and_list_mode_overwrite_replaces(spark, tm
     assert len(store.checkpoints()) == n
 
 
+def test_list_append_keeps_namespaces_ttl_and_task_order():
+    """The connector's task and commit steps without a JVM: TTL lists and namespaces, one key split over two tasks."""
+    import tempfile
+
+    from flinkstate.ttl import StateTtlConfig
+
+    from pyspark_flinkstate.writer import commit_plan, plan_write, write_partition
+
+    root = tempfile.mkdtemp()
+    store = fs.open(root)
+    d = ListStateDescriptor(name="l", key_type=pa.string(), namespace_type=pa.int64(), value_type=pa.int32(), ttl=StateTtlConfig(ttl_ms=10**12))
+    with store.begin() as w:
+        w.put_state("op", d, pa.table({"key": ["a", "a", "b"], "namespace": pa.array([1, 2, 1], pa.int64()),
+                                       "value": pa.array([[1, 2], [3], [4]], pa.list_(pa.int32())),
+                                       "ttl_timestamp": pa.array([[5, 6], [7], [8]], pa.list_(pa.int64()))}))
+    schema = pa.schema([("key", pa.string()), ("namespace", pa.int64()), ("value", pa.int64())])
+    plan = plan_write({"path": root, "operator": "op", "state": "l"}, schema, False)
+    b1 = pa.record_batch({"key": ["a", "c", "a"], "namespace": pa.array([1, 1, 2], pa.int64()), "value": pa.array([10, 11, 12], pa.int64())}, schema=schema)
+    b2 = pa.record_batch({"key": ["a", "b"], "namespace": pa.array([1, 1], pa.int64()), "value": pa.array([20, 21], pa.int64())}, schema=schema)
+    commit_plan(plan, [write_partition(plan, iter([b1]), 0), write_partition(plan, iter([b2]), 1)])
+    got = {(r["key"], r["namespace"]): (r["value"], r["ttl_timestamp"][:len(r["value"]) - 1]) for r in store.read_state("op", "l", raw=True).to_pylist()}
+    assert {k: v[0] for k, v in got.items()} == {("a", 1): [1, 2, 10, 20], ("a", 2): [3, 12], ("b", 1): [4, 21], ("c", 1): [11]}
+    assert got[("a", 1)][1][:2] == [5, 6] and got[("a", 2)][1] == [7] and got[("b", 1)][1] == [8]  # stored elements keep their times
+
+
 # ------------------------------------------------------------------ timers
 class _Recorder(KeyedProcessFunction):
     """Registers an event-time timer at each element's `ts`; records what fires."""
@@ -143,6 +168,7 @@ def test_timer_write_errors_name_the_culprit_and_commit_nothing(spark, tmp_path)
     refused(spark.createDataFrame([("a", 5, 1)], ok + ", extra int"), "extra", state="event-timers")
     refused(spark.createDataFrame([("a",)], "key string"), "'timestamp'", state="event-timers")
     refused(spark.createDataFrame([("a", 5)], ok), "timeDomain", state="my-timers")
+    refused(spark.createDataFrame([(1, 5)], "key bigint, timestamp bigint"), "the operator's keys", state="my-timers", timeDomain="event")
     refused(spark.createDataFrame([("a", 5)], ok), "timeDomain", state="event-timers", timeDomain="processing")
     # a timer given twice: in one task, and across tasks
     refused(spark.createDataFrame([("a", 5), ("a", 5)], ok).coalesce(1), "more than once", state="event-timers")
