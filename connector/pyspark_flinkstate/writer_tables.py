@@ -165,7 +165,8 @@ def plan_tables_write(o: WriteOptions, schema: pa.Schema, overwrite: bool) -> Ta
             what = f"operator {o.operator!r} timer service {desc.name!r}"
             need = [("key", desc.key_type)] + ([("namespace", desc.namespace_type)] if desc.namespace_type is not None else [])
             need.append(("timestamp", pa.int64()))
-            _check(schema, need, {"key_group": pa.int32()}, what, f"timers take {[n for n, _ in need]} (and optionally key_group)")
+            read_cols = {"key_group": pa.int32(), "domain": pa.string(), "timer_service": pa.string()}  # what a timers read returns
+            _check(schema, need, read_cols, what, f"timers take {[n for n, _ in need]} (and optionally {sorted(read_cols)})")
             _integer(schema, "timestamp", what)
         else:
             desc = _operator_desc(o, op, schema)
@@ -202,6 +203,11 @@ def _timer_rows(plan: TablesWritePlan, table: pa.Table) -> pa.Table:
     if ts.null_count:
         raise SchemaMismatchError(f"{plan.what}: column 'timestamp' has {ts.null_count} null values; every timer has a timestamp")
     cols[C.COL_TIMESTAMP] = ts.cast(pa.int64())
+    for name, want in (("domain", desc.domain), ("timer_service", desc.name)):  # a timers read written back: its own service only
+        if name in table.column_names:
+            other = pc.filter(table.column(name), pc.invert(pc.fill_null(pc.equal(table.column(name), want), False)))
+            if len(other):
+                raise SchemaMismatchError(f"{plan.what}: column {name!r} holds {other[0].as_py()!r}; this write is {want!r}")
     if "key_group" in table.column_names:
         cols[C.COL_KEY_GROUP] = table.column("key_group")
     cols[C.COL_TOMBSTONE] = pa.array(np.full(table.num_rows, plan.tombstones, dtype=bool))

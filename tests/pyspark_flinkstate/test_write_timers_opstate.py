@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from pyspark.sql import functions as F
 
 import flinkstate as fs
 from flinkstate.descriptors import ListStateDescriptor
@@ -146,6 +147,13 @@ def test_timers_written_from_spark_read_back_and_fire_after_restore(spark, tmp_p
     assert _timers(spark, root, "processing-timers") == [("u5", 5000, "processing")]
     assert store.timer_service("tm", "processing-timers").domain == "processing"
     assert _restore_fire(root, kw) == [("u5", 5000, "processing"), ("u7", 700, "event"), ("u8", 800, "event")]
+    # a timers read written back as is (its key_group, domain, timer_service columns) into another service
+    back = fmt(spark, root, operator="tm", table="timers", state="event-timers").withColumn("timer_service", F.lit("event_copy"))
+    _w(back, root, "overwrite", operator="tm", table="timers", state="event_copy")
+    assert _timers(spark, root, "event_copy") == [("u7", 700, "event"), ("u8", 800, "event")]
+    with pytest.raises(Exception) as ei:
+        _w(fmt(spark, root, operator="tm", table="timers", state="event-timers"), root, operator="tm", table="timers", state="event_copy")
+    assert "'timer_service'" in error_text(ei)
 
 
 def test_timer_write_errors_name_the_culprit_and_commit_nothing(spark, tmp_path):
