@@ -28,6 +28,10 @@ __all__ = [
 TABLES = ("state", "timers", "operatorState", "checkpoints", "files", "states", "operators", "changes")
 STATE_KINDS = ("value", "list", "map")
 OPERATIONS = ("upsert", "delete")
+LIST_MODES = ("append", "overwrite")
+WRITE_TABLES = ("state", "timers", "operatorState")
+OPERATOR_STATE_KINDS = ("list", "union", "broadcast")
+TIME_DOMAINS = ("event", "processing")
 
 # option names in their documented spelling (Spark hands them to us lower-cased)
 READ_OPTIONS = (
@@ -36,7 +40,7 @@ READ_OPTIONS = (
 )
 WRITE_OPTIONS = (
     "path", "operator", "state", "checkpointId", "savepoint", "operation", "maxParallelism",
-    "stateKind", "storageOptions", "ttlMs",
+    "stateKind", "storageOptions", "ttlMs", "listMode", "table", "timerService", "timeDomain",
 )
 STORAGE_PREFIX = "storage."
 
@@ -182,6 +186,9 @@ class WriteOptions:
     state_kind: str | None = None
     checkpoint_id: int | None = None
     ttl_ms: int | None = None
+    list_mode: str | None = None  # list state under mode("append"): append elements (default) or overwrite each key's list
+    table: str = "state"  # state | timers | operatorState
+    time_domain: str | None = None  # timers: event | processing (a new service needs it unless its name starts with one)
 
 
 def parse_write_options(options: Mapping[str, Any]) -> WriteOptions:
@@ -191,12 +198,29 @@ def parse_write_options(options: Mapping[str, Any]) -> WriteOptions:
 
     opts = _lower(options)
     _known(opts, WRITE_OPTIONS, "write")
+    table = _choice(opts, "table", WRITE_TABLES, "state") or "state"
     op = opts.get("operator")
-    st = opts.get("state")
+    st = opts.get("state") or (opts.get("timerservice") if table == "timers" else None)
     if not op:
         raise InvalidArgumentError("option 'operator' (the operator uid to write) is required")
     if not st:
-        raise InvalidArgumentError("option 'state' (the keyed state to write) is required")
+        what = {"state": "the keyed state", "timers": "the timer service ('state' or 'timerService')", "operatorState": "the operator state"}[table]
+        raise InvalidArgumentError(f"option 'state' ({what} to write) is required")
+    if table == "timers" and opts.get("timerservice") and opts.get("state") and opts["timerservice"] != opts["state"]:
+        raise InvalidArgumentError(f"options 'state' ({opts['state']!r}) and 'timerService' ({opts['timerservice']!r}) name different timer services")
+    if table != "timers" and opts.get("timerservice"):
+        raise InvalidArgumentError(f"option 'timerService' is for table=timers, not table={table}")
+    if table != "timers" and opts.get("timedomain"):
+        raise InvalidArgumentError(f"option 'timeDomain' is for table=timers, not table={table}")
+    if table != "state":
+        for name in ("ttlMs", "listMode"):
+            if opts.get(name.lower()):
+                raise InvalidArgumentError(f"option {name!r} is for keyed state (table=state), not table={table}")
+    if table == "timers" and opts.get("statekind"):
+        raise InvalidArgumentError("option 'stateKind' does not apply to table=timers; a timer service takes 'timeDomain' (event or processing)")
+    if table == "operatorState" and opts.get("operation", "upsert").strip().lower() == "delete":
+        raise InvalidArgumentError("option operation=delete is not supported for table=operatorState; mode('overwrite') replaces the state")
+    kinds = OPERATOR_STATE_KINDS if table == "operatorState" else STATE_KINDS
     validate_name(op, "operator uid")
     validate_name(st, "state name")
     return WriteOptions(
@@ -207,7 +231,10 @@ def parse_write_options(options: Mapping[str, Any]) -> WriteOptions:
         savepoint=_bool(opts, "savepoint", False),
         operation=_choice(opts, "operation", OPERATIONS, "upsert") or "upsert",
         max_parallelism=_int(opts, "maxParallelism", low=1, high=UPPER_BOUND_MAX_PARALLELISM),
-        state_kind=_choice(opts, "stateKind", STATE_KINDS, None),
+        state_kind=_choice(opts, "stateKind", kinds, None),
         checkpoint_id=_int(opts, "checkpointId", low=0),
         ttl_ms=_int(opts, "ttlMs", low=1),
+        list_mode=_choice(opts, "listMode", LIST_MODES, None),
+        table=table,
+        time_domain=_choice(opts, "timeDomain", TIME_DOMAINS, None),
     )

@@ -11,7 +11,9 @@ nothing becomes visible); `abort` deletes the files.
 Overwrite replaces the state: its old files are dropped and the new rows are registered as
 delta files (tasks hold arbitrary keys, so their files may cover the same key groups; deltas
 merge newest-wins where full files would shadow each other). Append upserts; with
-`operation=delete` it writes tombstones.
+`operation=delete` it writes tombstones. Append on a list state appends elements: each task
+reads the stored lists of its keys from the planned base checkpoint and writes them followed by
+the new elements (`listMode=overwrite` writes only the new lists, replacing each key's).
 """
 
 from __future__ import annotations
@@ -61,6 +63,12 @@ class WritePlan:
     tombstones: bool
     flattened_list: bool
     new_state: bool
+    list_append: bool = False  # mode("append") on an existing list state: each key's list grows by the new elements
+
+    @property
+    def collects_lists(self) -> bool:
+        """Whether tasks report key groups so the driver merges lists of one key written by several tasks."""
+        return (self.flattened_list or self.list_append) and not self.tombstones
 
     def descriptor(self) -> Any:
         from flinkstate.descriptors import descriptor_from_dict
@@ -144,6 +152,8 @@ def plan_write(options: Any, spark_schema: Any, overwrite: bool) -> WritePlan:
     import flinkstate
 
     o = options if isinstance(options, WriteOptions) else parse_write_options(options)
+    if o.table != "state":
+        raise InvalidArgumentError(f"plan_write writes keyed state (table=state), not table={o.table}; FlinkStateWriter dispatches the others")
     if o.operation == "delete" and overwrite:
         raise InvalidArgumentError("option operation=delete removes keys and needs mode('append'); mode('overwrite') replaces the whole state")
     schema = _arrow_schema(spark_schema) if not isinstance(spark_schema, pa.Schema) else spark_schema
@@ -174,11 +184,15 @@ def plan_write(options: Any, spark_schema: Any, overwrite: bool) -> WritePlan:
             if desc.kind not in ("value", "list", "map", "reducing", "aggregating"):
                 raise SchemaMismatchError(f"{what}: cannot write a {desc.kind} state")
         flattened = _check_columns(desc, schema, what, o.operation == "delete")
+        if o.list_mode is not None and (desc.kind != "list" or overwrite or o.operation == "delete"):
+            raise InvalidArgumentError(f"{what}: option listMode applies to mode('append') of a list state; this write is a "
+                                       f"{'delete' if o.operation == 'delete' else 'overwrite' if overwrite else 'append'} of a {desc.kind} state")
+        list_append = desc.kind == "list" and not overwrite and o.operation != "delete" and existing is not None and o.list_mode != "overwrite"
         return WritePlan(
             io=store.io, operator=o.operator, desc=desc.to_dict(), kind=w.kind, checkpoint_id=w.checkpoint_id,
             base_checkpoint_id=None if base is None else base.checkpoint_id, planned_version=int(w.planned_version),
             max_parallelism=mp, mode="full" if overwrite else "delta", tombstones=o.operation == "delete",
-            flattened_list=flattened, new_state=existing is None,
+            flattened_list=flattened, new_state=existing is None, list_append=list_append,
         )
     finally:
         w.abort()  # nothing written: it only pinned the plan
@@ -248,6 +262,80 @@ def _collect_lists(t: pa.Table, desc: Any) -> pa.Table:
     return out
 
 
+def _pk(desc: Any) -> list[str]:
+    return [C.COL_KEY] + ([C.COL_NAMESPACE] if desc.namespace_type is not None else [])
+
+
+def _elements(t: pa.Table, pk: list[str]) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """List rows to one row per element (row order kept); also each element's row and position in its list."""
+    values = t.column(C.COL_VALUE).combine_chunks()
+    parents = pc.list_parent_indices(values)
+    el = t.select(pk).take(parents).append_column(C.COL_VALUE, pc.list_flatten(values))
+    if C.COL_TTL in t.column_names:
+        el = el.append_column(C.COL_TTL, pc.list_flatten(t.column(C.COL_TTL).combine_chunks()))
+    par = np.asarray(parents.to_numpy(zero_copy_only=False), dtype=np.int64)
+    offs = np.asarray(values.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    pos = np.arange(len(par), dtype=np.int64) + offs[0] - offs[par] if len(par) else par
+    return el, par, pos
+
+
+def _existing_lists(plan: WritePlan, desc: Any, t: pa.Table) -> tuple[pa.Table, np.ndarray]:
+    """The stored lists (raw rows of the planned base checkpoint) of t's keys, and for each row of t its match (-1: none)."""
+    import flinkstate
+    from flinkstate.format.merge import flat_key_columns
+
+    n = t.num_rows
+    pk = _pk(desc)
+    keys = t.column(C.COL_KEY).cast(desc.key_type)
+    store = flinkstate.open(plan.io.root, plan.io.storage_options or None)
+    ex = store.read_state(plan.operator, desc.name, plan.base_checkpoint_id, keys=pc.unique(keys).to_pylist(), raw=True)
+    match = np.full(n, -1, dtype=np.int64)
+    if ex.num_rows == 0 or n == 0:
+        return ex, match
+    mine = t.select(pk).set_column(0, C.COL_KEY, keys)
+    if desc.namespace_type is not None:
+        mine = mine.set_column(1, C.COL_NAMESPACE, mine.column(C.COL_NAMESPACE).cast(desc.namespace_type))
+    lk, rk = flat_key_columns(mine, pk), flat_key_columns(ex, pk)
+    names = [f"__g{i}" for i in range(len(lk))]
+    left = pa.table({**dict(zip(names, lk)), "__l": pa.array(np.arange(n, dtype=np.int64))})
+    right = pa.table({**dict(zip(names, rk)), "__r": pa.array(np.arange(ex.num_rows, dtype=np.int64))})
+    j = left.join(right, keys=names, join_type="inner", use_threads=False)
+    match[j.column("__l").to_numpy()] = j.column("__r").to_numpy()
+    return ex, match
+
+
+def _prepend_existing(plan: WritePlan, desc: Any, new: pa.Table, ex: pa.Table, match: np.ndarray) -> pa.Table:
+    """One row per key of `new` whose list is the stored list followed by the new elements (Flink's ListState.addAll)."""
+    pk = _pk(desc)
+    rows = np.nonzero(match >= 0)[0]
+    new_el, new_par, _ = _elements(new, pk)
+    if len(rows):
+        old_el, old_par, _ = _elements(ex.take(pa.array(match[rows])), pk)
+        old_par = rows[old_par]
+    else:
+        old_el, old_par = new_el.slice(0, 0), new_par[:0]
+    row_of = np.concatenate([old_par, new_par])
+    order = pa.array(np.argsort(row_of, kind="stable"))  # per key: the stored elements first, then the new ones in order
+    offsets = pa.array(np.concatenate([[0], np.cumsum(np.bincount(row_of, minlength=new.num_rows))]).astype(np.int32))
+    out = new.select(pk)
+    vals = pa.concat_arrays([old_el.column(C.COL_VALUE).combine_chunks().cast(desc.value_type),
+                             new_el.column(C.COL_VALUE).combine_chunks().cast(desc.value_type)])
+    out = out.append_column(C.COL_VALUE, pa.ListArray.from_arrays(offsets, vals.take(order)))
+    if C.COL_TTL in new.column_names:
+        ttl = pa.concat_arrays([old_el.column(C.COL_TTL).combine_chunks().cast(pa.int64()), new_el.column(C.COL_TTL).combine_chunks().cast(pa.int64())])
+        out = out.append_column(C.COL_TTL, pa.ListArray.from_arrays(offsets, ttl.take(order)))
+    return out
+
+
+def _append_lists(plan: WritePlan, desc: Any, storage: pa.Table) -> pa.Table:
+    """A task's list rows (elements or arrays) to one row per key holding its stored list plus the new elements."""
+    el, _, _ = _elements(storage, _pk(desc))
+    new = _collect_lists(el, desc)
+    ex, match = _existing_lists(plan, desc, new)
+    out = _prepend_existing(plan, desc, new, ex, match)
+    return out.append_column(C.COL_TOMBSTONE, pa.array(np.zeros(out.num_rows, dtype=bool)))
+
+
 def write_partition(plan: WritePlan, batches: Iterator[pa.RecordBatch], partition_id: int) -> FlinkStateCommitMessage:
     """One task: write its rows as delta files (format v1) and report them."""
     from flinkstate.format.writer import with_key_groups, write_state_files
@@ -258,8 +346,10 @@ def write_partition(plan: WritePlan, batches: Iterator[pa.RecordBatch], partitio
     table = pa.Table.from_batches(bl)
     desc = plan.descriptor()
     storage = to_storage_table(table, desc, tombstones=plan.tombstones, flattened_list=plan.flattened_list)
+    if plan.list_append:
+        storage = _append_lists(plan, desc, storage)
     kgs: list[int] = []
-    if plan.flattened_list and not plan.tombstones:  # the driver merges lists split over tasks
+    if plan.collects_lists:  # the driver merges lists split over tasks
         storage = with_key_groups(storage, plan.max_parallelism, f"operator {plan.operator!r} state {desc.name!r}", desc.key_type)
         kgs = np.unique(storage.column(C.COL_KEY_GROUP).to_numpy()).tolist()
     entries = write_state_files(plan.io, plan.operator, desc, storage, checkpoint_id=plan.checkpoint_id, checkpoint_kind=plan.kind,
@@ -302,14 +392,22 @@ def _list_fixup(plan: WritePlan, messages: list[FlinkStateCommitMessage]) -> lis
     if not parts:
         return []
     t = pa.concat_tables(parts)
-    pk = [C.COL_KEY] + ([C.COL_NAMESPACE] if desc.namespace_type is not None else [])
+    pk = _pk(desc)
     # explode to elements (in task order), then collect again per key
-    values = t.column(C.COL_VALUE).combine_chunks()
-    parents = pc.list_parent_indices(values)
-    el = t.select(pk).take(parents).append_column(C.COL_VALUE, pc.list_flatten(values))
-    if C.COL_TTL in t.column_names:
-        el = el.append_column(C.COL_TTL, pc.list_flatten(t.column(C.COL_TTL).combine_chunks()))
-    merged = _collect_lists(el, desc)
+    el, par, pos = _elements(t, pk)
+    if plan.list_append:  # every task put the stored list first: keep it once
+        ex, match = _existing_lists(plan, desc, t)
+        lengths = np.zeros(t.num_rows + 1, dtype=np.int64)
+        hit = match >= 0
+        if hit.any():
+            stored = pc.fill_null(pc.list_value_length(ex.column(C.COL_VALUE).combine_chunks().take(pa.array(match[hit]))), 0)
+            lengths[np.nonzero(hit)[0]] = stored.to_numpy(zero_copy_only=False)
+        el = el.filter(pa.array(pos >= lengths[par]))
+        new = _collect_lists(el, desc)
+        ex, match = _existing_lists(plan, desc, new)
+        merged = _prepend_existing(plan, desc, new, ex, match)
+    else:
+        merged = _collect_lists(el, desc)
     merged = merged.append_column(C.COL_TOMBSTONE, pa.array(np.zeros(merged.num_rows, dtype=bool)))
     seq = max((e.seq for m in messages for e in m.entries), default=0) + 1
     return write_state_files(plan.io, plan.operator, desc, merged, checkpoint_id=plan.checkpoint_id, checkpoint_kind=plan.kind,
@@ -331,7 +429,7 @@ def commit_plan(plan: WritePlan, messages: list[Any]) -> Any:
         raise
     try:
         w.adopt(entries)
-        if plan.flattened_list and not plan.tombstones:
+        if plan.collects_lists:
             fixup = _list_fixup(plan, msgs)
             w.adopt(fixup)
             entries = entries + fixup
@@ -346,19 +444,38 @@ class FlinkStateWriter(DataSourceArrowWriter):
     """`df.write.format("flinkstate")`: a new checkpoint (or savepoint) with one state rewritten."""
 
     def __init__(self, options: dict[str, str], schema: Any, overwrite: bool) -> None:
-        self.plan = plan_write(options, schema, overwrite)
+        o = parse_write_options(options)
+        self.plan: Any
+        if o.table == "state":
+            self.plan = plan_write(o, schema, overwrite)
+        else:  # timers / operatorState
+            from pyspark_flinkstate.writer_tables import plan_tables_write
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> FlinkStateCommitMessage:
+            self.plan = plan_tables_write(o, _arrow_schema(schema) if not isinstance(schema, pa.Schema) else schema, overwrite)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
         pid = ctx.partitionId() if ctx is not None else 0
-        return write_partition(self.plan, iterator, pid)
+        if isinstance(self.plan, WritePlan):
+            return write_partition(self.plan, iterator, pid)
+        from pyspark_flinkstate.writer_tables import write_tables_partition
+
+        return write_tables_partition(self.plan, iterator, pid)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        commit_plan(self.plan, list(messages))
+        if isinstance(self.plan, WritePlan):
+            commit_plan(self.plan, list(messages))
+            return
+        from pyspark_flinkstate.writer_tables import commit_tables_plan
+
+        commit_tables_plan(self.plan, list(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        from pyspark_flinkstate.writer_tables import tables_entries
+
         for m in messages:
             if isinstance(m, FlinkStateCommitMessage):
                 delete_entries(self.plan.io, m.entries)
+        delete_entries(self.plan.io, tables_entries(list(messages)))

@@ -311,6 +311,28 @@ class CheckpointWriter:
         self._add([entry])
         return entry
 
+    def add_operator_state_files(
+        self, operator: str, descriptor: OperatorStateDescriptor, entries: Sequence[FileEntry], *, mode: Literal["full", "append"] = "full"
+    ) -> None:
+        """Register operator-state files already written (e.g. by Spark executors): `full` replaces the state,
+        `append` adds their elements to the stored ones (reads concatenate the files)."""
+        if mode not in ("full", "append"):
+            raise InvalidArgumentError(f"mode must be 'full' or 'append', got {mode!r}")
+        op = self._op(operator)
+        if descriptor.name in op.keyed_states or descriptor.name in op.timer_services:
+            raise InvalidArgumentError(f"operator {operator!r}: {descriptor.name!r} is already a keyed state or timer service")
+        old = op.operator_states.get(descriptor.name)
+        if old is not None and mode == "append" and old.to_dict() != descriptor.to_dict():
+            raise SchemaMismatchError(f"operator {operator!r} operator state {descriptor.name!r}: declared as {old.mode} "
+                                      f"{old.value_type}, appended as {descriptor.mode} {descriptor.value_type}")
+        bad = [e.path for e in entries if e.kind != C.KIND_OPERATOR or e.operator != operator or e.state != descriptor.name]
+        if bad:
+            raise InvalidArgumentError(f"operator {operator!r} operator state {descriptor.name!r}: files {bad[:3]} are not its operator-state files")
+        if mode == "full":
+            self._drop(operator, "operator", descriptor.name)
+        op.operator_states[descriptor.name] = descriptor
+        self._add(entries)
+
     def put_coordinator(self, operator: str, table: pa.Table) -> FileEntry:
         """Replace an operator coordinator's state and buffered events."""
         op = self._op(operator)

@@ -65,9 +65,9 @@ def test_max_parallelism_option_and_list_map_roundtrip(spark, tmp_path):
     got = {r.key: sorted(x.sku for x in r.value) for r in fmt(spark, root, operator="op", state="items", flattenCollections="false").collect()}
     assert got == {1: ["a", "b", "d"], 2: ["c"], 3: ["e"]}
     assert fmt(spark, root, operator="op", state="items").count() == 5
-    # unflattened input (arrays) upserts whole lists
+    # unflattened input (arrays) with listMode=overwrite replaces whole lists
     _w(spark.createDataFrame([(2, [("z", 9), ("y", 8)])], "key bigint, value array<struct<sku:string, qty:int>>"), root,
-       operator="op", state="items")
+       operator="op", state="items", listMode="overwrite")
     got = {r.key: [x.sku for x in r.value] for r in fmt(spark, root, operator="op", state="items", flattenCollections="false").collect()}
     assert got[2] == ["z", "y"] and sorted(got[1]) == ["a", "b", "d"]
     m = spark.createDataFrame([("u", "k1", [1.0]), ("u", "k2", [2.0]), ("v", "k1", [3.0])], "key string, user_key string, value array<double>")
