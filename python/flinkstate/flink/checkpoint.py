@@ -232,10 +232,10 @@ class FlinkCheckpoint(Checkpoint):
     def scan(self, operator: str, state: str, *, keys: Sequence[Any] | None = None, key_groups: Sequence[int] | None = None,
              ttl_reference: int | None = None, include_expired: bool = False, flatten: bool = True,
              columns: Sequence[str] | None = None, raw: bool = False) -> Scan:
-        from flinkstate.checkpoint import _key_groups_of
+        from flinkstate.flink.mapping import key_groups_of
 
         desc = self.state_descriptor(operator, state)
-        allowed = _key_groups_of(keys, key_groups, desc.key_type, self.max_parallelism)
+        allowed = key_groups_of(self.meta, self.uids[operator], keys, key_groups, desc.key_type, self.max_parallelism)
         ref = self.created_ms if ttl_reference is None else int(ttl_reference)
         d = desc.to_dict()
         cols = None if columns is None else list(columns)
@@ -320,11 +320,16 @@ def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: M
 
 
 def load_flink_checkpoint(path: str, *, ttl: Mapping[str, StateTtlConfig | int] | None = None,
-                          reference_ms: int | None = None) -> FlinkCheckpoint:
-    """Parse the `_metadata` at path (file or folder) and map its operators' states; the savepoint's time is the file's."""
+                          reference_ms: int | None = None, pyflink: Any = None) -> FlinkCheckpoint:
+    """Parse the `_metadata` at path (file or folder) and map its operators' states; the savepoint's time is the file's.
+
+    pyflink: a `flink.pyflink.PyFlinkOptions` (types of PyFlink jobs' states, unpickle), else the defaults.
+    """
     from flinkstate.flink.metadata import read_metadata
 
     meta = read_metadata(path)
+    if pyflink is not None:
+        meta.options["pyflink"] = pyflink
     unknown: list[str] = []
     ops: dict[str, OperatorMetadata] = {}
     uids: dict[str, str] = {}

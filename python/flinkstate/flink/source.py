@@ -46,9 +46,13 @@ class FlinkSource(ReadApi):
     """The checkpoints of a Flink savepoint, retained checkpoint or job checkpoint folder (read only)."""
 
     def __init__(self, path: str | os.PathLike[str], *, ttl: Mapping[str, StateTtlConfig | int] | None = None,
-                 reference_ms: int | None = None) -> None:
+                 reference_ms: int | None = None, pyflink: Mapping[str, Any] | None = None, unpickle: bool = False) -> None:
+        from flinkstate.flink.pyflink import PyFlinkOptions
+
         self.path = os.fspath(path).removeprefix("file://")
         self.ttl = dict(ttl or {})
+        # PyFlink jobs: state types per "operator/state" or "state" (flink.pyflink.value_state...); unpickle runs code
+        self.pyflink = PyFlinkOptions(dict(pyflink or {}), unpickle=bool(unpickle))
         self.reference_ms = reference_ms
         if os.path.basename(self.path) == "_metadata" or os.path.isfile(os.path.join(self.path, "_metadata")):
             folder = os.path.dirname(self.path) if os.path.basename(self.path) == "_metadata" else self.path
@@ -70,7 +74,8 @@ class FlinkSource(ReadApi):
     def _load(self, key: int) -> FlinkCheckpoint:
         ck = self._loaded.get(key)
         if ck is None:
-            ck = self._loaded[key] = load_flink_checkpoint(self._folders[key], ttl=self.ttl, reference_ms=self.reference_ms)
+            ck = self._loaded[key] = load_flink_checkpoint(self._folders[key], ttl=self.ttl, reference_ms=self.reference_ms,
+                                                         pyflink=self.pyflink)
         return ck
 
     def checkpoint(self, checkpoint_id: int | None = None) -> FlinkCheckpoint:

@@ -1,0 +1,340 @@
+"""PyFlink jobs' keyed state: Flink's `python-state-X` states read back as the Python job's state `X`.
+
+Sources (apache/flink, flink-python): `BeamKeyedStateStore` stores a Python state `X` as Java state
+`python-state-X`: value and list state as a LIST of `byte[]` (each Beam bag append is one element
+holding one or more values encoded back to back; a ValueState update clears and appends one), map
+state as `MapSerializer[ByteArrayWrapperSerializer, byte[]]`. The bytes are PyFlink coder output
+(`pyflink/fn_execution/coder_impl_slow.py`, no length prefix per value): LONG 8 bytes big-endian,
+INT 4, SHORT 2, BYTE 1, DOUBLE/FLOAT IEEE big-endian, BOOLEAN 1 byte, STRING and byte arrays
+i32 length + bytes (UTF-8), ROW a null mask (2 RowKind bits, then one bit per field, MSB first) +
+the non-null fields, PICKLED_BYTE_ARRAY i32 length + `pickle.dumps` bytes. A keyed stream's key is
+`Row.of(key)` (`DataStream.key_by`: `Types.ROW([key_type])`), so its key group is
+`murmurHash(Row.hashCode())` with `Row.hashCode() = 31*0 + (31 + (31 + key.hashCode()))`.
+
+The savepoint does not hold the Python types (every value is `byte[]` to Java), nor whether a
+LIST is a ValueState or a ListState: a user declares them per state (`value_state`, `list_state`,
+`map_state`); undeclared states read as list (or map) state of the raw coder bytes. Pickled values
+come as their pickle bytes; `unpickle=True` unpickles them, which runs code chosen by whoever wrote
+the savepoint: only for savepoints you trust.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import struct
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from flinkstate.errors import InvalidArgumentError
+from flinkstate.flink.errors import CorruptFileError, UnsupportedSerializerError
+from flinkstate.keygroups import java_hash_code, murmur_hash
+
+__all__ = ["PREFIX", "PICKLED", "Pickled", "PyFlinkDecoder", "PyFlinkOptions", "PyFlinkState", "is_pyflink_state", "list_state",
+           "map_state", "pyflink_states", "row_key_group", "row_key_groups", "value_state"]
+
+PREFIX = "python-state-"
+_ROW_KIND_BITS = 2
+
+
+@dataclass(frozen=True)
+class Pickled:
+    """PyFlink's PICKLED_BYTE_ARRAY (the default type): bytes, or with `unpickle=True` objects converted to `as_type`."""
+
+    as_type: pa.DataType | None = None
+
+
+PICKLED = Pickled()
+PyFlinkType = pa.DataType | Pickled
+
+
+@dataclass(frozen=True)
+class PyFlinkState:
+    """What a PyFlink job declared for one state: its kind and the types its coders wrote."""
+
+    kind: Literal["value", "list", "map"]
+    value_type: PyFlinkType
+    user_key_type: PyFlinkType | None = None
+    raw: bool = False  # undeclared: the coder bytes as stored, not decoded
+
+
+def value_state(value_type: PyFlinkType) -> PyFlinkState:
+    """A ValueStateDescriptor's declaration (Types.LONG() is pa.int64(), ROW a struct, PICKLED_BYTE_ARRAY `PICKLED`)."""
+    return PyFlinkState("value", value_type)
+
+
+def list_state(element_type: PyFlinkType) -> PyFlinkState:
+    """A ListStateDescriptor's declaration (the element type)."""
+    return PyFlinkState("list", element_type)
+
+
+def map_state(key_type: PyFlinkType, value_type: PyFlinkType) -> PyFlinkState:
+    """A MapStateDescriptor's declaration (user key and value types)."""
+    return PyFlinkState("map", value_type, key_type)
+
+
+@dataclass(frozen=True)
+class PyFlinkOptions:
+    """The declared PyFlink states ("operator/state" or "state" -> PyFlinkState) and whether to unpickle."""
+
+    states: Mapping[str, PyFlinkState] = dataclasses.field(default_factory=dict)
+    unpickle: bool = False
+
+    def declared(self, op: str, state: str) -> PyFlinkState | None:
+        """The declaration of a state of an operator, if any."""
+        got = self.states.get(f"{op}/{state}", self.states.get(state))
+        if got is not None and not isinstance(got, PyFlinkState):
+            raise InvalidArgumentError(f"PyFlink state {op}/{state}: declare it with value_state/list_state/map_state, got {got!r}")
+        return got
+
+
+def is_pyflink_state(name: str, key_node: Any, value_node: Any, kind: str) -> bool:
+    """True for a state a PyFlink job wrote: `python-state-` name, one-field Row key, byte[] values."""
+    if not name.startswith(PREFIX) or key_node.kind != "row" or len(key_node.children) != 1:
+        return False
+    if kind == "LIST":
+        return value_node.kind == "list" and _bytes_node(value_node.children[0])
+    if kind == "MAP":
+        return value_node.kind == "map" and all(_bytes_node(c) for c in value_node.children)
+    return False
+
+
+def _bytes_node(node: Any) -> bool:
+    if node.kind == "ttl":
+        node = node.children[1]
+    return node.kind == "bytes"
+
+
+# ------------------------------------------------------------------------------------------- key groups
+def row_key_group(key: Any, key_type: pa.DataType, max_parallelism: int) -> int:
+    """The key group of `Row.of(key)`, as PyFlink's keyed streams assign it."""
+    inner = 0 if key is None else java_hash_code(key, key_type)
+    code = (31 * 0 + (31 + (31 + inner))) & 0xFFFFFFFF
+    code = code - (1 << 32) if code & 0x80000000 else code
+    return murmur_hash(code) % max_parallelism
+
+
+def row_key_groups(keys: list[Any], key_type: pa.DataType, max_parallelism: int) -> set[int]:
+    """The key groups of PyFlink keys (each wrapped in a one-field Row)."""
+    try:
+        return {row_key_group(k, key_type, max_parallelism) for k in keys}
+    except (InvalidArgumentError, TypeError, ValueError, OverflowError) as e:
+        raise InvalidArgumentError(f"keys {keys[:5]!r} are not values of the PyFlink key type {key_type}: {e}") from e
+
+
+# ------------------------------------------------------------------------------------------- coders
+Reader = Callable[[bytes, int], tuple[Any, int]]
+_FIXED = {pa.int64(): ">q", pa.int32(): ">i", pa.int16(): ">h", pa.int8(): ">b", pa.float64(): ">d", pa.float32(): ">f",
+          pa.date32(): ">i", pa.timestamp("ms"): ">q"}
+
+
+def _fixed(fmt: str) -> Reader:
+    s = struct.Struct(fmt)
+
+    def read(buf: bytes, pos: int) -> tuple[Any, int]:
+        return s.unpack_from(buf, pos)[0], pos + s.size
+
+    return read
+
+
+def _sized(buf: bytes, pos: int) -> tuple[bytes, int]:
+    n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+    end = pos + 4 + n
+    if n < 0 or end > len(buf):
+        raise IndexError(f"a length of {n} at offset {pos} runs past the value's end")
+    return bytes(buf[pos + 4 : end]), end
+
+
+def _string(buf: bytes, pos: int) -> tuple[str, int]:
+    raw, pos = _sized(buf, pos)
+    return raw.decode("utf-8"), pos
+
+
+def _bool(buf: bytes, pos: int) -> tuple[bool, int]:
+    return buf[pos] != 0, pos + 1
+
+
+def coder_reader(t: PyFlinkType, unpickle: bool, ctx: str) -> Reader:
+    """A (buf, pos) -> (value, pos) reader of PyFlink coder bytes for a declared type."""
+    if isinstance(t, Pickled):
+        if not unpickle:
+            return _sized
+        if t.as_type is None:
+            raise InvalidArgumentError(f"{ctx}: unpickle=True needs the Arrow type of the unpickled values: PICKLED = Pickled(as_type=...)")
+
+        def unpickled(buf: bytes, pos: int) -> tuple[Any, int]:
+            raw, pos = _sized(buf, pos)
+            return pickle.loads(raw), pos  # noqa: S301 - opted into by the user (unpickle=True): trusted savepoints only
+
+        return unpickled
+    if t in _FIXED:
+        return _fixed(_FIXED[t])
+    if pa.types.is_boolean(t):
+        return _bool
+    if pa.types.is_string(t):
+        return _string
+    if pa.types.is_binary(t):
+        return _sized
+    if pa.types.is_struct(t):
+        return _row(t, unpickle, ctx)
+    if pa.types.is_list(t):
+        elem = coder_reader(t.value_type, unpickle, ctx)
+
+        def array(buf: bytes, pos: int) -> tuple[list[Any], int]:  # GenericArrayCoder: i32 n, (present flag, value)*
+            n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+            pos += 4
+            out = []
+            for _ in range(n):
+                present = buf[pos]
+                pos += 1
+                v = None
+                if present:
+                    v, pos = elem(buf, pos)
+                out.append(v)
+            return out, pos
+
+        return array
+    if pa.types.is_map(t):
+        kr = coder_reader(t.key_type, unpickle, ctx)
+        vr = coder_reader(t.item_type, unpickle, ctx)
+
+        def mapping(buf: bytes, pos: int) -> tuple[list[tuple[Any, Any]], int]:  # MapCoder: i32 n, (key, null flag, value)*
+            n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+            pos += 4
+            out = []
+            for _ in range(n):
+                k, pos = kr(buf, pos)
+                isnull = buf[pos]
+                pos += 1
+                v = None
+                if not isnull:
+                    v, pos = vr(buf, pos)
+                out.append((k, v))
+            return out, pos
+
+        return mapping
+    raise UnsupportedSerializerError(f"{ctx}: PyFlink values of Arrow type {t} cannot be decoded")
+
+
+def _row(t: pa.StructType, unpickle: bool, ctx: str) -> Reader:
+    fields = [(t.field(i).name, coder_reader(t.field(i).type, unpickle, ctx)) for i in range(t.num_fields)]
+    mask_bytes = (len(fields) + _ROW_KIND_BITS + 7) // 8
+    top = 8 * mask_bytes - 1 - _ROW_KIND_BITS
+
+    def read(buf: bytes, pos: int) -> tuple[dict[str, Any], int]:
+        mask = int.from_bytes(buf[pos : pos + mask_bytes], "big")
+        pos += mask_bytes
+        out: dict[str, Any] = {}
+        for i, (name, rd) in enumerate(fields):
+            if (mask >> (top - i)) & 1:
+                out[name] = None
+            else:
+                out[name], pos = rd(buf, pos)
+        return out, pos
+
+    return read
+
+
+def arrow_of(t: PyFlinkType, unpickle: bool) -> pa.DataType:
+    """The Arrow type a declared PyFlink type reads as."""
+    if isinstance(t, Pickled):
+        return t.as_type if unpickle and t.as_type is not None else pa.binary()
+    return t
+
+
+# ------------------------------------------------------------------------------------------- decoded tables
+class PyFlinkDecoder:
+    """A decoded `python-state-X` state seen as the Python job's state `X`: key unwrapped, coder bytes decoded."""
+
+    def __init__(self, inner: Any, declared: PyFlinkState | None, opts: PyFlinkOptions) -> None:
+        self.inner = inner
+        self.name = inner.meta.name.removeprefix(PREFIX)
+        self.meta = dataclasses.replace(inner.meta, name=self.name)
+        self.ctx = f"{inner.ctx.rsplit(', state ', 1)[0]}, state {self.name!r} (Flink state {inner.meta.name!r})"
+        java_kind = inner.kind
+        if declared is None:
+            declared = PyFlinkState("map", pa.binary(), pa.binary(), raw=True) if java_kind == "MAP" else PyFlinkState("list", pa.binary(), raw=True)
+        if (declared.kind == "map") != (java_kind == "MAP"):
+            raise InvalidArgumentError(f"{self.ctx}: declared as PyFlink {declared.kind} state, but Flink stored a {java_kind} state")
+        self.declared = declared
+        self.unpickle = opts.unpickle
+        self.kind = declared.kind.upper()
+        self.timer = False
+        self.ttl = inner.ttl
+        self.key_node = inner.key_node.children[0]
+        self.ns_node = inner.ns_node
+        self.value_node = inner.value_node
+        self.elem_node = inner.elem_node
+        self.key_type = arrow_type_of(self.key_node)
+        self.value_type = arrow_of(declared.value_type, opts.unpickle)
+        self.user_key_type = None if declared.user_key_type is None else arrow_of(declared.user_key_type, opts.unpickle)
+
+    def table(self) -> pa.Table:
+        """The entries as the Python job holds them: one row per value, list element or map entry, Flink's key groups."""
+        t = self.inner.table()
+        key = t.column("key").combine_chunks().field(0) if t.num_rows else pa.array([], self.key_type)
+        cols: dict[str, pa.Array] = {"key_group": t.column("key_group").combine_chunks(), "key": key}
+        if "namespace" in t.column_names:
+            cols["namespace"] = t.column("namespace").combine_chunks()
+        if "ttl_last_access" in t.column_names:
+            cols["ttl_last_access"] = t.column("ttl_last_access").combine_chunks()
+        blobs = t.column("value").to_pylist()
+        d = self.declared
+        read = _raw if d.raw else coder_reader(d.value_type, self.unpickle, self.ctx)
+        idx: list[int] = []
+        vals: list[Any] = []
+        try:
+            if self.kind == "MAP":
+                kread = _raw if d.raw else coder_reader(d.user_key_type or pa.binary(), self.unpickle, self.ctx)
+                cols["user_key"] = pa.array([_one(kread, b) for b in t.column("user_key").to_pylist()], self.user_key_type)
+                return pa.table({**cols, "value": pa.array([None if b is None else _one(read, b) for b in blobs], self.value_type)})
+            for i, b in enumerate(blobs):
+                pos = 0
+                while pos < len(b):  # one Beam bag append: values back to back
+                    v, pos = read(b, pos)
+                    idx.append(i)
+                    vals.append(v)
+        except (IndexError, ValueError, struct.error, UnicodeDecodeError, pickle.UnpicklingError) as e:
+            raise CorruptFileError(f"{self.ctx}: PyFlink coder bytes do not decode as {d}: {e}") from e
+        take = pa.array(idx, pa.int64())
+        if self.kind == "VALUE" and len(set(idx)) != len(idx):
+            raise CorruptFileError(f"{self.ctx}: declared a value state, but a key holds several values (a list state?)")
+        out = {c: a.take(take) for c, a in cols.items()}
+        out["value"] = pa.array(vals, self.value_type)
+        return pa.table(out)
+
+
+def _raw(buf: bytes, pos: int) -> tuple[bytes, int]:
+    return bytes(buf[pos:]), len(buf)
+
+
+def _one(read: Reader, b: bytes) -> Any:
+    v, pos = read(b, 0)
+    if pos != len(b):
+        raise ValueError(f"{len(b) - pos} unread bytes after a value")
+    return v
+
+
+def arrow_type_of(node: Any) -> pa.DataType:
+    """The Arrow type of a Flink serializer node (the unwrapped PyFlink key)."""
+    from flinkstate.flink.serializers import arrow_type
+
+    return arrow_type(node)
+
+
+def pyflink_states(meta: Any, op: Any, decoders: dict[str, Any]) -> dict[str, Any]:
+    """An operator's decoders with each PyFlink state under its Python name (the others as they are)."""
+    opts = meta.options.get("pyflink") or PyFlinkOptions()
+    out: dict[str, Any] = {}
+    for name, dec in decoders.items():
+        if not dec.timer and is_pyflink_state(name, dec.key_node, dec.value_node, dec.kind):
+            label = op.uid or op.operator_id
+            meta.options.setdefault("pyflink_ops", set()).add(label)
+            py = PyFlinkDecoder(dec, opts.declared(label, name.removeprefix(PREFIX)), opts)
+            out[py.name] = py
+        else:
+            out[name] = dec
+    return out
