@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import pyarrow as pa
 
 from flinkstate.errors import InvalidArgumentError
@@ -34,7 +35,7 @@ from flinkstate.flink.errors import CorruptFileError, UnsupportedSerializerError
 from flinkstate.keygroups import java_hash_code, murmur_hash
 
 __all__ = ["PREFIX", "PICKLED", "Pickled", "PyFlinkDecoder", "PyFlinkOptions", "PyFlinkState", "is_pyflink_state", "list_state",
-           "map_state", "pyflink_states", "row_key_group", "row_key_groups", "value_state"]
+           "map_state", "pyflink_states", "row_key_group", "row_key_groups", "row_key_groups_array", "value_state"]
 
 PREFIX = "python-state-"
 _ROW_KIND_BITS = 2
@@ -115,6 +116,26 @@ def row_key_group(key: Any, key_type: pa.DataType, max_parallelism: int) -> int:
     code = (31 * 0 + (31 + (31 + inner))) & 0xFFFFFFFF
     code = code - (1 << 32) if code & 0x80000000 else code
     return murmur_hash(code) % max_parallelism
+
+
+def row_key_groups_array(keys: pa.Array | pa.ChunkedArray, max_parallelism: int) -> pa.Array:
+    """Key groups of Row keys (a struct array: Row's fields; any other array: one-field Rows of it), vectorized.
+
+    `RowUtils.deepHashCodeRow`: 31 * RowKind.INSERT(0) + deepHashCode(fields), where the fields' hash is
+    Arrays.hashCode-like (start 1, times 31) over `31 + field.hashCode()` per field (0 for a null field).
+    """
+    from flinkstate.keygroups import _hash_array, _murmur_np
+
+    arr = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    fields = [arr.field(i) for i in range(arr.type.num_fields)] if pa.types.is_struct(arr.type) else [arr]
+    h = np.ones(len(arr), dtype=np.uint32)
+    for f in fields:
+        inner = np.zeros(len(arr), dtype=np.uint32)
+        valid = f.is_valid().to_numpy(zero_copy_only=False)
+        if valid.any():
+            inner[valid] = _hash_array(f.filter(pa.array(valid))) + np.uint32(31)
+        h = h * np.uint32(31) + inner
+    return pa.array(_murmur_np(h, max_parallelism).view(np.int32), pa.int32())
 
 
 def row_key_groups(keys: list[Any], key_type: pa.DataType, max_parallelism: int) -> set[int]:

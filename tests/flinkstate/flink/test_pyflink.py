@@ -20,7 +20,7 @@ import pytest
 import flinkstate
 from flinkstate.errors import InvalidArgumentError
 from flinkstate.flink.errors import CorruptFileError
-from flinkstate.flink.pyflink import PICKLED, Pickled, list_state, map_state, row_key_group, value_state
+from flinkstate.flink.pyflink import PICKLED, Pickled, list_state, map_state, row_key_group, row_key_groups_array, value_state
 from flinkstate.keygroups import assign_key_group
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -143,6 +143,26 @@ def test_wrong_declarations_are_typed_errors() -> None:
     as_list = flinkstate.open(FIXTURE / "savepoint", pyflink={"counts": list_state(pa.string())})
     with pytest.raises(InvalidArgumentError, match="counts.*MAP"):
         as_list.read_state("by-long", "total")  # Flink stored a map state: said when the savepoint is opened
+
+
+def test_row_keyed_savepoint_verifies_row_hash_key_groups() -> None:
+    """read_keyed_state checks each stored key group against Row.hashCode (a Row key is not a Tuple)."""
+    from flinkstate.flink import read_keyed_state
+    from flinkstate.flink.metadata import read_metadata
+
+    meta = read_metadata(str(FIXTURE / "savepoint"))
+    for op in OPS:
+        total = read_keyed_state(meta, op).states["python-state-total"]
+        want = {k: w["key_group"] for k, w in expected(FIXTURE)[op].items()}
+        assert {r["key"]["f0"]: r["key_group"] for r in total.to_pylist()} == want
+
+
+def test_row_key_groups_match_flink_for_multi_field_rows() -> None:
+    """Values from Flink 2.3's KeyGroupRangeAssignment.assignToKeyGroup(Row.of(...), maxP) (jshell, flink-dist-2.3.0.jar)."""
+    t = pa.struct([("a", pa.int64()), ("b", pa.string()), ("c", pa.int32())])
+    assert row_key_groups_array(pa.array([{"a": 5, "b": "ab", "c": None}], t), 128).to_pylist() == [58]
+    assert row_key_groups_array(pa.array([{"a": -7, "b": "η", "c": 3}], t), 300).to_pylist() == [30]
+    assert row_key_groups_array(pa.array([2 << 40]), 128).to_pylist() == [126] == [row_key_group(2 << 40, pa.int64(), 128)]
 
 
 @pytest.mark.flink
