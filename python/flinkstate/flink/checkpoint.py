@@ -253,10 +253,10 @@ class FlinkCheckpoint(Checkpoint):
 
     def scan_timers(self, operator: str, service: str | None = None, *, keys: Sequence[Any] | None = None,
                     key_groups: Sequence[int] | None = None, timestamp_filter: Any = None, service_columns: bool = False) -> Scan:
-        from flinkstate.checkpoint import _key_groups_of
+        from flinkstate.flink.mapping import key_groups_of
 
         services = self.timer_services_of(operator, service)
-        allowed = _key_groups_of(keys, key_groups, services[0].key_type, self.max_parallelism)
+        allowed = key_groups_of(self.meta, self.uids[operator], keys, key_groups, services[0].key_type, self.max_parallelism)
         sd = [s.to_dict() for s in services]
         with_cols = service_columns or service is None
         tasks: list[ScanTask] = [

@@ -34,7 +34,7 @@ from flinkstate.errors import InvalidArgumentError
 from flinkstate.flink.errors import CorruptFileError, UnsupportedSerializerError
 from flinkstate.keygroups import java_hash_code, murmur_hash
 
-__all__ = ["PREFIX", "PICKLED", "Pickled", "PyFlinkDecoder", "PyFlinkOptions", "PyFlinkState", "is_pyflink_state", "list_state",
+__all__ = ["PREFIX", "PICKLED", "Pickled", "PyFlinkDecoder", "PyFlinkOptions", "PyFlinkState", "PyFlinkTimerDecoder", "is_pyflink_state", "list_state",
            "map_state", "pyflink_states", "row_key_group", "row_key_groups", "row_key_groups_array", "value_state"]
 
 PREFIX = "python-state-"
@@ -346,14 +346,40 @@ def arrow_type_of(node: Any) -> pa.DataType:
     return arrow_type(node)
 
 
+class PyFlinkTimerDecoder:
+    """A PyFlink operator's timer service with its Row-wrapped key unwrapped (Flink's key groups kept)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.meta = inner.meta
+        self.ctx = inner.ctx
+        self.timer = True
+        self.kind = "TIMER"
+        self.ttl = False
+        self.key_node = inner.key_node.children[0]
+        self.ns_node = inner.ns_node
+        self.value_node = None
+
+    def table(self) -> pa.Table:
+        """The timers (key_group, key, [namespace], timestamp) with the key out of its Row."""
+        t = self.inner.table()
+        key = t.column("key").combine_chunks().field(0) if t.num_rows else pa.array([], arrow_type_of(self.key_node))
+        return t.set_column(t.column_names.index("key"), "key", key)
+
+
 def pyflink_states(meta: Any, op: Any, decoders: dict[str, Any]) -> dict[str, Any]:
-    """An operator's decoders with each PyFlink state under its Python name (the others as they are)."""
+    """An operator's decoders with each PyFlink state under its Python name and its timers' keys unwrapped."""
     opts = meta.options.get("pyflink") or PyFlinkOptions()
+    label = op.uid or op.operator_id
+    if not any(not d.timer and is_pyflink_state(n, d.key_node, d.value_node, d.kind) for n, d in decoders.items()):
+        return decoders
+    meta.options.setdefault("pyflink_ops", set()).add(label)
     out: dict[str, Any] = {}
     for name, dec in decoders.items():
-        if not dec.timer and is_pyflink_state(name, dec.key_node, dec.value_node, dec.kind):
-            label = op.uid or op.operator_id
-            meta.options.setdefault("pyflink_ops", set()).add(label)
+        if dec.timer:
+            row = dec.key_node.kind == "row" and len(dec.key_node.children) == 1
+            out[name] = PyFlinkTimerDecoder(dec) if row else dec
+        elif is_pyflink_state(name, dec.key_node, dec.value_node, dec.kind):
             py = PyFlinkDecoder(dec, opts.declared(label, name.removeprefix(PREFIX)), opts)
             out[py.name] = py
         else:

@@ -59,6 +59,8 @@ def check_savepoint(folder: Path) -> int:
         want = exp[op]
         assert want, op
         reads = {s: by_key(src.read_state(op, s)) for s in DECLARED}
+        for domain in ("event", "processing"):  # timers of the Row-keyed operator: keys unwrapped too
+            reads[domain] = by_key(src.read_timers(op, f"{domain}_user-timers"))
         for s, rows in reads.items():
             assert set(rows) == set(want), (op, s)
         for key, w in want.items():
@@ -73,6 +75,8 @@ def check_savepoint(folder: Path) -> int:
             assert len(reads["counts"][key]) == len(w["counts"])
             [blob] = [r["value"] for r in reads["blob"][key]]
             assert isinstance(blob, bytes) and pickle.loads(blob) == w["blob"]  # the test's own fixture: trusted
+            timers = sorted([d, r["timestamp"]] for d in ("event", "processing") for r in reads[d][key])
+            assert timers == w["timers"]
             assert row_key_group(key, key_type, 128) == kg
             checked += 1
     return checked
@@ -128,6 +132,8 @@ def test_key_lookup_hashes_the_row_wrapped_key(op: str) -> None:
         assert [r["value"] for r in rows] == w["history"] and {r["key"] for r in rows} == {key}
         assert src.read_state(op, "total", keys=[key]).column("key_group").to_pylist() == [w["key_group"]]
         differs += assign_key_group(key, 128, OPS[op]) != w["key_group"]
+        timers = src.checkpoint().scan_timers(op, "event_user-timers", keys=[key]).to_arrow()
+        assert sorted(timers.column("timestamp").to_pylist()) == [t for d, t in w["timers"] if d == "event"]
     assert differs > len(exp) // 2
     assert src.read_state(op, "total", keys=list(exp)[:3]).num_rows == 3
 
