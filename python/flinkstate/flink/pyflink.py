@@ -31,11 +31,11 @@ import numpy as np
 import pyarrow as pa
 
 from flinkstate.errors import InvalidArgumentError
-from flinkstate.flink.errors import CorruptFileError, UnsupportedSerializerError
+from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError, UnsupportedSerializerError
 from flinkstate.keygroups import java_hash_code, murmur_hash
 
 __all__ = ["PREFIX", "PICKLED", "Pickled", "PyFlinkDecoder", "PyFlinkOptions", "PyFlinkState", "PyFlinkTimerDecoder", "is_pyflink_state", "list_state",
-           "map_state", "pyflink_states", "row_key_group", "row_key_groups", "row_key_groups_array", "value_state"]
+           "map_state", "pyflink_states", "refuse_import", "row_key_group", "row_key_groups", "row_key_groups_array", "value_state"]
 
 PREFIX = "python-state-"
 _ROW_KIND_BITS = 2
@@ -385,3 +385,12 @@ def pyflink_states(meta: Any, op: Any, decoders: dict[str, Any]) -> dict[str, An
         else:
             out[name] = dec
     return out
+
+
+def refuse_import(dec: Any, op: Any, path: str) -> None:
+    """A PyFlink operator cannot be imported: flinkstate groups keys by murmurHash(key.hashCode()), PyFlink by its Row's."""
+    if isinstance(dec, (PyFlinkDecoder, PyFlinkTimerDecoder)):
+        raise UnsupportedFlinkFormatError(
+            f"{path}: operator {op.label} is a PyFlink job's (state {dec.meta.name!r}): its keys are grouped by the hash of the "
+            "one-field Row PyFlink wraps them in, which flinkstate's key groups do not follow, so it cannot be imported "
+            "unchanged; read it in place with flinkstate.open(savepoint)")

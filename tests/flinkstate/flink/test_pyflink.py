@@ -19,7 +19,7 @@ import pytest
 
 import flinkstate
 from flinkstate.errors import InvalidArgumentError
-from flinkstate.flink.errors import CorruptFileError
+from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
 from flinkstate.flink.pyflink import PICKLED, Pickled, list_state, map_state, row_key_group, row_key_groups_array, value_state
 from flinkstate.keygroups import assign_key_group
 
@@ -169,6 +169,15 @@ def test_row_key_groups_match_flink_for_multi_field_rows() -> None:
     assert row_key_groups_array(pa.array([{"a": 5, "b": "ab", "c": None}], t), 128).to_pylist() == [58]
     assert row_key_groups_array(pa.array([{"a": -7, "b": "η", "c": 3}], t), 300).to_pylist() == [30]
     assert row_key_groups_array(pa.array([2 << 40]), 128).to_pylist() == [126] == [row_key_group(2 << 40, pa.int64(), 128)]
+
+
+def test_import_refuses_pyflink_operators(tmp_path: Path) -> None:
+    """flinkstate's key groups are murmur(key.hashCode()): PyFlink's Row-hash groups cannot be imported unchanged."""
+    from flinkstate.flink.importer import import_savepoint
+
+    with pytest.raises(UnsupportedFlinkFormatError, match="by-(long|string).*PyFlink"):
+        import_savepoint(FIXTURE / "savepoint", tmp_path / "root")
+    assert flinkstate.open(tmp_path / "root").checkpoints() == []  # nothing committed
 
 
 @pytest.mark.flink
