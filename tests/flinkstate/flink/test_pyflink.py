@@ -171,6 +171,11 @@ def test_row_key_groups_match_flink_for_multi_field_rows() -> None:
     assert row_key_groups_array(pa.array([2 << 40]), 128).to_pylist() == [126] == [row_key_group(2 << 40, pa.int64(), 128)]
 
 
+def test_flink_options_on_a_flinkstate_root_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgumentError, match="pyflink"):
+        flinkstate.open(tmp_path / "root", pyflink=DECLARED)
+
+
 def test_import_refuses_pyflink_operators(tmp_path: Path) -> None:
     """flinkstate's key groups are murmur(key.hashCode()): PyFlink's Row-hash groups cannot be imported unchanged."""
     from flinkstate.flink.importer import import_savepoint
