@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from flinkstate.errors import InvalidArgumentError
+from flinkstate.flink._pyflink_vector import vector_values
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError, UnsupportedSerializerError
 from flinkstate.keygroups import java_hash_code, murmur_hash
 
@@ -302,41 +303,49 @@ class PyFlinkDecoder:
             cols["namespace"] = t.column("namespace").combine_chunks()
         if "ttl_last_access" in t.column_names:
             cols["ttl_last_access"] = t.column("ttl_last_access").combine_chunks()
-        blobs = t.column("value").to_pylist()
         d = self.declared
-        read = _raw if d.raw else coder_reader(d.value_type, self.unpickle, self.ctx)
-        idx: list[int] = []
-        vals: list[Any] = []
         try:
             if self.kind == "MAP":
-                kread = _raw if d.raw else coder_reader(d.user_key_type or pa.binary(), self.unpickle, self.ctx)
-                cols["user_key"] = pa.array([_one(kread, b) for b in t.column("user_key").to_pylist()], self.user_key_type)
-                return pa.table({**cols, "value": pa.array([None if b is None else _one(read, b) for b in blobs], self.value_type)})
-            for i, b in enumerate(blobs):
-                pos = 0
-                while pos < len(b):  # one Beam bag append: values back to back
-                    v, pos = read(b, pos)
-                    idx.append(i)
-                    vals.append(v)
-        except (IndexError, ValueError, struct.error, UnicodeDecodeError, pickle.UnpicklingError) as e:
+                uk_idx, cols["user_key"] = self._values(t.column("user_key").combine_chunks(), d.user_key_type)
+                v_idx, value = self._values(t.column("value").combine_chunks(), d.value_type)
+                if len(uk_idx) != t.num_rows or len(v_idx) != t.num_rows:
+                    raise ValueError("a map entry's key or value holds more than one value")
+                return pa.table({**cols, "value": value})
+            idx, value = self._values(t.column("value").combine_chunks(), d.value_type)
+        except InvalidArgumentError:
+            raise  # a declaration the user must fix, not a damaged file
+        except (IndexError, ValueError, struct.error, UnicodeDecodeError, pickle.UnpicklingError, pa.ArrowInvalid) as e:
             raise CorruptFileError(f"{self.ctx}: PyFlink coder bytes do not decode as {d}: {e}") from e
-        take = pa.array(idx, pa.int64())
-        if self.kind == "VALUE" and len(set(idx)) != len(idx):
+        if self.kind == "VALUE" and len(idx) and np.any(np.diff(idx) == 0):
             raise CorruptFileError(f"{self.ctx}: declared a value state, but a key holds several values (a list state?)")
+        take = pa.array(idx, pa.int64())
         out = {c: a.take(take) for c, a in cols.items()}
-        out["value"] = pa.array(vals, self.value_type)
+        out["value"] = value
         return pa.table(out)
 
-
-def _raw(buf: bytes, pos: int) -> tuple[bytes, int]:
-    return bytes(buf[pos:]), len(buf)
-
-
-def _one(read: Reader, b: bytes) -> Any:
-    v, pos = read(b, 0)
-    if pos != len(b):
-        raise ValueError(f"{len(b) - pos} unread bytes after a value")
-    return v
+    def _values(self, blobs: pa.Array, declared: PyFlinkType | None) -> tuple[np.ndarray, pa.Array]:
+        """(blob index of each value, the values): raw blobs, numpy-decoded, or value by value (ROW, arrays, unpickled)."""
+        if self.declared.raw or declared is None:
+            return np.arange(len(blobs), dtype=np.int64), blobs.cast(pa.binary())
+        t = arrow_of(declared, self.unpickle)
+        if not (isinstance(declared, Pickled) and self.unpickle):
+            got = vector_values(blobs, t)
+            if got is not None:
+                return got
+        read = coder_reader(declared, self.unpickle, self.ctx)
+        idx: list[int] = []
+        vals: list[Any] = []
+        for i, b in enumerate(blobs.to_pylist()):
+            if b is None:  # a map entry without a value
+                idx.append(i)
+                vals.append(None)
+                continue
+            pos = 0
+            while pos < len(b):  # one Beam bag append: values back to back
+                v, pos = read(b, pos)
+                idx.append(i)
+                vals.append(v)
+        return np.array(idx, dtype=np.int64), pa.array(vals, t)
 
 
 def arrow_type_of(node: Any) -> pa.DataType:
