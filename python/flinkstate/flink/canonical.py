@@ -469,7 +469,7 @@ def read_keyed_state(meta: CheckpointMetadata, uid: str, verify_key_groups: bool
     for dec in decoders.values():
         table = dec.table()
         if verify_key_groups:
-            _verify(table, op, meta.path, dec.meta.name)
+            _verify(table, op, meta.path, dec.meta.name, row_key=dec.key_node.kind == "row")
         if dec.timer:
             out.timers[dec.meta.name.removeprefix(TIMER_PREFIX)] = table
         else:
@@ -478,12 +478,17 @@ def read_keyed_state(meta: CheckpointMetadata, uid: str, verify_key_groups: bool
     return out
 
 
-def _verify(table: pa.Table, op: OperatorState, path: str, state: str) -> None:
-    """Every key's group must be Flink's assignment for the declared key type."""
+def _verify(table: pa.Table, op: OperatorState, path: str, state: str, row_key: bool = False) -> None:
+    """Every key's group must be Flink's assignment for the declared key type (row_key: a Row's hashCode, not a Tuple's)."""
     if table.num_rows == 0:
         return
     try:
-        expected = assign_key_groups(table.column("key"), op.max_parallelism)
+        if row_key:
+            from flinkstate.flink.pyflink import row_key_groups_array
+
+            expected = row_key_groups_array(table.column("key"), op.max_parallelism)
+        else:
+            expected = assign_key_groups(table.column("key"), op.max_parallelism)
     except InvalidArgumentError:
         return  # key type without a Java hashCode model here (e.g. a Row key): not checked
     got = table.column("key_group").to_numpy()

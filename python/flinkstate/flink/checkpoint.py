@@ -253,10 +253,10 @@ class FlinkCheckpoint(Checkpoint):
     def scan(self, operator: str, state: str, *, keys: Sequence[Any] | None = None, key_groups: Sequence[int] | None = None,
              ttl_reference: int | None = None, include_expired: bool = False, flatten: bool = True,
              columns: Sequence[str] | None = None, raw: bool = False) -> Scan:
-        from flinkstate.checkpoint import _key_groups_of
+        from flinkstate.flink.mapping import key_groups_of
 
         desc = self.state_descriptor(operator, state)
-        allowed = _key_groups_of(keys, key_groups, desc.key_type, self.max_parallelism)
+        allowed = key_groups_of(self.meta, self.uids[operator], keys, key_groups, desc.key_type, self.max_parallelism)
         ref = self.created_ms if ttl_reference is None else int(ttl_reference)
         d = desc.to_dict()
         cols = None if columns is None else list(columns)
@@ -274,10 +274,10 @@ class FlinkCheckpoint(Checkpoint):
 
     def scan_timers(self, operator: str, service: str | None = None, *, keys: Sequence[Any] | None = None,
                     key_groups: Sequence[int] | None = None, timestamp_filter: Any = None, service_columns: bool = False) -> Scan:
-        from flinkstate.checkpoint import _key_groups_of
+        from flinkstate.flink.mapping import key_groups_of
 
         services = self.timer_services_of(operator, service)
-        allowed = _key_groups_of(keys, key_groups, services[0].key_type, self.max_parallelism)
+        allowed = key_groups_of(self.meta, self.uids[operator], keys, key_groups, services[0].key_type, self.max_parallelism)
         sd = [s.to_dict() for s in services]
         with_cols = service_columns or service is None
         tasks: list[ScanTask] = [
@@ -341,15 +341,18 @@ def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: M
 
 
 def load_flink_checkpoint(path: str, *, ttl: Mapping[str, StateTtlConfig | int] | None = None,
-                          reference_ms: int | None = None, uids: Iterable[str] = ()) -> FlinkCheckpoint:
+                          reference_ms: int | None = None, uids: Iterable[str] = (), pyflink: Any = None) -> FlinkCheckpoint:
     """Parse the `_metadata` at path (file or folder) and map its operators' states; the savepoint's time is the file's.
 
     uids names operators that the metadata records only by id (Flink 1.x): each is matched by Flink's hash of the uid.
+    pyflink: a `flink.pyflink.PyFlinkOptions` (types of PyFlink jobs' states, unpickle), else the defaults.
     """
     from flinkstate.flink.metadata import read_metadata
 
     meta = read_metadata(path)
     known = tuple(uids)
+    if pyflink is not None:
+        meta.options["pyflink"] = pyflink
     unknown: list[str] = []
     ops: dict[str, OperatorMetadata] = {}
     flink_ids: dict[str, str] = {}

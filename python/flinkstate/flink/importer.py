@@ -22,6 +22,7 @@ from flinkstate.descriptors import OperatorStateDescriptor, TimerServiceDescript
 from flinkstate.errors import CheckpointNotFoundError, InvalidArgumentError, OperatorNotFoundError
 from flinkstate.flink.canonical import TIMER_PREFIX, _verify
 from flinkstate.flink.mapping import operator_name, state_descriptor, stored_rows, subtask_decoders, unmatched_uids
+from flinkstate.flink.pyflink import refuse_import
 from flinkstate.flink.metadata import CheckpointMetadata, read_metadata
 from flinkstate.flink.operator_state import operator_state_names, read_operator_state
 from flinkstate.flink.serializers import TypeNode, arrow_type
@@ -131,6 +132,7 @@ def import_savepoint(
             for rng, decoders in subtask_decoders(meta, op):
                 ranges.append(rng)
                 for dec in decoders.values():
+                    refuse_import(dec, op, meta.path)
                     serializers.setdefault("key", node_to_json(dec.key_node))
                     serializers.setdefault(dec.meta.name, {k: node_to_json(v) for k, v in dec.meta.serializers.items()})
                     table = dec.table()

@@ -24,6 +24,7 @@ from flinkstate.flink.canonical import _StateDecoder, decode_keyed_handle, decod
 from flinkstate.flink.encode import murmur3_128
 from flinkstate.flink.errors import UnsupportedFlinkFormatError
 from flinkstate.flink.metadata import CheckpointMetadata, OperatorState, SubtaskState, UnsupportedKeyedHandle
+from flinkstate.flink.pyflink import PyFlinkDecoder, pyflink_states, row_key_groups
 from flinkstate.flink.serializers import arrow_type
 from flinkstate.ttl import MAX_TIMESTAMP, StateTtlConfig
 
@@ -64,19 +65,24 @@ def state_descriptor(dec: _StateDecoder, op: str, ttl: Mapping[str, StateTtlConf
     under a TTL that never expires, and is named in `unknown`.
     """
     ns = None if dec.ns_node.kind == "void" else arrow_type(dec.ns_node)
+    if isinstance(dec, PyFlinkDecoder):  # a PyFlink job's state: the types it declared, its unwrapped key
+        key_type, user_key_type, value_type = dec.key_type, dec.user_key_type, dec.value_type
+    else:
+        key_type, value_type = arrow_type(dec.key_node), (arrow_type(dec.elem_node) if dec.elem_node is not None else None)
+        user_key_type = arrow_type(dec.value_node.children[0]) if dec.kind == "MAP" else None
     cfg = None
     if dec.ttl:
         cfg = ttl_for(ttl, op, dec.meta.name)
         if cfg is None:
             unknown.append(f"{op}/{dec.meta.name}")
             cfg = StateTtlConfig(ttl_ms=MAX_TIMESTAMP)
-    common: dict[str, Any] = {"name": dec.meta.name, "key_type": arrow_type(dec.key_node), "namespace_type": ns, "ttl": cfg}
+    common: dict[str, Any] = {"name": dec.meta.name, "key_type": key_type, "namespace_type": ns, "ttl": cfg}
     if dec.kind == "MAP":
-        return MapStateDescriptor(user_key_type=arrow_type(dec.value_node.children[0]), user_value_type=arrow_type(dec.elem_node), **common)
+        return MapStateDescriptor(user_key_type=user_key_type, user_value_type=value_type, **common)
     cls = _KINDS.get(dec.kind)
     if cls is None:
         raise UnsupportedFlinkFormatError(f"operator {op!r}, state {dec.meta.name!r}: keyed state type {dec.kind} cannot be read")
-    return cls(value_type=arrow_type(dec.elem_node), **common)
+    return cls(value_type=value_type, **common)
 
 
 def stored_rows(table: pa.Table, desc: KeyedStateDescriptor) -> pa.Table:
@@ -111,8 +117,8 @@ def decode_subtask(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskStat
     if isinstance(h, UnsupportedKeyedHandle):
         if h.meta_stream is None:
             raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} uses {h.kind}, which is not supported")
-        return decode_rocksdb_handle(h, meta.directory, op)[2]
-    return decode_keyed_handle(h, meta.directory, op)[2]
+        return pyflink_states(meta, op, decode_rocksdb_handle(h, meta.directory, op)[2])
+    return pyflink_states(meta, op, decode_keyed_handle(h, meta.directory, op)[2])
 
 
 def subtask_states(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskState) -> dict[str, _StateDecoder]:
@@ -130,7 +136,18 @@ def subtask_states(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskStat
     where = stream.location(meta.directory) if stream.kind != "inline" else f"inline state {stream.path}"
     _, key_type, metas = read_keyed_header(DataReader(stream.read(meta.directory), where=where), ctx)
     prefix = 1 if op.max_parallelism <= 128 else 2
-    return {m.name: _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}") for m in metas}
+    return pyflink_states(meta, op, {m.name: _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}") for m in metas})
+
+
+def key_groups_of(meta: CheckpointMetadata, uid: str, keys: Any, key_groups: Any, key_type: pa.DataType, maxp: int) -> set[int] | None:
+    """The key groups a read of an operator is restricted to: PyFlink keys hash as the one-field Row PyFlink wraps them in."""
+    from flinkstate.checkpoint import _key_groups_of
+
+    if keys is None or uid not in meta.options.get("pyflink_ops", ()):
+        return _key_groups_of(keys, key_groups, key_type, maxp)
+    allowed = _key_groups_of(None, key_groups, key_type, maxp)
+    kgs = row_key_groups(list(keys), key_type, maxp)
+    return kgs if allowed is None else allowed & kgs
 
 
 def subtask_decoders(meta: CheckpointMetadata, op: OperatorState) -> Iterator[tuple[tuple[int, int], dict[str, _StateDecoder]]]:

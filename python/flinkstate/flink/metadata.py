@@ -13,6 +13,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -173,6 +174,7 @@ class CheckpointMetadata:
     checkpoint_id: int
     master_states: list[tuple[str, int, bytes]]
     operators: list[OperatorState]
+    options: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # read options (PyFlink declarations)
 
     @property
     def directory(self) -> str:

@@ -40,6 +40,9 @@ _SIMPLE = {
     _BASE + "BooleanSerializer$BooleanSerializerSnapshot": "bool",
     _BASE + "CharSerializer$CharSerializerSnapshot": "char",
     _BASE + "StringSerializer$StringSerializerSnapshot": "string",
+    # PyFlink's map state user keys (flink-python): serialized as byte[] is (i32 length + bytes); listed before byte[] so that
+    # writers mapping a kind back to its class (encode._CLS) keep BytePrimitiveArraySerializer
+    "org.apache.flink.streaming.api.utils.ByteArrayWrapperSerializer$ByteArrayWrapperSerializerSnapshot": "bytes",
     _BASE + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot": "bytes",
     "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": "void",
     _BASE + "BigDecSerializer$BigDecSerializerSnapshot": "bigdec",

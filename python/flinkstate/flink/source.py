@@ -46,11 +46,16 @@ class FlinkSource(ReadApi):
     """The checkpoints of a Flink savepoint, retained checkpoint or job checkpoint folder (read only)."""
 
     def __init__(self, path: str | os.PathLike[str], *, ttl: Mapping[str, StateTtlConfig | int] | None = None,
-                 reference_ms: int | None = None, uids: Iterable[str] = ()) -> None:
+                 reference_ms: int | None = None, uids: Iterable[str] = (), pyflink: Mapping[str, Any] | None = None,
+                 unpickle: bool = False) -> None:
         """uids names operators that Flink 1.x metadata records only by id (matched by Flink's hash of the uid)."""
+        from flinkstate.flink.pyflink import PyFlinkOptions
+
         self.path = os.fspath(path).removeprefix("file://")
         self.uids = tuple(uids)
         self.ttl = dict(ttl or {})
+        # PyFlink jobs: state types per "operator/state" or "state" (flink.pyflink.value_state...); unpickle runs code
+        self.pyflink = PyFlinkOptions(dict(pyflink or {}), unpickle=bool(unpickle))
         self.reference_ms = reference_ms
         if os.path.basename(self.path) == "_metadata" or os.path.isfile(os.path.join(self.path, "_metadata")):
             folder = os.path.dirname(self.path) if os.path.basename(self.path) == "_metadata" else self.path
@@ -72,7 +77,8 @@ class FlinkSource(ReadApi):
     def _load(self, key: int) -> FlinkCheckpoint:
         ck = self._loaded.get(key)
         if ck is None:
-            ck = self._loaded[key] = load_flink_checkpoint(self._folders[key], ttl=self.ttl, reference_ms=self.reference_ms, uids=self.uids)
+            ck = self._loaded[key] = load_flink_checkpoint(self._folders[key], ttl=self.ttl, reference_ms=self.reference_ms,
+                                                         uids=self.uids, pyflink=self.pyflink)
         return ck
 
     def checkpoint(self, checkpoint_id: int | None = None) -> FlinkCheckpoint:
