@@ -1,4 +1,4 @@
-"""The `flinkstate` command: list and describe checkpoints, and run the demo job.
+"""The `flinkstate` command: list and describe checkpoints, maintain a root, and run the demo job.
 
 Readable tables by default, `--json` for scripts. Errors print one line naming what is
 wrong and exit with status 2.
@@ -266,6 +266,65 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _known_sizes(store: CheckpointStore) -> dict[str, int]:
+    """Bytes of every data file any checkpoint attempt listed (what a deletion report can name)."""
+    t = store.catalog.manifest_table().select(["path", "bytes"])
+    return dict(zip(t.column("path").to_pylist(), t.column("bytes").to_pylist()))
+
+
+def _report_deleted(store: CheckpointStore, what: str, discarded: list[int], deleted: list[str], sizes: dict[str, int],
+                    args: argparse.Namespace, out: TextIO) -> int:
+    """Print what the registry deleted: count, bytes of the data files among them, and the paths when asked."""
+    known = sum(sizes[p] for p in deleted if p in sizes)
+    if args.json:
+        json.dump({"root": store.root, "command": what, "discarded": discarded, "deleted": len(deleted), "bytes": known,
+                   "paths": deleted}, out, indent=2)
+        out.write("\n")
+        return 0
+    ids = ", ".join(map(str, discarded)) or "none"
+    out.write(f"{what}: discarded checkpoints [{ids}] at {store.root}; deleted {len(deleted)} files "
+              f"({_fmt_bytes(known)} of data files)\n")
+    if args.verbose:
+        for p in deleted:
+            out.write(f"  {p}" + (f"  {_fmt_bytes(sizes[p])}" if p in sizes else "") + "\n")
+    return 0
+
+
+def cmd_retain(args: argparse.Namespace, out: TextIO) -> int:
+    """`flinkstate retain ROOT N`: keep the newest N checkpoints (never savepoints), delete what nothing retained uses."""
+    from flinkstate.errors import InvalidArgumentError
+
+    if args.num_retained < 1:
+        raise InvalidArgumentError(f"retain: N must be >= 1 (the newest N checkpoints are kept), got {args.num_retained}")
+    store = _open_existing(args)
+    _writable_root(store, "retain")
+    before = {c.checkpoint_id for c in store.checkpoints()}
+    sizes = _known_sizes(store)
+    deleted = store.retain(args.num_retained)
+    gone = sorted(before - {c.checkpoint_id for c in store.checkpoints()})
+    return _report_deleted(store, "retain", gone, deleted, sizes, args, out)
+
+
+def cmd_discard(args: argparse.Namespace, out: TextIO) -> int:
+    """`flinkstate discard ROOT ID...`: discard checkpoints (never savepoints), delete what nothing retained uses."""
+    store = _open_existing(args)
+    _writable_root(store, "discard")
+    ids = list(dict.fromkeys(args.checkpoint_ids))
+    for cid in ids:
+        store.record(cid)  # CheckpointNotFoundError naming the id and the retained ones
+    sizes = _known_sizes(store)
+    deleted = store.discard(ids)
+    return _report_deleted(store, "discard", ids, deleted, sizes, args, out)
+
+
+def _writable_root(store: Any, what: str) -> None:
+    """A flinkstate root (a Flink savepoint or checkpoint folder is read only here)."""
+    from flinkstate.errors import ReadOnlyStoreError
+
+    if not hasattr(store, "catalog"):
+        raise ReadOnlyStoreError(f"{what}: {store.root} is a Flink savepoint or checkpoint folder; only flinkstate roots are maintained")
+
+
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate demo [--path DIR]`: run the sessionization job, then query it with Spark SQL."""
     from flinkstate.demo import run_demo
@@ -323,6 +382,22 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--flink-checkpoint", type=int, default=None, metavar="N", help="chk-N of a job's checkpoint folder (default: the latest)")
     sp.add_argument("--ttl", action="append", metavar="OPERATOR/STATE=MS", help="TTL of a state Flink kept with TTL (repeatable)")
     sp.set_defaults(func=cmd_import)
+
+    sp = sub.add_parser("retain", help="keep the newest N checkpoints (savepoints are never touched); delete the files nothing retained uses",
+                        description="Discard every checkpoint but the newest N (savepoints are kept) in one log commit, then "
+                                    "delete the shared files no retained checkpoint or savepoint uses; prints what was deleted.")
+    common(sp)
+    sp.add_argument("num_retained", type=int, metavar="N", help="checkpoints to keep (>= 1)")
+    sp.add_argument("--verbose", "-v", action="store_true", help="list the deleted paths")
+    sp.set_defaults(func=cmd_retain)
+
+    sp = sub.add_parser("discard", help="discard checkpoints by id; delete the files nothing retained uses",
+                        description="Discard the given checkpoints (not savepoints) in one log commit, then delete the shared "
+                                    "files no retained checkpoint or savepoint uses; prints what was deleted.")
+    common(sp)
+    sp.add_argument("checkpoint_ids", type=int, nargs="+", metavar="ID", help="checkpoint ids to discard")
+    sp.add_argument("--verbose", "-v", action="store_true", help="list the deleted paths")
+    sp.set_defaults(func=cmd_discard)
 
     sp = sub.add_parser("demo", help="run a stateful sessionization job with checkpoints, then query them with Spark SQL",
                         description="Run a sessionization job with checkpoints, then query them with Spark SQL (needs Java 17; "
