@@ -317,6 +317,62 @@ def cmd_discard(args: argparse.Namespace, out: TextIO) -> int:
     return _report_deleted(store, "discard", ids, deleted, sizes, args, out)
 
 
+def _spark_runner() -> Any:
+    """The Spark runner of `--spark`, which the connector provides (entry point `flinkstate.maintenance` `spark`).
+
+    The core never imports PySpark: the installed connector registers it. An install made before the entry point
+    existed (or a source checkout on the path) is found by the connector's module name.
+    """
+    from importlib import import_module
+    from importlib.metadata import entry_points
+
+    from flinkstate.errors import InvalidArgumentError
+
+    try:
+        for ep in entry_points(group="flinkstate.maintenance"):
+            if ep.name == "spark":
+                return ep.load()()
+        return import_module("pyspark_flinkstate.maintenance").cli_runner()
+    except ImportError as e:
+        raise InvalidArgumentError(f"--spark needs PySpark and the connector (pip install 'flinkstate[spark]'): {e}") from e
+
+
+def _maintenance(args: argparse.Namespace, out: TextIO, what: str) -> int:
+    """`compact` and `expire`: one new checkpoint; one progress line per state on stderr, the summary on stdout."""
+    store = _open_existing(args)
+    _writable_root(store, what)
+    run = _spark_runner() if args.spark else None
+
+    def progress(line: str) -> None:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    if what == "compact":
+        res = store.compact(args.operator, args.state, progress=progress, run=run)
+    else:
+        res = store.expire(args.operator, args.state, at=args.at, progress=progress, run=run)
+    if args.json:
+        json.dump({"root": store.root, **res.to_dict(), "dropped": res.dropped if what == "expire" else None}, out, indent=2)
+        out.write("\n")
+        return 0
+    done = f"checkpoint {res.checkpoint_id} written" if res.checkpoint_id is not None else "nothing to do, no checkpoint written"
+    out.write(f"{what} of checkpoint {res.base_checkpoint_id} at {store.root}: {done}; files {res.files_before} -> {res.files_after} "
+              f"({res.seconds:.1f} s)\n")
+    if what == "expire":
+        _table([[k, str(n)] for k, n in res.dropped.items()], ["state", "dropped"], out)
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
+    """`flinkstate compact ROOT [--operator OP --state S] [--spark]`: merge delta chains into full files, one new checkpoint."""
+    return _maintenance(args, out, "compact")
+
+
+def cmd_expire(args: argparse.Namespace, out: TextIO) -> int:
+    """`flinkstate expire ROOT [--operator OP --state S] [--at MS] [--spark]`: drop expired TTL entries, one new checkpoint."""
+    return _maintenance(args, out, "expire")
+
+
 def _writable_root(store: Any, what: str) -> None:
     """A flinkstate root (a Flink savepoint or checkpoint folder is read only here)."""
     from flinkstate.errors import ReadOnlyStoreError
@@ -398,6 +454,26 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("checkpoint_ids", type=int, nargs="+", metavar="ID", help="checkpoint ids to discard")
     sp.add_argument("--verbose", "-v", action="store_true", help="list the deleted paths")
     sp.set_defaults(func=cmd_discard)
+
+    def scope(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--operator", default=None, metavar="OP", help="only this operator (default: every operator)")
+        sp.add_argument("--state", default=None, metavar="S", help="only this state (default: every state)")
+        sp.add_argument("--spark", action="store_true", help="run one Spark task per key-group range (executors write, the driver commits)")
+
+    sp = sub.add_parser("compact", help="merge delta chains into full files per key-group range, as one new checkpoint",
+                        description="Merge each state's newest full file and later deltas per key-group range into one new full "
+                                    "file, committed as one new checkpoint; every read stays the same. One line per state on stderr.")
+    common(sp)
+    scope(sp)
+    sp.set_defaults(func=cmd_compact)
+
+    sp = sub.add_parser("expire", help="drop the entries of TTL states expired at a time (default now), as one new checkpoint",
+                        description="Rewrite the key-group ranges of TTL states that hold entries expired at --at (epoch ms, "
+                                    "default now) without them, as one new checkpoint; prints the dropped count per state.")
+    common(sp)
+    scope(sp)
+    sp.add_argument("--at", type=int, default=None, metavar="MS", help="expiry time, epoch milliseconds (default: now)")
+    sp.set_defaults(func=cmd_expire)
 
     sp = sub.add_parser("demo", help="run a stateful sessionization job with checkpoints, then query them with Spark SQL",
                         description="Run a sessionization job with checkpoints, then query them with Spark SQL (needs Java 17; "
