@@ -252,14 +252,16 @@ def _due(policy: CompactionPolicy | None, full_bytes: int, deltas: int, delta_by
 
 def _plan(ck: StoreCheckpoint, targets: list[tuple[str, str, str]], *, checkpoint_id: int, seq: int, policy: CompactionPolicy | None,
           expire_at: int | None, target_rows: int) -> list[RangeJob]:
-    """One job per key-group range due (every range of a TTL state for expiry), in scan order."""
+    """One job per key-group range due (every range of a TTL state for expiry), in scan order: the ranges of the
+    state's full files (of its deltas when it has none), a range above `target_rows` split in Flink's sub-ranges."""
     jobs = []
+    every = range(ck.max_parallelism)  # every key group asked for: the scan keeps the full files' ranges apart (no combining)
     for uid, scope, name in targets:
         if scope == "timers":
-            scan: Any = ck.scan_timers(uid, name)
+            scan: Any = ck.scan_timers(uid, name, key_groups=every)
             desc = ck.timer_service(uid, name).to_dict()
         else:
-            scan = ck.scan(uid, name, raw=True)
+            scan = ck.scan(uid, name, raw=True, key_groups=every)
             desc = ck.state_descriptor(uid, name).to_dict()
         for task in scan.plan(target_rows):
             lo, hi = task.key_group_range

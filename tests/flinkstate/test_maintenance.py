@@ -89,8 +89,11 @@ def test_compaction_leaves_every_read_unchanged_against_a_model(job_root: str, s
         assert stored(store, st) == model_rows(m, st)  # the history reads as the model says
     before = everything(store, 2_500)
     files_before = len(store.files())
+    full_ranges = {(e.key_group_start, e.key_group_end) for e in store.state_files("op", "val") if e.kind == "full"}
     lines: list[str] = []
     res = store.compact(progress=lines.append)
+    # one full file per range of the full files before: the key-group layout (Flink's subtask ranges) is kept
+    assert {(e.key_group_start, e.key_group_end) for e in store.state_files("op", "val")} == full_ranges
     files_after = len(store.files())
     print(f"seed {seed}: files {files_before} -> {files_after}")
     assert everything(store, 2_500) == before
