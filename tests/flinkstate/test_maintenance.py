@@ -178,3 +178,28 @@ def test_cli_compact_and_expire_print_one_line_per_state(job_root: str, capsys: 
     assert stored(store, "val") == model_rows(m, "val", 3000)
     rc, _ = run("expire", job_root, "--state", "plain")
     assert rc == 2 and "has no TTL" in capsys.readouterr().err
+
+
+def test_a_checkpoint_committed_meanwhile_wins_and_nothing_is_lost(job_root: str) -> None:
+    """Compaction commits against the log version it planned on: a checkpoint completed while its ranges were
+    being rewritten makes it fail with CommitConflictError, deleting its files; the other checkpoint stays intact."""
+    from flinkstate.maintenance import run_local
+
+    store, m = random_history(job_root, 3, checkpoints=4)
+    written: list[str] = []
+
+    def run_while_a_job_checkpoints(jobs: list[Any]) -> list[Any]:
+        results = run_local(jobs)
+        written.extend(e.path for r in results for e in r.entries)
+        with store.begin() as w:  # the job's own next checkpoint completes first
+            w.put_state("op", fs.ValueStateDescriptor(name="plain", key_type=pa.string(), value_type=pa.int64()),
+                        pa.table({"key": ["late"], "value": pa.array([1], pa.int64()), "tombstone": [False]}), mode="delta")
+        return results
+
+    latest = store.latest_checkpoint_id()
+    with pytest.raises(fs.CommitConflictError, match=f"checkpoint {latest + 1}"):
+        store.compact(run=run_while_a_job_checkpoints)
+    assert store.latest_checkpoint_id() == latest + 1
+    assert "late" in store.read_state("op", "plain").column("key").to_pylist()
+    assert stored(store, "val") == model_rows(m, "val")
+    assert written and not any(os.path.exists(os.path.join(job_root, p)) for p in written)

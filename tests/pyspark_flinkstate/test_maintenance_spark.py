@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import sys
 
@@ -9,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 import flinkstate as fs
+from flinkstate.cli import main
 from fsc_helpers import build_job, fmt
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: shared helpers
@@ -43,10 +46,16 @@ def test_spark_compact_and_expire_match_the_model(spark, tmp_path):
     # the same root read by Spark: identical to the library's read
     got = sorted((r.key, r.value) for r in fmt(spark, root, operator="op", state="plain").collect())
     assert got == sorted(zip(*store.read_state("op", "plain").select(["key", "value"]).to_pydict().values()))
-    res = pyspark_flinkstate.expire(spark, root, at=3_000)
+    # expiry from the command line with --spark (the active session runs it; one summary line per state on stderr)
+    out = io.StringIO()
+    assert main(["expire", root, "--at", "3000", "--spark", "--json"], out=out) == 0
+    doc = json.loads(out.getvalue())
+    assert _tasks_of_last_job(spark) == sum(s["ranges"] for s in doc["steps"]) > 0
     for st in ("val", "lst", "map"):
         assert stored(store, st) == model_rows(m, st, 3_000)
-    assert res.dropped["op/val"] == sum(1 for _, ts in m.val.values() if ts + TTL_MS <= 3_000)
+    assert doc["dropped"]["op/val"] == sum(1 for _, ts in m.val.values() if ts + TTL_MS <= 3_000)
+    res = pyspark_flinkstate.expire(spark, root, at=3_000)  # nothing left to drop: no job's files, no checkpoint
+    assert res.checkpoint_id is None and set(res.dropped.values()) == {0}
 
 
 COUNT = fs.ValueStateDescriptor(name="count", key_type=pa.string(), value_type=pa.int64())
