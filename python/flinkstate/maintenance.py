@@ -12,6 +12,7 @@ TTL timestamps, timers and every other state are carried over unchanged.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -188,10 +189,7 @@ def writer_view(w: CheckpointWriter) -> StoreCheckpoint:
     from flinkstate.metadata import CheckpointInfo, CheckpointMetadata
 
     entries = tuple(order_entries(w.entries()))
-    now = time.time()
-    import datetime as dt
-
-    created = dt.datetime.fromtimestamp(now, dt.timezone.utc)
+    created = dt.datetime.now(dt.timezone.utc)
     rec = LogRecord(w.checkpoint_id, w.attempt_id, w.kind, C.STATUS_COMPLETED, created, w.max_parallelism, C.FORMAT_VERSION,
                     None if w.base is None else w.base.checkpoint_id, len(entries), 0, sum(e.bytes for e in entries), {})
     info = CheckpointInfo(checkpoint_id=w.checkpoint_id, kind=w.kind, status=C.STATUS_COMPLETED, created_at=created,
