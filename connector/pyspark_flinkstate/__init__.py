@@ -14,7 +14,7 @@ import subprocess
 import sys
 from typing import Any
 
-__all__ = ["DefaultSource", "FlinkStateDataSource", "SavepointWriter", "register", "check_workers", "worker_python"]
+__all__ = ["DefaultSource", "FlinkStateDataSource", "SavepointWriter", "register", "check_workers", "worker_python", "compact", "expire"]
 
 try:
     from pyspark_flinkstate.source import FlinkStateDataSource
@@ -22,7 +22,7 @@ try:
     DefaultSource = FlinkStateDataSource
 except ImportError:  # pragma: no cover - pyspark missing: keep the module importable
     # no DefaultSource then: Spark's lookup skips modules without one
-    __all__ = ["SavepointWriter", "register", "check_workers", "worker_python"]
+    __all__ = ["SavepointWriter", "register", "check_workers", "worker_python", "compact", "expire"]
 
 
 def worker_python(spark: Any) -> str:
@@ -63,4 +63,8 @@ def __getattr__(name: str) -> Any:
         from pyspark_flinkstate.savepoint import SavepointWriter
 
         return SavepointWriter
+    if name in ("compact", "expire"):  # state maintenance as Spark jobs
+        from pyspark_flinkstate import maintenance
+
+        return getattr(maintenance, name)
     raise AttributeError(f"module 'pyspark_flinkstate' has no attribute {name!r}")

@@ -434,6 +434,9 @@ def commit_plan(plan: WritePlan, messages: list[Any]) -> Any:
             w.adopt(fixup)
             entries = entries + fixup
         w.add_state_files(plan.operator, plan.descriptor(), entries, mode=plan.mode)
+        from flinkstate.maintenance import compact_into
+
+        compact_into(w, plan.operator, plan.descriptor().name)  # ranges past the compaction policy: full files, same checkpoint
     except BaseException:
         w.abort()
         raise

@@ -40,7 +40,9 @@ from flinkstate.keygroups import (
     key_group_range,
     operator_index_for_key_group,
 )
+from flinkstate.maintenance import MaintenanceResult
 from flinkstate.metadata import CheckpointInfo, CheckpointMetadata, OperatorMetadata
+from flinkstate.policy import CompactionPolicy
 from flinkstate.store import CheckpointStore
 from flinkstate.store import open_store as open
 from flinkstate.ttl import CompactionCleanup, IncrementalCleanup, StateTtlConfig
@@ -73,6 +75,8 @@ __all__ = [
     "StateTtlConfig",
     "IncrementalCleanup",
     "CompactionCleanup",
+    "CompactionPolicy",
+    "MaintenanceResult",
     "FlinkStateError",
     "InvalidArgumentError",
     "DuplicateKeyError",

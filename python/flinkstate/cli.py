@@ -1,4 +1,4 @@
-"""The `flinkstate` command: list and describe checkpoints, and run the demo job.
+"""The `flinkstate` command: list and describe checkpoints, maintain a root, and run the demo job.
 
 Readable tables by default, `--json` for scripts. Errors print one line naming what is
 wrong and exit with status 2.
@@ -275,6 +275,121 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _known_sizes(store: CheckpointStore) -> dict[str, int]:
+    """Bytes of every data file any checkpoint attempt listed (what a deletion report can name)."""
+    t = store.catalog.manifest_table().select(["path", "bytes"])
+    return dict(zip(t.column("path").to_pylist(), t.column("bytes").to_pylist()))
+
+
+def _report_deleted(store: CheckpointStore, what: str, discarded: list[int], deleted: list[str], sizes: dict[str, int],
+                    args: argparse.Namespace, out: TextIO) -> int:
+    """Print what the registry deleted: count, bytes of the data files among them, and the paths when asked."""
+    known = sum(sizes[p] for p in deleted if p in sizes)
+    if args.json:
+        json.dump({"root": store.root, "command": what, "discarded": discarded, "deleted": len(deleted), "bytes": known,
+                   "paths": deleted}, out, indent=2)
+        out.write("\n")
+        return 0
+    ids = ", ".join(map(str, discarded)) or "none"
+    out.write(f"{what}: discarded checkpoints [{ids}] at {store.root}; deleted {len(deleted)} files "
+              f"({_fmt_bytes(known)} of data files)\n")
+    if args.verbose:
+        for p in deleted:
+            out.write(f"  {p}" + (f"  {_fmt_bytes(sizes[p])}" if p in sizes else "") + "\n")
+    return 0
+
+
+def cmd_retain(args: argparse.Namespace, out: TextIO) -> int:
+    """`flinkstate retain ROOT N`: keep the newest N checkpoints (never savepoints), delete what nothing retained uses."""
+    from flinkstate.errors import InvalidArgumentError
+
+    if args.num_retained < 1:
+        raise InvalidArgumentError(f"retain: N must be >= 1 (the newest N checkpoints are kept), got {args.num_retained}")
+    store = _open_existing(args)
+    _writable_root(store, "retain")
+    before = {c.checkpoint_id for c in store.checkpoints()}
+    sizes = _known_sizes(store)
+    deleted = store.retain(args.num_retained)
+    gone = sorted(before - {c.checkpoint_id for c in store.checkpoints()})
+    return _report_deleted(store, "retain", gone, deleted, sizes, args, out)
+
+
+def cmd_discard(args: argparse.Namespace, out: TextIO) -> int:
+    """`flinkstate discard ROOT ID...`: discard checkpoints (never savepoints), delete what nothing retained uses."""
+    store = _open_existing(args)
+    _writable_root(store, "discard")
+    ids = list(dict.fromkeys(args.checkpoint_ids))
+    for cid in ids:
+        store.record(cid)  # CheckpointNotFoundError naming the id and the retained ones
+    sizes = _known_sizes(store)
+    deleted = store.discard(ids)
+    return _report_deleted(store, "discard", ids, deleted, sizes, args, out)
+
+
+def _spark_runner() -> Any:
+    """The Spark runner of `--spark`, which the connector provides (entry point `flinkstate.maintenance` `spark`).
+
+    The core never imports PySpark: the installed connector registers it. An install made before the entry point
+    existed (or a source checkout on the path) is found by the connector's module name.
+    """
+    from importlib import import_module
+    from importlib.metadata import entry_points
+
+    from flinkstate.errors import InvalidArgumentError
+
+    try:
+        for ep in entry_points(group="flinkstate.maintenance"):
+            if ep.name == "spark":
+                return ep.load()()
+        return import_module("pyspark_flinkstate.maintenance").cli_runner()
+    except ImportError as e:
+        raise InvalidArgumentError(f"--spark needs PySpark and the connector (pip install 'flinkstate[spark]'): {e}") from e
+
+
+def _maintenance(args: argparse.Namespace, out: TextIO, what: str) -> int:
+    """`compact` and `expire`: one new checkpoint; one progress line per state on stderr, the summary on stdout."""
+    store = _open_existing(args)
+    _writable_root(store, what)
+    run = _spark_runner() if args.spark else None
+
+    def progress(line: str) -> None:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    if what == "compact":
+        res = store.compact(args.operator, args.state, progress=progress, run=run)
+    else:
+        res = store.expire(args.operator, args.state, at=args.at, progress=progress, run=run)
+    if args.json:
+        json.dump({"root": store.root, **res.to_dict(), "dropped": res.dropped if what == "expire" else None}, out, indent=2)
+        out.write("\n")
+        return 0
+    done = f"checkpoint {res.checkpoint_id} written" if res.checkpoint_id is not None else "nothing to do, no checkpoint written"
+    out.write(f"{what} of checkpoint {res.base_checkpoint_id} at {store.root}: {done}; files {res.files_before} -> {res.files_after} "
+              f"({res.seconds:.1f} s)\n")
+    if what == "expire":
+        _table([[k, str(n)] for k, n in res.dropped.items()], ["state", "dropped"], out)
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
+    """`flinkstate compact ROOT [--operator OP --state S] [--spark]`: merge delta chains into full files, one new checkpoint."""
+    return _maintenance(args, out, "compact")
+
+
+def cmd_expire(args: argparse.Namespace, out: TextIO) -> int:
+    """`flinkstate expire ROOT [--operator OP --state S] [--at MS] [--spark]`: drop expired TTL entries, one new checkpoint."""
+    return _maintenance(args, out, "expire")
+
+
+def _writable_root(store: Any, what: str) -> None:
+    """A flinkstate root (a Flink savepoint or checkpoint folder is read only here)."""
+    from flinkstate.errors import ReadOnlyStoreError
+
+    if not hasattr(store, "catalog"):
+        raise ReadOnlyStoreError(f"{what}: {store.root} is a Flink savepoint or checkpoint folder; only flinkstate roots are maintained")
+
+
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate demo [--path DIR]`: run the sessionization job, then query it with Spark SQL."""
     from flinkstate.demo import run_demo
@@ -340,6 +455,42 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--uid", action="append", metavar="UID", help="an operator uid of the job: names the operator that Flink 1.x "
                     "metadata records only by id (repeatable)")
     sp.set_defaults(func=cmd_import)
+
+    sp = sub.add_parser("retain", help="keep the newest N checkpoints (savepoints are never touched); delete the files nothing retained uses",
+                        description="Discard every checkpoint but the newest N (savepoints are kept) in one log commit, then "
+                                    "delete the shared files no retained checkpoint or savepoint uses; prints what was deleted.")
+    common(sp)
+    sp.add_argument("num_retained", type=int, metavar="N", help="checkpoints to keep (>= 1)")
+    sp.add_argument("--verbose", "-v", action="store_true", help="list the deleted paths")
+    sp.set_defaults(func=cmd_retain)
+
+    sp = sub.add_parser("discard", help="discard checkpoints by id; delete the files nothing retained uses",
+                        description="Discard the given checkpoints (not savepoints) in one log commit, then delete the shared "
+                                    "files no retained checkpoint or savepoint uses; prints what was deleted.")
+    common(sp)
+    sp.add_argument("checkpoint_ids", type=int, nargs="+", metavar="ID", help="checkpoint ids to discard")
+    sp.add_argument("--verbose", "-v", action="store_true", help="list the deleted paths")
+    sp.set_defaults(func=cmd_discard)
+
+    def scope(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--operator", default=None, metavar="OP", help="only this operator (default: every operator)")
+        sp.add_argument("--state", default=None, metavar="S", help="only this state (default: every state)")
+        sp.add_argument("--spark", action="store_true", help="run one Spark task per key-group range (executors write, the driver commits)")
+
+    sp = sub.add_parser("compact", help="merge delta chains into full files per key-group range, as one new checkpoint",
+                        description="Merge each state's newest full file and later deltas per key-group range into one new full "
+                                    "file, committed as one new checkpoint; every read stays the same. One line per state on stderr.")
+    common(sp)
+    scope(sp)
+    sp.set_defaults(func=cmd_compact)
+
+    sp = sub.add_parser("expire", help="drop the entries of TTL states expired at a time (default now), as one new checkpoint",
+                        description="Rewrite the key-group ranges of TTL states that hold entries expired at --at (epoch ms, "
+                                    "default now) without them, as one new checkpoint; prints the dropped count per state.")
+    common(sp)
+    scope(sp)
+    sp.add_argument("--at", type=int, default=None, metavar="MS", help="expiry time, epoch milliseconds (default: now)")
+    sp.set_defaults(func=cmd_expire)
 
     sp = sub.add_parser("demo", help="run a stateful sessionization job with checkpoints, then query them with Spark SQL",
                         description="Run a sessionization job with checkpoints, then query them with Spark SQL (needs Java 17; "

@@ -28,6 +28,8 @@ from flinkstate.reads import ReadApi
 if TYPE_CHECKING:
     from flinkstate.checkpoint import StoreCheckpoint
     from flinkstate.checkpoint_writer import CheckpointWriter
+    from flinkstate.maintenance import MaintenanceResult, Progress, Runner
+    from flinkstate.policy import CompactionPolicy
 
 __all__ = ["CheckpointStore", "open_store"]
 
@@ -209,6 +211,25 @@ class CheckpointStore(ReadApi):
             raise InvalidArgumentError(f"num_retained must be an int >= 1, got {num_retained!r}")
         cps = [c.checkpoint_id for c in self.checkpoints() if c.kind == C.CHECKPOINT]
         return self.discard(cps[:-num_retained] if len(cps) > num_retained else [])
+
+    def compact(self, operator: str | None = None, state: str | None = None, *, policy: CompactionPolicy | None = None,
+                progress: Progress | None = None, run: Runner | None = None) -> MaintenanceResult:
+        """Merge delta chains into full files per key-group range as one new checkpoint; every read stays identical.
+
+        One state, an operator's, or all (keyed states and timer services); without a policy every range holding a
+        delta, with one only the ranges past its threshold. Nothing due: no checkpoint (`result.checkpoint_id` None).
+        """
+        from flinkstate.maintenance import compact
+
+        return compact(self, operator, state, policy=policy, progress=progress, run=run)
+
+    def expire(self, operator: str | None = None, state: str | None = None, *, at: int | None = None,
+               progress: Progress | None = None, run: Runner | None = None) -> MaintenanceResult:
+        """Drop the entries of one TTL state (or all) expired at `at` (epoch ms, default now) as one new checkpoint;
+        `result.dropped` counts them per state."""
+        from flinkstate.maintenance import expire
+
+        return expire(self, operator, state, at=at, progress=progress, run=run)
 
 
 def _check_version(r: LogRecord) -> LogRecord:

@@ -22,6 +22,7 @@ from flinkstate.backend.tables import FrozenTable
 from flinkstate.errors import InvalidArgumentError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
+from flinkstate.policy import CompactionPolicy  # one definition, shared with maintenance
 
 if TYPE_CHECKING:
     from flinkstate.checkpoint_writer import CheckpointWriter
@@ -57,25 +58,6 @@ def gc_paused() -> Iterator[None]:
             _gc_pauses -= 1
             if _gc_pauses == 0 and _gc_was_enabled:
                 gc.enable()
-
-
-@dataclass(frozen=True)
-class CompactionPolicy:
-    """When an incremental checkpoint writes a full file instead of one more delta.
-
-    A state's chain (its newest full file in the backend's range plus later deltas) is
-    compacted into a new full file when it has `max_deltas` deltas, or when the deltas'
-    bytes exceed `max_delta_ratio` times the full file's bytes.
-    """
-
-    max_deltas: int = 8
-    max_delta_ratio: float = 0.5
-
-    def needs_full(self, full_bytes: int, deltas: int, delta_bytes: int) -> bool:
-        """True when the chain should be compacted."""
-        if deltas >= self.max_deltas:
-            return True
-        return delta_bytes > self.max_delta_ratio * max(full_bytes, 1)
 
 
 @dataclass
