@@ -329,10 +329,8 @@ def cmd_discard(args: argparse.Namespace, out: TextIO) -> int:
 def _spark_runner() -> Any:
     """The Spark runner of `--spark`, which the connector provides (entry point `flinkstate.maintenance` `spark`).
 
-    The core never imports PySpark: the installed connector registers it. An install made before the entry point
-    existed (or a source checkout on the path) is found by the connector's module name.
+    The core never imports PySpark or the connector: the installed connector registers itself here.
     """
-    from importlib import import_module
     from importlib.metadata import entry_points
 
     from flinkstate.errors import InvalidArgumentError
@@ -341,9 +339,10 @@ def _spark_runner() -> Any:
         for ep in entry_points(group="flinkstate.maintenance"):
             if ep.name == "spark":
                 return ep.load()()
-        return import_module("pyspark_flinkstate.maintenance").cli_runner()
     except ImportError as e:
         raise InvalidArgumentError(f"--spark needs PySpark and the connector (pip install 'flinkstate[spark]'): {e}") from e
+    raise InvalidArgumentError("--spark needs the connector installed (pip install 'flinkstate[spark]'): no 'flinkstate.maintenance' "
+                               "entry point named 'spark' is registered")
 
 
 def _maintenance(args: argparse.Namespace, out: TextIO, what: str) -> int:
