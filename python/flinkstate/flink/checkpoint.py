@@ -256,7 +256,7 @@ class FlinkCheckpoint(Checkpoint):
         from flinkstate.flink.mapping import key_groups_of
 
         desc = self.state_descriptor(operator, state)
-        allowed = key_groups_of(self.meta, self.uids[operator], keys, key_groups, desc.key_type, self.max_parallelism)
+        allowed = key_groups_of(self.meta, self._uid(operator), keys, key_groups, desc.key_type, self.max_parallelism)
         ref = self.created_ms if ttl_reference is None else int(ttl_reference)
         d = desc.to_dict()
         cols = None if columns is None else list(columns)
@@ -277,7 +277,7 @@ class FlinkCheckpoint(Checkpoint):
         from flinkstate.flink.mapping import key_groups_of
 
         services = self.timer_services_of(operator, service)
-        allowed = key_groups_of(self.meta, self.uids[operator], keys, key_groups, services[0].key_type, self.max_parallelism)
+        allowed = key_groups_of(self.meta, self._uid(operator), keys, key_groups, services[0].key_type, self.max_parallelism)
         sd = [s.to_dict() for s in services]
         with_cols = service_columns or service is None
         tasks: list[ScanTask] = [
