@@ -37,6 +37,7 @@ TIME_DOMAINS = ("event", "processing")
 READ_OPTIONS = (
     "path", "checkpointId", "operator", "state", "table", "flattenCollections", "includeExpired",
     "ttlReferenceTime", "fromCheckpointId", "toCheckpointId", "timerService", "storageOptions",
+    "startingCheckpointId",  # streaming reads only (stream_reader.py)
 )
 WRITE_OPTIONS = (
     "path", "operator", "state", "checkpointId", "savepoint", "operation", "maxParallelism",

@@ -27,7 +27,7 @@ def _pushdown_enabled() -> bool:
 
 
 class FlinkStateDataSource(DataSource):
-    """`spark.read.format("flinkstate")` and `df.write.format("flinkstate")`."""
+    """`spark.read.format("flinkstate")`, `df.write.format("flinkstate")` and their streaming forms."""
 
     @classmethod
     def name(cls) -> str:
@@ -57,3 +57,13 @@ class FlinkStateDataSource(DataSource):
         from pyspark_flinkstate.writer import FlinkStateWriter
 
         return FlinkStateWriter(dict(self.options), schema, overwrite)
+
+    def streamReader(self, schema: Any) -> Any:
+        from pyspark_flinkstate.stream_reader import FlinkStateStreamReader
+
+        return FlinkStateStreamReader(dict(self.options), schema)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> Any:
+        from pyspark_flinkstate.stream_writer import FlinkStateStreamWriter
+
+        return FlinkStateStreamWriter(dict(self.options), schema, overwrite)
