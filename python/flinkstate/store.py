@@ -243,6 +243,6 @@ def open_store(path: str | os.PathLike[str], storage_options: dict[str, Any] | N
     """
     from flinkstate.flink.source import FlinkSource, is_flink_path
 
-    if is_flink_path(os.fspath(path)):
-        return FlinkSource(path)
+    if is_flink_path(os.fspath(path), storage_options):
+        return FlinkSource(path, storage_options=storage_options)
     return CheckpointStore(path, storage_options)

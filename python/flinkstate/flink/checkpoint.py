@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from flinkstate.descriptors import OperatorStateDescriptor, TimerServiceDescriptor
 from flinkstate.errors import InvalidArgumentError, StateNotFoundError
+from flinkstate.flink._io import FlinkFiles
 from flinkstate.flink.canonical import TIMER_PREFIX
 from flinkstate.flink.mapping import decode_subtask, operator_name, state_descriptor, stored_rows, subtask_range, subtask_states
 from flinkstate.flink.metadata import CheckpointMetadata as FlinkMetadata
@@ -320,11 +321,11 @@ def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: M
 
 
 def load_flink_checkpoint(path: str, *, ttl: Mapping[str, StateTtlConfig | int] | None = None,
-                          reference_ms: int | None = None) -> FlinkCheckpoint:
-    """Parse the `_metadata` at path (file or folder) and map its operators' states; the savepoint's time is the file's."""
+                          reference_ms: int | None = None, files: FlinkFiles | None = None) -> FlinkCheckpoint:
+    """Parse the `_metadata` at path (file or folder, local or URL) and map its operators' states; the savepoint's time is the file's."""
     from flinkstate.flink.metadata import read_metadata
 
-    meta = read_metadata(path)
+    meta = read_metadata(path, files)
     unknown: list[str] = []
     ops: dict[str, OperatorMetadata] = {}
     uids: dict[str, str] = {}
@@ -334,5 +335,5 @@ def load_flink_checkpoint(path: str, *, ttl: Mapping[str, StateTtlConfig | int] 
         if om.keyed_states or om.timer_services or om.operator_states or om.has_coordinator:
             ops[name] = om
             uids[name] = op.uid or op.operator_id
-    created = reference_ms if reference_ms is not None else int(os.path.getmtime(meta.path) * 1000)
+    created = reference_ms if reference_ms is not None else meta.files.modified_ms(meta.path)
     return FlinkCheckpoint(meta, ops, created, tuple(unknown), uids)
