@@ -231,7 +231,10 @@ def _relocate(meta: CheckpointMetadata) -> None:
         folder, name = _split_url(s.path)
         by_folder.setdefault(folder, name)
     for folder, sample in by_folder.items():
-        if folder in meta.files.relocated or meta.files.exists(join_url(folder, sample)):
+        if folder in meta.files.relocated:  # decided for another checkpoint of the same source
+            meta.relocated[folder] = meta.files.relocated[folder]
+            continue
+        if meta.files.exists(join_url(folder, sample)):
             continue
         name = _split_url(folder)[1]
         candidates = [base] if name == _split_url(base)[1] else []

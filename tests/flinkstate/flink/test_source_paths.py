@@ -97,3 +97,76 @@ def test_memory_savepoint_and_job_folder() -> None:
     assert isinstance(src, FlinkSource)
     assert _rows(src) == _rows(fs.open(str(HEAP_JOB)))
     assert fs.open(f"{base}/sp/_metadata").checkpoint().checkpoint_id == fs.open(str(CANONICAL)).checkpoint().checkpoint_id
+
+
+def _absolutize(meta_path: Path, folder: str) -> None:
+    """Rewrite a `_metadata`'s relative file handles as absolute FileStateHandles under folder (as older Flink writes them).
+
+    RelativeFileStateHandle is `6, utf(name), i64 size`; FileStateHandle is `2, i64 size, utf(path)`
+    (MetadataV2V3SerializerBase). The names are UUIDs, so each is found exactly once.
+    """
+    import struct
+
+    from flinkstate.flink.metadata import read_metadata
+
+    data = meta_path.read_bytes()
+    meta = read_metadata(str(meta_path))
+    rel = {(s.stream.path, s.stream.size) for op in meta.operators for sub in op.subtasks
+           for s in (sub.managed_keyed, sub.managed_operator) if s is not None and s.stream.kind == "relative"}
+    assert rel
+    for name, size in rel:
+        old = b"\x06" + struct.pack(">H", len(name)) + name.encode() + struct.pack(">q", size)
+        path = f"file:{folder}/{name}".encode()
+        assert data.count(old) == 1
+        data = data.replace(old, b"\x02" + struct.pack(">q", size) + struct.pack(">H", len(path)) + path)
+    meta_path.write_bytes(data)
+
+
+def _warnings(caplog: pytest.LogCaptureFixture, path: Path) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.levelno >= logging.WARNING and "copied" in r.getMessage() and r.getMessage().startswith(str(path))]
+
+
+def test_copied_rocksdb_job_folder_resolves_shared_files_and_says_so_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    copy = tmp_path / "elsewhere" / "job-copy"
+    shutil.copytree(ROCKS_JOB, copy)
+    caplog.set_level(logging.INFO)
+    src = fs.open(str(copy))
+    assert [c.checkpoint_id for c in src.checkpoints()] == [2, 3]
+    rows = _rows(src, 3)
+    assert rows == _rows(fs.open(str(ROCKS_JOB)), 3)
+    described = src.describe(3)["relocated"]
+    assert list(described.values()) == [str(copy / "shared")] and all(k.endswith("/shared") for k in described)
+    assert len(_warnings(caplog, copy)) == 1 and str(copy / "shared") in _warnings(caplog, copy)[0]  # one message for the whole open
+    caplog.clear()
+    again = fs.open(str(copy))
+    again.read_state("long-keyed", "count")
+    assert len(_warnings(caplog, copy)) == 1  # each open says it once
+
+
+def test_copied_heap_checkpoint_with_absolute_paths_reads_from_its_chk_folder(tmp_path: Path,
+                                                                              caplog: pytest.LogCaptureFixture) -> None:
+    want = _rows(fs.open(str(HEAP_JOB)))
+    copy = tmp_path / "copied-job"
+    shutil.copytree(HEAP_JOB, copy)
+    assert _rows(fs.open(str(copy))) == want  # relative handles (Flink 2.x): nothing to resolve
+    _absolutize(copy / "chk-3" / "_metadata", "/flink/gone/checkpoints/4f2a/chk-3")
+    caplog.set_level(logging.INFO)
+    src = fs.open(str(copy))
+    assert _rows(src) == want
+    assert src.describe()["relocated"] == {"/flink/gone/checkpoints/4f2a/chk-3": str(copy / "chk-3")}
+    assert len(_warnings(caplog, copy)) == 1
+    single = fs.open(str(copy / "chk-3"))  # the chk-N folder alone, too
+    assert _rows(single) == want
+
+
+def test_missing_state_file_of_a_copied_checkpoint_names_the_handle(tmp_path: Path) -> None:
+    copy = tmp_path / "job"
+    shutil.copytree(HEAP_JOB, copy)
+    _absolutize(copy / "chk-3" / "_metadata", "/flink/gone/chk-3")
+    victim = next(p for p in (copy / "chk-3").iterdir() if p.name != "_metadata")
+    victim.unlink()
+    from flinkstate.errors import CorruptFileError
+
+    with pytest.raises(CorruptFileError, match=f"handle '{victim.name}'|{victim.name}"):
+        _rows(fs.open(str(copy)))
