@@ -129,10 +129,9 @@ class FileIO:
 
     def read_bytes(self, rel: str, offset: int = 0, length: int | None = None) -> bytes:
         """Bytes [offset, offset+length) of a file (to its end when length is None): ranged reads on object stores; counted."""
-        with self.fs.open(self.fs_path(rel), "rb") as f:
-            if offset:
-                f.seek(offset)
-            data = f.read() if length is None else f.read(length)
+        # one (ranged) request: a buffered file would read ahead a whole block on object stores
+        end = None if length is None else offset + length
+        data = self.fs.cat_file(self.fs_path(rel), start=offset or None, end=end)
         self.bytes_read += len(data)
         self.read_calls += 1
         return bytes(data)

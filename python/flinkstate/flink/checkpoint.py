@@ -22,10 +22,10 @@ import pyarrow.compute as pc
 from flinkstate.descriptors import OperatorStateDescriptor, TimerServiceDescriptor
 from flinkstate.errors import InvalidArgumentError, StateNotFoundError
 from flinkstate.flink._io import FlinkFiles
-from flinkstate.flink.canonical import TIMER_PREFIX
+from flinkstate.flink.canonical import TIMER_PREFIX, decode_key_groups
 from flinkstate.flink.mapping import decode_subtask, operator_name, state_descriptor, stored_rows, subtask_range, subtask_states
 from flinkstate.flink.metadata import CheckpointMetadata as FlinkMetadata
-from flinkstate.flink.metadata import OperatorState
+from flinkstate.flink.metadata import KeyGroupsHandle, OperatorState
 from flinkstate.flink.operator_state import operator_state_names, read_operator_state
 from flinkstate.flink.serializers import arrow_type
 from flinkstate.metadata import CheckpointInfo, OperatorMetadata
@@ -48,6 +48,16 @@ def _conform(t: pa.Table, schema: pa.Schema) -> pa.Table:
     from flinkstate.checkpoint import _conform as conform
 
     return conform(t, schema)
+
+
+def _decoded(meta: FlinkMetadata, uid: str, subtask: int, key_groups: list[int] | None) -> dict[str, Any]:
+    """One subtask's decoded states; with key groups asked, a canonical or heap file is read only in their byte ranges."""
+    op = meta.operator(uid)
+    sub = next(s for s in op.subtasks if s.index == subtask)
+    h = sub.managed_keyed
+    if key_groups is not None and isinstance(h, KeyGroupsHandle) and sub.raw_keyed is None:
+        return decode_key_groups(h, meta.directory, op, key_groups)[2]
+    return decode_subtask(meta, op, sub)
 
 
 def _restrict(t: pa.Table, key_groups: list[int] | None, keys: list[Any] | None) -> pa.Table:
@@ -77,9 +87,7 @@ class FlinkStateTask(KeyedTask):
     raw: bool = False
 
     def stored_rows(self) -> pa.Table | None:
-        op = self.meta.operator(self.uid)
-        sub = next(s for s in op.subtasks if s.index == self.subtask)
-        dec = decode_subtask(self.meta, op, sub).get(self.state)
+        dec = _decoded(self.meta, self.uid, self.subtask, self.key_groups).get(self.state)
         if dec is None:
             return None
         return _restrict(stored_rows(dec.table(), self.desc), self.key_groups, self.keys)
@@ -108,9 +116,7 @@ class FlinkTimerTask(ScanTask):
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         import pyarrow.dataset as ds
 
-        op = self.meta.operator(self.uid)
-        sub = next(s for s in op.subtasks if s.index == self.subtask)
-        decoded = decode_subtask(self.meta, op, sub)
+        decoded = _decoded(self.meta, self.uid, self.subtask, self.key_groups)
         for sd in self.services:
             s = TimerServiceDescriptor.from_dict(sd)
             dec = decoded.get(TIMER_PREFIX + s.name)
