@@ -345,8 +345,8 @@ def _segments(handle: KeyGroupsHandle, indexes: list[int]) -> list[tuple[int, in
     return sorted(out, key=lambda t: t[1])
 
 
-def _read_segments(stream: StreamHandle, base_dir: str, segs: list[tuple[int, int, int | None]]) -> dict[int, bytes]:
-    """The bytes of each segment, adjacent segments fetched in one ranged read."""
+def _read_segments(stream: StreamHandle, base_dir: str, segs: list[tuple[int, int, int | None]], first_kg: int) -> dict[int, bytes]:
+    """The bytes of each segment, adjacent segments fetched in one ranged read; a short file is a CorruptFileError naming the key group."""
     out: dict[int, bytes] = {}
     i = 0
     while i < len(segs):
@@ -355,6 +355,10 @@ def _read_segments(stream: StreamHandle, base_dir: str, segs: list[tuple[int, in
             j += 1
         start, end = segs[i][1], segs[j][2]
         data = stream.read(base_dir, start, None if end is None else end - start)
+        if end is not None and len(data) < end - start:
+            short = next(s for s in segs[i : j + 1] if s[2] is not None and s[2] > start + len(data))
+            raise CorruptFileError(f"{stream.location(base_dir)}: truncated: key group {first_kg + short[0]} needs bytes "
+                                   f"{short[1]}..{short[2]} but the file ends at {start + len(data)}")
         for idx, a, b in segs[i : j + 1]:
             out[idx] = data[a - start : None if b is None else b - start]
         i = j + 1
@@ -386,7 +390,7 @@ def decode_key_groups(
         return decode_keyed_handle(handle, base_dir, op, decoders)
     offsets = handle.offsets
     wanted = sorted({k - handle.start for k in key_groups if handle.start <= k <= handle.end})
-    parts = _read_segments(stream, base_dir, _segments(handle, [i for i in wanted if offsets[i] > 0]))
+    parts = _read_segments(stream, base_dir, _segments(handle, [i for i in wanted if offsets[i] > 0]), handle.start)
     header = header_bytes(handle, base_dir)
     if _looks_heap(handle, parts, stream, base_dir):
         runs: list[list[int]] = []

@@ -44,8 +44,10 @@ _NULL, _BYTES, _FILE, _KG, _OP, _INCR, _RELATIVE, _SP_KG = 0, 1, 2, 3, 4, 5, 6, 
 _INCR_V2, _KG_V2 = 11, 12
 _CHANGELOG = {8: "ChangelogStateBackendHandle", 9: "ChangelogStateHandleStreamImpl", 10: "InMemoryChangelogStateHandle",
               13: "ChangelogStateBackendHandle (v2)", 14: "ChangelogStateHandleStreamImpl (v2)"}
-_STREAM_KINDS = {15: "SegmentFileStateHandle (file-merging)", 16: "EmptyFileMergingOperatorStreamStateHandle",
-                 17: "FileMergingOperatorStreamStateHandle", 18: "EmptySegmentFileStateHandle (file-merging)"}
+_STREAM_KINDS = {15: "SegmentFileStateHandle (file-merging checkpoint)",
+                 16: "EmptyFileMergingOperatorStreamStateHandle (file-merging checkpoint)",
+                 17: "FileMergingOperatorStreamStateHandle (file-merging checkpoint)",
+                 18: "EmptySegmentFileStateHandle (file-merging checkpoint)"}
 MODES = ("SPLIT_DISTRIBUTE", "UNION", "BROADCAST")
 
 
