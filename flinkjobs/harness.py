@@ -156,12 +156,13 @@ def java_command(main: str, args: list[str], version: str | None = None, props: 
 
 
 def run_job(
-    out: Path, n: int = 100, variants: tuple[str, ...] = VARIANTS, timeout: float = 600, props: dict[str, int] | None = None,
+    out: Path, n: int = 100, variants: tuple[str, ...] = VARIANTS, timeout: float = 600, props: dict[str, object] | None = None,
     version: str | None = None,
 ) -> None:
     """Run the generator job on Flink `version` (default the newest): OUT/<variant>/savepoint and OUT/<variant>/expected.jsonl.
 
-    props sets the job's system properties flinkstate.keys / skeys / rate (distinct keys, records/s).
+    props sets the job's system properties flinkstate.keys / skeys / rate (distinct keys, records/s), and
+    conf extra Flink settings ("key=value;key=value").
     """
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)

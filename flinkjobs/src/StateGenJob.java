@@ -324,6 +324,11 @@ public class StateGenJob {
             conf.setString("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION");
         }
         conf.setString("rest.bind-port", "0");
+        // Extra Flink settings (system property flinkstate.conf, "key=value;key=value"), e.g. file-merging checkpoints.
+        for (String kv : System.getProperty("flinkstate.conf", "").split(";")) {
+            int eq = kv.indexOf('=');
+            if (eq > 0) conf.setString(kv.substring(0, eq).trim(), kv.substring(eq + 1).trim());
+        }
         // File-system checkpoint storage: the JobManager storage would inline everything.
         Compat.set(conf, "filesystem", "execution.checkpointing.storage", "state.checkpoint-storage");
         Compat.set(conf, out.resolve("checkpoints").toUri().toString(), "execution.checkpointing.dir", "state.checkpoints.dir");

@@ -174,7 +174,7 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
         if args.uid:
             from flinkstate.flink.source import FlinkSource
 
-            store = FlinkSource(store.path, uids=args.uid)
+            store = FlinkSource(store.path, uids=args.uid, storage_options=_storage_options(args))
         return _describe_flink(store, args, out)
     doc = describe(store, args.checkpoint)
     if args.json:

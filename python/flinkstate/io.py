@@ -52,6 +52,8 @@ class FileIO:
         self.root = normalize_root(root)
         self.storage_options: dict[str, Any] = dict(storage_options or {})
         self._fs: Any = None
+        self.bytes_read = 0  # bytes returned by read_bytes in this process (a counter for tests and benches)
+        self.read_calls = 0
 
     # -- pickling: never ship a live filesystem object
     def __getstate__(self) -> dict[str, Any]:
@@ -61,6 +63,8 @@ class FileIO:
         self.root = state["root"]
         self.storage_options = state["storage_options"]
         self._fs = None
+        self.bytes_read = 0
+        self.read_calls = 0
 
     def __repr__(self) -> str:
         return f"FileIO({self.root!r})"
@@ -122,6 +126,32 @@ class FileIO:
         if "w" in mode and self.scheme == "file":
             os.makedirs(os.path.dirname(path), exist_ok=True)
         return self.fs.open(path, mode)
+
+    def read_bytes(self, rel: str, offset: int = 0, length: int | None = None) -> bytes:
+        """Bytes [offset, offset+length) of a file (to its end when length is None): ranged reads on object stores; counted."""
+        # one (ranged) request: a buffered file would read ahead a whole block on object stores
+        end = None if length is None else offset + length
+        data = self.fs.cat_file(self.fs_path(rel), start=offset or None, end=end)
+        self.bytes_read += len(data)
+        self.read_calls += 1
+        return bytes(data)
+
+    def modified_ms(self, rel: str) -> int:
+        """A file's modification time in epoch milliseconds (its creation time on stores without one)."""
+        import datetime as dt
+
+        path = self.fs_path(rel)
+        if self.scheme == "file":
+            return int(os.path.getmtime(path) * 1000)
+        info = self.fs.info(path)
+        t = info.get("LastModified") or info.get("mtime") or info.get("created")
+        if t is None:
+            t = self.fs.modified(path)
+        if isinstance(t, dt.datetime):
+            if t.tzinfo is None:
+                t = t.replace(tzinfo=dt.timezone.utc)
+            return int(t.timestamp() * 1000)
+        return int(float(t) * 1000)
 
     def size(self, rel: str) -> int:
         """Size of a file in bytes."""

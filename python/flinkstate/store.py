@@ -264,8 +264,8 @@ def open_store(path: str | os.PathLike[str], storage_options: dict[str, Any] | N
     """
     from flinkstate.flink.source import FlinkSource, is_flink_path
 
-    if is_flink_path(os.fspath(path)):
-        return FlinkSource(path, **flink_options)
+    if is_flink_path(os.fspath(path), storage_options):
+        return FlinkSource(path, storage_options=storage_options, **flink_options)
     if flink_options:
         raise InvalidArgumentError(f"{os.fspath(path)} is not a Flink savepoint or checkpoint: options {sorted(flink_options)} are for those")
     return CheckpointStore(path, storage_options)

@@ -26,13 +26,13 @@ from flinkstate.flink._records import record_plan
 from flinkstate.flink._vector import Source
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
 from flinkstate.flink.heap import decode_heap_key_groups, is_heap_native
-from flinkstate.flink.metadata import CheckpointMetadata, KeyGroupsHandle, OperatorState, UnsupportedKeyedHandle
+from flinkstate.flink.metadata import CheckpointMetadata, KeyGroupsHandle, OperatorState, StreamHandle, UnsupportedKeyedHandle
 from flinkstate.flink.rocksdb import column_families, records_buffer
 from flinkstate.flink.serializers import StateMeta, TypeNode, arrow_type, read_keyed_header
 from flinkstate.flink.values import Reader, make_reader
 from flinkstate.keygroups import assign_key_groups
 
-__all__ = ["KeyedState", "TIMER_PREFIX", "decode_keyed_handle", "read_keyed_state"]
+__all__ = ["KeyedState", "TIMER_PREFIX", "decode_key_groups", "decode_keyed_handle", "header_bytes", "read_keyed_state"]
 
 TIMER_PREFIX = "_timer_state/"
 _END_OF_KEY_GROUP = 0xFFFF
@@ -322,6 +322,112 @@ def decode_keyed_handle(
         at = f"key group {kg}" if kg >= 0 else f"a key group of {handle.start}..{handle.end}"
         raise CorruptFileError(f"{where}: {ctx}: {at} is corrupt or truncated: {e}") from e
     return key_type, metas, decoders
+
+
+def header_bytes(handle: KeyGroupsHandle, base_dir: str) -> bytes:
+    """The bytes before the first key group's data (the serializer header): one ranged read, not the whole file."""
+    offsets = handle.offsets[handle.offsets > 0]
+    if handle.stream.data is not None or not len(offsets):
+        return handle.stream.read(base_dir)
+    return handle.stream.read(base_dir, 0, int(offsets.min()))
+
+
+def _segments(handle: KeyGroupsHandle, indexes: list[int]) -> list[tuple[int, int, int | None]]:
+    """(index in the range, start, end) of these key groups' bytes, by start; end is the next key group's offset or the file's end."""
+    offsets = handle.offsets
+    positive = np.sort(offsets[offsets > 0])
+    size = handle.stream.size if handle.stream.size > 0 else None
+    out = []
+    for i in indexes:
+        off = int(offsets[i])
+        j = int(np.searchsorted(positive, off, side="right"))
+        out.append((i, off, int(positive[j]) if j < len(positive) else size))
+    return sorted(out, key=lambda t: t[1])
+
+
+def _read_segments(stream: StreamHandle, base_dir: str, segs: list[tuple[int, int, int | None]], first_kg: int) -> dict[int, bytes]:
+    """The bytes of each segment, adjacent segments fetched in one ranged read; a short file is a CorruptFileError naming the key group."""
+    out: dict[int, bytes] = {}
+    i = 0
+    while i < len(segs):
+        j = i
+        while j + 1 < len(segs) and segs[j][2] is not None and segs[j + 1][1] == segs[j][2]:
+            j += 1
+        start, end = segs[i][1], segs[j][2]
+        data = stream.read(base_dir, start, None if end is None else end - start)
+        if end is not None and len(data) < end - start:
+            short = next(s for s in segs[i : j + 1] if s[2] is not None and s[2] > start + len(data))
+            raise CorruptFileError(f"{stream.location(base_dir)}: truncated: key group {first_kg + short[0]} needs bytes "
+                                   f"{short[1]}..{short[2]} but the file ends at {start + len(data)}")
+        for idx, a, b in segs[i : j + 1]:
+            out[idx] = data[a - start : None if b is None else b - start]
+        i = j + 1
+    return out
+
+
+def _looks_heap(handle: KeyGroupsHandle, parts: dict[int, bytes], stream: StreamHandle, base_dir: str) -> bool:
+    """Heap-native layout (see `is_heap_native`), judged from the fetched key groups' leading ids."""
+    offsets = handle.offsets
+    if handle.kind != "KeyGroupsStateHandle" or not len(offsets) or (offsets <= 0).any():
+        return False
+    probe = dict(parts)
+    if all(handle.start + i == 0 for i in probe) and len(offsets) > 1:  # a canonical kg 0 can start with 4 zero bytes too
+        probe[1] = stream.read(base_dir, int(offsets[1]), 4)
+    return all(len(d) >= 4 and _I32.unpack_from(d, 0)[0] == handle.start + i for i, d in probe.items())
+
+
+def decode_key_groups(
+    handle: KeyGroupsHandle, base_dir: str, op: OperatorState, key_groups: list[int], decoders: dict[str, _StateDecoder] | None = None
+) -> tuple[TypeNode, list[StateMeta], dict[str, _StateDecoder]]:
+    """Decode only these key groups of a canonical or heap-native stream, reading just the header and their byte ranges.
+
+    The handle's per-key-group offsets (KeyGroupRangeOffsets) say where each key group starts; the
+    fetched ranges are laid out after the header in a compact stream with offsets to match, and
+    decoded as the whole file would be.
+    """
+    stream = handle.stream
+    if stream.data is not None:  # inline in _metadata: already in memory
+        return decode_keyed_handle(handle, base_dir, op, decoders)
+    offsets = handle.offsets
+    wanted = sorted({k - handle.start for k in key_groups if handle.start <= k <= handle.end})
+    parts = _read_segments(stream, base_dir, _segments(handle, [i for i in wanted if offsets[i] > 0]), handle.start)
+    header = header_bytes(handle, base_dir)
+    if _looks_heap(handle, parts, stream, base_dir):
+        runs: list[list[int]] = []
+        for i in sorted(parts):
+            if runs and runs[-1][-1] == i - 1:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+        result = None
+        for run in runs or [[]]:
+            if not run:  # nothing asked in this range: the header alone declares the states
+                sub = KeyGroupsHandle("KeyGroupsSavepointStateHandle", handle.start, np.zeros(0, np.int64),
+                                      StreamHandle(stream.kind, stream.path, len(header), header, stream.files))
+            else:
+                sub = _compact(handle.kind, handle.start + run[0], header, [parts[i] for i in run], stream)
+            result = decode_keyed_handle(sub, base_dir, op, decoders)
+            decoders = result[2]
+        assert result is not None
+        return result
+    new = np.zeros(len(offsets), np.int64)
+    chunks = [header]
+    pos = len(header)
+    for i, _, _ in _segments(handle, sorted(parts)):
+        new[i] = pos
+        chunks.append(parts[i])
+        pos += len(parts[i])
+    buf = b"".join(chunks)
+    sub = KeyGroupsHandle(handle.kind, handle.start, new, StreamHandle(stream.kind, stream.path, len(buf), buf, stream.files))
+    return decode_keyed_handle(sub, base_dir, op, decoders)
+
+
+def _compact(kind: str, start: int, header: bytes, parts: list[bytes], stream: StreamHandle) -> KeyGroupsHandle:
+    """A handle over header + consecutive key groups' bytes, offsets pointing into it."""
+    sizes = np.array([len(p) for p in parts], np.int64)
+    offsets = len(header) + np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    buf = header + b"".join(parts)
+    return KeyGroupsHandle(kind, start, offsets, StreamHandle(stream.kind, stream.path, len(buf), buf, stream.files))
 
 
 def _collect(buf: bytes, pos: int, kg: int, dec: _StateDecoder) -> int:

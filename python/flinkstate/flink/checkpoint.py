@@ -21,11 +21,12 @@ import pyarrow.compute as pc
 
 from flinkstate.descriptors import OperatorStateDescriptor, TimerServiceDescriptor
 from flinkstate.errors import InvalidArgumentError, StateNotFoundError
-from flinkstate.flink.canonical import TIMER_PREFIX
+from flinkstate.flink._io import FlinkFiles
+from flinkstate.flink.canonical import TIMER_PREFIX, decode_key_groups
 from flinkstate.flink.encode import murmur3_128
 from flinkstate.flink.mapping import decode_subtask, operator_name, state_descriptor, stored_rows, subtask_range, subtask_states
 from flinkstate.flink.metadata import CheckpointMetadata as FlinkMetadata
-from flinkstate.flink.metadata import OperatorState
+from flinkstate.flink.metadata import KeyGroupsHandle, OperatorState
 from flinkstate.flink.operator_state import operator_state_names, read_operator_state
 from flinkstate.flink.serializers import arrow_type
 from flinkstate.metadata import CheckpointInfo, OperatorMetadata
@@ -48,6 +49,16 @@ def _conform(t: pa.Table, schema: pa.Schema) -> pa.Table:
     from flinkstate.checkpoint import _conform as conform
 
     return conform(t, schema)
+
+
+def _decoded(meta: FlinkMetadata, uid: str, subtask: int, key_groups: list[int] | None) -> dict[str, Any]:
+    """One subtask's decoded states; with key groups asked, a canonical or heap file is read only in their byte ranges."""
+    op = meta.operator(uid)
+    sub = next(s for s in op.subtasks if s.index == subtask)
+    h = sub.managed_keyed
+    if key_groups is not None and isinstance(h, KeyGroupsHandle) and sub.raw_keyed is None:
+        return decode_key_groups(h, meta.directory, op, key_groups)[2]
+    return decode_subtask(meta, op, sub)
 
 
 def _restrict(t: pa.Table, key_groups: list[int] | None, keys: list[Any] | None) -> pa.Table:
@@ -77,9 +88,7 @@ class FlinkStateTask(KeyedTask):
     raw: bool = False
 
     def stored_rows(self) -> pa.Table | None:
-        op = self.meta.operator(self.uid)
-        sub = next(s for s in op.subtasks if s.index == self.subtask)
-        dec = decode_subtask(self.meta, op, sub).get(self.state)
+        dec = _decoded(self.meta, self.uid, self.subtask, self.key_groups).get(self.state)
         if dec is None:
             return None
         return _restrict(stored_rows(dec.table(), self.desc), self.key_groups, self.keys)
@@ -108,9 +117,7 @@ class FlinkTimerTask(ScanTask):
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         import pyarrow.dataset as ds
 
-        op = self.meta.operator(self.uid)
-        sub = next(s for s in op.subtasks if s.index == self.subtask)
-        decoded = decode_subtask(self.meta, op, sub)
+        decoded = _decoded(self.meta, self.uid, self.subtask, self.key_groups)
         for sd in self.services:
             s = TimerServiceDescriptor.from_dict(sd)
             dec = decoded.get(TIMER_PREFIX + s.name)
@@ -341,15 +348,16 @@ def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: M
 
 
 def load_flink_checkpoint(path: str, *, ttl: Mapping[str, StateTtlConfig | int] | None = None,
-                          reference_ms: int | None = None, uids: Iterable[str] = (), pyflink: Any = None) -> FlinkCheckpoint:
-    """Parse the `_metadata` at path (file or folder) and map its operators' states; the savepoint's time is the file's.
+                          reference_ms: int | None = None, uids: Iterable[str] = (), pyflink: Any = None,
+                          files: FlinkFiles | None = None) -> FlinkCheckpoint:
+    """Parse the `_metadata` at path (file or folder, local or URL) and map its operators' states; the savepoint's time is the file's.
 
     uids names operators that the metadata records only by id (Flink 1.x): each is matched by Flink's hash of the uid.
     pyflink: a `flink.pyflink.PyFlinkOptions` (types of PyFlink jobs' states, unpickle), else the defaults.
     """
     from flinkstate.flink.metadata import read_metadata
 
-    meta = read_metadata(path)
+    meta = read_metadata(path, files)
     known = tuple(uids)
     if pyflink is not None:
         meta.options["pyflink"] = pyflink
@@ -362,5 +370,5 @@ def load_flink_checkpoint(path: str, *, ttl: Mapping[str, StateTtlConfig | int] 
         if om.keyed_states or om.timer_services or om.operator_states or om.has_coordinator:
             ops[name] = om
             flink_ids[name] = op.uid or op.operator_id
-    created = reference_ms if reference_ms is not None else int(os.path.getmtime(meta.path) * 1000)
+    created = reference_ms if reference_ms is not None else meta.files.modified_ms(meta.path)
     return FlinkCheckpoint(meta, ops, created, tuple(unknown), flink_ids)

@@ -20,7 +20,7 @@ from flinkstate.descriptors import (
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
-from flinkstate.flink.canonical import _StateDecoder, decode_keyed_handle, decode_rocksdb_handle
+from flinkstate.flink.canonical import _StateDecoder, decode_keyed_handle, decode_rocksdb_handle, header_bytes
 from flinkstate.flink.encode import murmur3_128
 from flinkstate.flink.errors import UnsupportedFlinkFormatError
 from flinkstate.flink.metadata import CheckpointMetadata, OperatorState, SubtaskState, UnsupportedKeyedHandle
@@ -134,7 +134,8 @@ def subtask_states(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskStat
         raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} uses {h.kind}, which is not supported")
     ctx = f"operator {op.label}"
     where = stream.location(meta.directory) if stream.kind != "inline" else f"inline state {stream.path}"
-    _, key_type, metas = read_keyed_header(DataReader(stream.read(meta.directory), where=where), ctx)
+    data = stream.read(meta.directory) if isinstance(h, UnsupportedKeyedHandle) else header_bytes(h, meta.directory)  # the header only
+    _, key_type, metas = read_keyed_header(DataReader(data, where=where), ctx)
     prefix = 1 if op.max_parallelism <= 128 else 2
     return pyflink_states(meta, op, {m.name: _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}") for m in metas})
 

@@ -9,8 +9,8 @@ channel state are refused with UnsupportedFlinkFormatError naming them.
 
 from __future__ import annotations
 
-import logging
 import os
+import posixpath
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from flinkstate.errors import OperatorNotFoundError
-from flinkstate.flink._io import DataReader
+from flinkstate.flink._io import DataReader, FlinkFiles, _split_url, join_url
 from flinkstate.flink.encode import murmur3_128
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
 from flinkstate.flink.version import FlinkVersionGuess, guess_flink_version
@@ -45,11 +45,11 @@ _NULL, _BYTES, _FILE, _KG, _OP, _INCR, _RELATIVE, _SP_KG = 0, 1, 2, 3, 4, 5, 6, 
 _INCR_V2, _KG_V2 = 11, 12
 _CHANGELOG = {8: "ChangelogStateBackendHandle", 9: "ChangelogStateHandleStreamImpl", 10: "InMemoryChangelogStateHandle",
               13: "ChangelogStateBackendHandle (v2)", 14: "ChangelogStateHandleStreamImpl (v2)"}
-_STREAM_KINDS = {15: "SegmentFileStateHandle (file-merging)", 16: "EmptyFileMergingOperatorStreamStateHandle",
-                 17: "FileMergingOperatorStreamStateHandle", 18: "EmptySegmentFileStateHandle (file-merging)"}
+_STREAM_KINDS = {15: "SegmentFileStateHandle (file-merging checkpoint)",
+                 16: "EmptyFileMergingOperatorStreamStateHandle (file-merging checkpoint)",
+                 17: "FileMergingOperatorStreamStateHandle (file-merging checkpoint)",
+                 18: "EmptySegmentFileStateHandle (file-merging checkpoint)"}
 MODES = ("SPLIT_DISTRIBUTE", "UNION", "BROADCAST")
-_LOG = logging.getLogger(__name__)
-_RELOCATED: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -60,41 +60,27 @@ class StreamHandle:
     path: str
     size: int
     data: bytes | None = None
+    files: FlinkFiles = field(default_factory=FlinkFiles, compare=False, repr=False)
 
     def location(self, base_dir: str) -> str:
-        """The file path to read (inline handles return their recorded name).
+        """The file path or URL to read (inline handles return their recorded name).
 
-        An absolute path that no longer exists (a checkpoint copied away from where Flink wrote
-        it) is resolved against the copied layout: `<job dir>/shared/`, `<job dir>/taskowned/`
-        or the checkpoint's own `chk-N/` directory, when the file is there.
+        An absolute path whose folder no longer exists (a checkpoint copied away from where Flink
+        wrote it) is read from the copied layout (`files.relocated`, decided once per `_metadata`).
         """
         if self.kind == "relative":
-            return os.path.join(base_dir, self.path)
-        path = self.path
-        if path.startswith("file://"):
-            path = path[7:]
-        elif path.startswith("file:"):
-            path = path[5:]
-        if self.kind == "file" and base_dir and not os.path.exists(path):
-            parent, name = os.path.split(path)
-            folder = os.path.basename(parent)
-            base = os.path.normpath(base_dir)
-            moved = os.path.join(base, name) if folder == os.path.basename(base) else os.path.join(os.path.dirname(base), folder, name)
-            if folder in ("shared", "taskowned", os.path.basename(base)) and os.path.exists(moved):
-                if base not in _RELOCATED:
-                    _RELOCATED.add(base)
-                    _LOG.info("%s: state files recorded under %s are read from the copied checkpoint layout", base, os.path.dirname(parent))
-                return moved
-        return path
+            return join_url(base_dir, self.path)
+        if self.kind == "inline":
+            return self.path
+        return self.files.location(self.path)
 
-    def read(self, base_dir: str) -> bytes:
-        """The whole stream's bytes; a missing file is a CorruptFileError naming the handle."""
+    def read(self, base_dir: str, offset: int = 0, length: int | None = None) -> bytes:
+        """The stream's bytes (or a range of them); a missing file is a CorruptFileError naming the handle."""
         if self.data is not None:
-            return self.data
+            return self.data if offset == 0 and length is None else self.data[offset : None if length is None else offset + length]
         path = self.location(base_dir)
         try:
-            with open(path, "rb") as f:
-                return f.read()
+            return self.files.read(path, offset, length)
         except FileNotFoundError as e:
             raise CorruptFileError(f"state file {path} of {self.kind} handle {self.path!r} is missing") from e
 
@@ -175,11 +161,13 @@ class CheckpointMetadata:
     master_states: list[tuple[str, int, bytes]]
     operators: list[OperatorState]
     options: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # read options (PyFlink declarations)
+    files: FlinkFiles = field(default_factory=FlinkFiles, compare=False, repr=False)
+    relocated: dict[str, str] = field(default_factory=dict)
 
     @property
     def directory(self) -> str:
-        """The directory relative file handles are resolved against."""
-        return os.path.dirname(self.path)
+        """The directory (local path or URL) relative file handles are resolved against."""
+        return _split_url(self.path)[0] if "://" in self.path else os.path.dirname(self.path)
 
     @cached_property
     def flink_version(self) -> FlinkVersionGuess:
@@ -203,20 +191,70 @@ class CheckpointMetadata:
         raise OperatorNotFoundError(f"operator {uid_or_name!r} is not in {self.path} (operators: {known})")
 
 
-def read_metadata(path: str) -> CheckpointMetadata:
-    """Parse the `_metadata` file at path (or inside the directory path)."""
-    if os.path.isdir(path):
-        path = os.path.join(path, "_metadata")
+def read_metadata(path: str, files: FlinkFiles | None = None) -> CheckpointMetadata:
+    """Parse the `_metadata` file at path (or inside the directory path): a local path, memory:// or s3:// URL.
+
+    Absolute state file paths whose folders no longer exist are resolved against the copied layout
+    (`meta.relocated` says which folders; nothing is logged here: the source says so once).
+    """
+    files = files if files is not None else FlinkFiles()
+    if "://" not in path or path.startswith("file:"):
+        path = path[7:] if path.startswith("file://") else path.removeprefix("file:")
+        if os.path.isdir(path):
+            path = os.path.join(path, "_metadata")
+    elif posixpath.basename(path.rstrip("/")) != "_metadata":
+        path = join_url(path.rstrip("/"), "_metadata")
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError as e:
+        data = files.read(path)
+    except (FileNotFoundError, IsADirectoryError) as e:
         raise CorruptFileError(f"{path}: no _metadata file") from e
-    return parse_metadata(data, path)
+    meta = parse_metadata(data, path, files)
+    _relocate(meta)
+    return meta
 
 
-def parse_metadata(data: bytes, path: str = "_metadata") -> CheckpointMetadata:
-    """Parse `_metadata` bytes; path names the file in error messages and anchors relative handles."""
+def _absolute_handles(meta: CheckpointMetadata) -> list[StreamHandle]:
+    """Every absolute-path file handle of the checkpoint."""
+    out: list[StreamHandle] = []
+    for op in meta.operators:
+        for sub in op.subtasks:
+            for h in (sub.managed_operator, sub.raw_operator, sub.managed_keyed, sub.raw_keyed):
+                if isinstance(h, (KeyGroupsHandle, OperatorStateHandle)):
+                    out.append(h.stream)
+                elif isinstance(h, UnsupportedKeyedHandle):
+                    out.extend(s for s in (h.meta_stream, *(s for _, s in h.shared), *(s for _, s in h.private)) if s is not None)
+    return [s for s in out if s.kind == "file"]
+
+
+def _relocate(meta: CheckpointMetadata) -> None:
+    """Map each recorded folder that no longer exists to the copied layout: chk-N/, ../shared/, ../taskowned/ or ../chk-N/."""
+    base = meta.directory
+    parent = _split_url(base)[0]
+    by_folder: dict[str, str] = {}
+    for s in _absolute_handles(meta):
+        folder, name = _split_url(s.path)
+        by_folder.setdefault(folder, name)
+    for folder, sample in by_folder.items():
+        if folder in meta.files.relocated:  # decided for another checkpoint of the same source
+            meta.relocated[folder] = meta.files.relocated[folder]
+            continue
+        if meta.files.exists(join_url(folder, sample)):
+            continue
+        name = _split_url(folder)[1]
+        candidates = [base] if name == _split_url(base)[1] else []
+        if name in ("shared", "taskowned") or name.startswith("chk-"):
+            candidates.append(join_url(parent, name))
+        candidates.append(base)  # a savepoint's own files, its folder renamed
+        for c in candidates:
+            if meta.files.exists(join_url(c, sample)):
+                meta.files.relocated[folder] = c
+                meta.relocated[folder] = c
+                break
+
+
+def parse_metadata(data: bytes, path: str = "_metadata", files: FlinkFiles | None = None) -> CheckpointMetadata:
+    """Parse `_metadata` bytes; path names the file in error messages and anchors relative handles; files reads them."""
+    files = files if files is not None else FlinkFiles()
     r = DataReader(data, where=path)
     if r.i32() & 0xFFFFFFFF != MAGIC:
         raise CorruptFileError(f"{path}: not a Flink _metadata file (bad magic number)")
@@ -227,8 +265,8 @@ def parse_metadata(data: bytes, path: str = "_metadata") -> CheckpointMetadata:
     if checkpoint_id < 0:
         raise CorruptFileError(f"{path}: invalid checkpoint id {checkpoint_id}")
     masters = [_master_state(r) for _ in range(_count(r, "master states"))]
-    operators = [_operator_state(r, version) for _ in range(_count(r, "operators"))]
-    return CheckpointMetadata(path, version, checkpoint_id, masters, operators)
+    operators = [_operator_state(r, version, files) for _ in range(_count(r, "operators"))]
+    return CheckpointMetadata(path, version, checkpoint_id, masters, operators, files)
 
 
 def _count(r: DataReader, what: str) -> int:
@@ -247,7 +285,7 @@ def _master_state(r: DataReader) -> tuple[str, int, bytes]:
     return name, version, inner.sized()
 
 
-def _operator_state(r: DataReader, version: int) -> OperatorState:
+def _operator_state(r: DataReader, version: int, files: FlinkFiles) -> OperatorState:
     name = uid = None
     if version >= 5:
         name = r.utf() or None
@@ -256,7 +294,7 @@ def _operator_state(r: DataReader, version: int) -> OperatorState:
     op_id = (lower & (2**64 - 1)).to_bytes(8, "big").hex() + (upper & (2**64 - 1)).to_bytes(8, "big").hex()
     parallelism, max_parallelism = r.i32(), r.i32()
     label = uid or name or op_id
-    coord = _stream_handle(r, f"coordinator state of operator {label}")
+    coord = _stream_handle(r, f"coordinator state of operator {label}", files)
     n = r.i32()
     if n == -1:
         return OperatorState(name, uid, op_id, parallelism, max_parallelism, coord.data if coord else None, [], True)
@@ -268,10 +306,10 @@ def _operator_state(r: DataReader, version: int) -> OperatorState:
         if index < 0:  # a finished subtask: nothing follows
             continue
         where = f"operator {label} subtask {index}"
-        managed_op = _operator_handle(r, where) if r.i32() != 0 else None
-        raw_op = _operator_handle(r, where) if r.i32() != 0 else None
-        managed_kg = _keyed_handle(r, where)
-        raw_kg = _keyed_handle(r, where)
+        managed_op = _operator_handle(r, where, files) if r.i32() != 0 else None
+        raw_op = _operator_handle(r, where, files) if r.i32() != 0 else None
+        managed_kg = _keyed_handle(r, where, files)
+        raw_kg = _keyed_handle(r, where, files)
         for kind in ("InputChannelStateHandle", "ResultSubpartitionStateHandle"):
             if r.i32() != 0:
                 raise UnsupportedFlinkFormatError(
@@ -282,20 +320,20 @@ def _operator_state(r: DataReader, version: int) -> OperatorState:
     return OperatorState(name, uid, op_id, parallelism, max_parallelism, coord_bytes, subtasks)
 
 
-def _stream_handle(r: DataReader, where: str) -> StreamHandle | None:
+def _stream_handle(r: DataReader, where: str, files: FlinkFiles) -> StreamHandle | None:
     t = r.u8()
     if t == _NULL:
         return None
     if t == _BYTES:
         name = r.utf()
         data = r.sized()
-        return StreamHandle("inline", name, len(data), data)
+        return StreamHandle("inline", name, len(data), data, files)
     if t == _FILE:
         size = r.i64()
-        return StreamHandle("file", r.utf(), size)
+        return StreamHandle("file", r.utf(), size, None, files)
     if t == _RELATIVE:
         rel = r.utf()
-        return StreamHandle("relative", rel, r.i64())
+        return StreamHandle("relative", rel, r.i64(), None, files)
     if t in _STREAM_KINDS:
         raise UnsupportedFlinkFormatError(f"{r.where}: {where} uses {_STREAM_KINDS[t]}, which is not supported")
     raise CorruptFileError(f"{r.where}: {where}: unknown stream state handle type {t} at offset {r.pos - 1}")
@@ -308,14 +346,14 @@ def _offsets(r: DataReader, n: int) -> np.ndarray:
     return np.frombuffer(r.buf[p : p + 8 * n], dtype=">i8").astype(np.int64)
 
 
-def _keyed_handle(r: DataReader, where: str) -> KeyGroupsHandle | UnsupportedKeyedHandle | None:
+def _keyed_handle(r: DataReader, where: str, files: FlinkFiles) -> KeyGroupsHandle | UnsupportedKeyedHandle | None:
     t = r.u8()
     if t == _NULL:
         return None
     if t in (_KG, _KG_V2, _SP_KG):
         start, n = r.i32(), r.i32()
         offsets = _offsets(r, n)
-        stream = _stream_handle(r, where)
+        stream = _stream_handle(r, where, files)
         if t == _KG_V2:
             r.utf()  # stateHandleId
         if stream is None:
@@ -328,20 +366,20 @@ def _keyed_handle(r: DataReader, where: str) -> KeyGroupsHandle | UnsupportedKey
         start, n = r.i32(), r.i32()
         if t == _INCR_V2:
             r.i64()  # checkpointed size
-        meta_stream = _stream_handle(r, where)
-        files = []
+        meta_stream = _stream_handle(r, where, files)
+        lists = []
         for _ in range(2):  # shared (SST files), private (MANIFEST, CURRENT, OPTIONS): local name -> handle
-            files.append(tuple((r.utf(), _stream_handle(r, where)) for _ in range(_count(r, "incremental handle files"))))
+            lists.append(tuple((r.utf(), _stream_handle(r, where, files)) for _ in range(_count(r, "incremental handle files"))))
         if t == _INCR_V2:
             r.utf()  # state handle id
         return UnsupportedKeyedHandle("IncrementalRemoteKeyedStateHandle (RocksDB native/incremental)", start, n,
-                                      checkpoint_id, meta_stream, files[0], files[1])
+                                      checkpoint_id, meta_stream, lists[0], lists[1])
     if t in _CHANGELOG:
         raise UnsupportedFlinkFormatError(f"{r.where}: {where} uses {_CHANGELOG[t]} (changelog state backend), which is not supported")
     raise CorruptFileError(f"{r.where}: {where}: unknown keyed state handle type {t} at offset {r.pos - 1}")
 
 
-def _operator_handle(r: DataReader, where: str) -> OperatorStateHandle | None:
+def _operator_handle(r: DataReader, where: str, files: FlinkFiles) -> OperatorStateHandle | None:
     t = r.u8()
     if t == _NULL:
         return None
@@ -356,7 +394,7 @@ def _operator_handle(r: DataReader, where: str) -> OperatorStateHandle | None:
         if mode >= len(MODES):
             raise CorruptFileError(f"{r.where}: {where}: operator state {name!r} has unknown mode {mode}")
         states[name] = (MODES[mode], _offsets(r, r.i32()))
-    stream = _stream_handle(r, where)
+    stream = _stream_handle(r, where, files)
     if stream is None:
         raise CorruptFileError(f"{r.where}: {where}: operator state handle without a stream")
     return OperatorStateHandle(states, stream)

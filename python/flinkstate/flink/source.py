@@ -7,11 +7,13 @@ folders holding one) instead of a flinkstate root: `checkpoints()`, `checkpoint(
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from flinkstate.errors import CheckpointNotFoundError, InvalidArgumentError
+from flinkstate.flink._io import FlinkFiles, join_url
 from flinkstate.flink.checkpoint import FlinkCheckpoint, load_flink_checkpoint
 from flinkstate.metadata import CheckpointInfo, CheckpointMetadata
 from flinkstate.reads import ReadApi
@@ -19,49 +21,71 @@ from flinkstate.ttl import StateTtlConfig
 
 __all__ = ["FlinkSource", "chk_folders", "is_flink_path"]
 
+_LOG = logging.getLogger(__name__)
 
-def chk_folders(path: str) -> dict[int, str]:
+
+def _norm(path: str | os.PathLike[str]) -> str:
+    """A local path without `file://`, or a URL without a trailing slash (s3a:// read as s3://)."""
+    p = os.fspath(path)
+    if p.startswith("file://"):
+        return p[7:]
+    if "://" in p:
+        scheme, rest = p.split("://", 1)
+        return ("s3" if scheme in ("s3a", "s3n") else scheme) + "://" + rest.rstrip("/")
+    return p
+
+
+def chk_folders(path: str, files: FlinkFiles | None = None) -> dict[int, str]:
     """The `chk-N` folders holding a `_metadata` in a Flink job's checkpoint folder, by N."""
+    files = files if files is not None else FlinkFiles()
     out = {}
-    if os.path.isdir(path):
-        for entry in os.listdir(path):
-            n = entry.removeprefix("chk-")
-            if entry.startswith("chk-") and n.isdigit() and os.path.isfile(os.path.join(path, entry, "_metadata")):
-                out[int(n)] = os.path.join(path, entry)
+    for entry in files.list_dir(path):
+        n = entry.removeprefix("chk-")
+        if entry.startswith("chk-") and n.isdigit() and files.exists(join_url(join_url(path, entry), "_metadata")):
+            out[int(n)] = join_url(path, entry)
     return out
 
 
-def is_flink_path(path: str) -> bool:
-    """True when a local path is a Flink savepoint/checkpoint (`_metadata`), or a job folder with `chk-N` ones."""
-    if "://" in path and not path.startswith("file://"):
+def is_flink_path(path: str, storage_options: dict[str, Any] | None = None) -> bool:
+    """True when a path or URL (local, memory://, s3://) is a Flink savepoint/checkpoint (`_metadata`), or a job folder with `chk-N` ones."""
+    path = _norm(path)
+    if "://" in path and path.split("://", 1)[0] not in ("memory", "s3"):
         return False
-    path = path.removeprefix("file://")
-    if os.path.isdir(os.path.join(path, "_flinkstate")):
+    files = FlinkFiles(storage_options)
+    if files.exists(join_url(path, "_flinkstate")) or files.is_dir(join_url(path, "_flinkstate")):
         return False
-    return (os.path.basename(path) == "_metadata" and os.path.isfile(path)) or os.path.isfile(os.path.join(path, "_metadata")) \
-        or bool(chk_folders(path))
+    if os.path.basename(path) == "_metadata":
+        return files.exists(path)
+    return files.exists(join_url(path, "_metadata")) or bool(chk_folders(path, files))
 
 
 class FlinkSource(ReadApi):
-    """The checkpoints of a Flink savepoint, retained checkpoint or job checkpoint folder (read only)."""
+    """The checkpoints of a Flink savepoint, retained checkpoint or job checkpoint folder (read only).
+
+    Files are read through the project's FileIO (`files`: local, memory:// or s3:// with
+    storage_options). A checkpoint copied away from where Flink wrote it is read from the copied
+    layout; one warning per open names the folders so resolved (and `describe` lists them).
+    """
 
     def __init__(self, path: str | os.PathLike[str], *, ttl: Mapping[str, StateTtlConfig | int] | None = None,
                  reference_ms: int | None = None, uids: Iterable[str] = (), pyflink: Mapping[str, Any] | None = None,
-                 unpickle: bool = False) -> None:
+                 unpickle: bool = False, storage_options: dict[str, Any] | None = None) -> None:
         """uids names operators that Flink 1.x metadata records only by id (matched by Flink's hash of the uid)."""
         from flinkstate.flink.pyflink import PyFlinkOptions
 
-        self.path = os.fspath(path).removeprefix("file://")
+        self.path = _norm(path)
         self.uids = tuple(uids)
         self.ttl = dict(ttl or {})
         # PyFlink jobs: state types per "operator/state" or "state" (flink.pyflink.value_state...); unpickle runs code
         self.pyflink = PyFlinkOptions(dict(pyflink or {}), unpickle=bool(unpickle))
         self.reference_ms = reference_ms
-        if os.path.basename(self.path) == "_metadata" or os.path.isfile(os.path.join(self.path, "_metadata")):
+        self.files = FlinkFiles(storage_options)
+        self._warned = False
+        if os.path.basename(self.path) == "_metadata" or self.files.exists(join_url(self.path, "_metadata")):
             folder = os.path.dirname(self.path) if os.path.basename(self.path) == "_metadata" else self.path
             self._folders = {-1: folder}  # one savepoint/checkpoint: its id is in its _metadata
         else:
-            self._folders = chk_folders(self.path)
+            self._folders = chk_folders(self.path, self.files)
             if not self._folders:
                 raise CheckpointNotFoundError(f"{self.path}: no Flink _metadata here, and no chk-N folder holding one")
         self._loaded: dict[int, FlinkCheckpoint] = {}
@@ -78,8 +102,17 @@ class FlinkSource(ReadApi):
         ck = self._loaded.get(key)
         if ck is None:
             ck = self._loaded[key] = load_flink_checkpoint(self._folders[key], ttl=self.ttl, reference_ms=self.reference_ms,
-                                                         uids=self.uids, pyflink=self.pyflink)
+                                                         uids=self.uids, pyflink=self.pyflink, files=self.files)
+            self._say_relocated(ck.meta.relocated)
         return ck
+
+    def _say_relocated(self, relocated: Mapping[str, str]) -> None:
+        """Warn once per open that state files are read from the copied layout, not where `_metadata` says."""
+        if relocated and not self._warned:
+            self._warned = True
+            moved = "; ".join(f"{a} -> {b}" for a, b in sorted(relocated.items()))
+            _LOG.warning("%s: this Flink checkpoint was copied away from where Flink wrote it; its state files are read "
+                         "from the copied layout (%s)", self.path, moved)
 
     def checkpoint(self, checkpoint_id: int | None = None) -> FlinkCheckpoint:
         """One savepoint/checkpoint (default the latest), pinned."""
@@ -105,8 +138,9 @@ class FlinkSource(ReadApi):
             if k in self._loaded:
                 out.append(self._loaded[k].info)
                 continue
-            meta = read_metadata(self._folders[k])
-            created = self.reference_ms if self.reference_ms is not None else int(os.path.getmtime(meta.path) * 1000)
+            meta = read_metadata(self._folders[k], self.files)
+            self._say_relocated(meta.relocated)
+            created = self.reference_ms if self.reference_ms is not None else self.files.modified_ms(meta.path)
             out.append(FlinkCheckpoint(meta, {}, created).info)
         return out
 
@@ -134,6 +168,9 @@ class FlinkSource(ReadApi):
                         "keyed_states": {n: d.kind for n, d in sorted(om.keyed_states.items())},
                         "timer_services": sorted(om.timer_services), "operator_states": {n: d.mode for n, d in sorted(om.operator_states.items())}})
         guess = ck.meta.flink_version
-        return {"path": ck.meta.path, "metadata_version": ck.meta.version, "flink_version": guess.label,
-                "flink_version_evidence": list(guess.evidence), "checkpoint": ck.info.to_dict(), "operators": ops,
-                "ttl_unknown": list(ck.ttl_unknown)}
+        out = {"path": ck.meta.path, "metadata_version": ck.meta.version, "flink_version": guess.label,
+               "flink_version_evidence": list(guess.evidence), "checkpoint": ck.info.to_dict(), "operators": ops,
+               "ttl_unknown": list(ck.ttl_unknown)}
+        if ck.meta.relocated:
+            out["relocated"] = dict(sorted(ck.meta.relocated.items()))  # recorded folder -> copied folder read instead
+        return out

@@ -1,0 +1,110 @@
+"""Read a real Flink canonical savepoint: decode entries/s on one core, next to pyarrow on the same rows and real Flink restoring it.
+
+    python flinkjobs/harness.py /tmp/fl 1000000 files keys=1000000 skeys=500000 rate=100000
+    taskset -c 1 python bench/flink_savepoint_read.py /tmp/fl/files/savepoint [--restore]
+
+Rows of the table, all in this run:
+- decode: every keyed state and timer service of every keyed operator (`read_keyed_state`: the
+  numpy-framed decoder), CPU seconds of this process (one thread), so a loaded machine still
+  gives one core's figure;
+- pyarrow: the decoded tables written to Parquet (uncompressed, snappy), then `pq.read_table` of
+  them all, CPU seconds with pyarrow limited to one thread;
+- Flink restore (with --restore): RestoreDumpJob (flinkjobs/harness.py) restoring the savepoint on
+  the HashMap backend at parallelism 1 and dumping every entry, wall seconds including the JVM start;
+- one-key lookup: bytes read through FileIO by `read_state(..., keys=[k])` against the keyed files' size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (imported before timing: the decoder uses it)
+import pyarrow.parquet as pq
+
+import flinkstate
+from flinkstate.flink import read_keyed_state, read_metadata
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _harness():
+    spec = importlib.util.spec_from_file_location("flinkjobs_harness", ROOT / "flinkjobs" / "harness.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def decode(path: str) -> tuple[dict[str, pa.Table], float, float]:
+    """Every keyed operator's states and timers decoded: (tables, CPU s, wall s)."""
+    meta = read_metadata(path)
+    tables: dict[str, pa.Table] = {}
+    t, w = time.process_time(), time.perf_counter()
+    for op in meta.operators:
+        if any(s.managed_keyed is not None for s in op.subtasks):
+            ks = read_keyed_state(meta, op.label)
+            tables.update({f"{op.label}/{k}": v for k, v in ks.states.items()})
+            tables.update({f"{op.label}/timers/{k}": v for k, v in ks.timers.items()})
+    return tables, time.process_time() - t, time.perf_counter() - w
+
+
+def parquet_read(tables: dict[str, pa.Table], tmp: Path, compression: str) -> float:
+    """Write the tables to Parquet, then CPU seconds to read them all back."""
+    paths = []
+    for i, table in enumerate(tables.values()):
+        p = tmp / f"{compression}-{i}.parquet"
+        pq.write_table(table, p, compression=compression)
+        paths.append(p)
+    t = time.process_time()
+    for p in paths:
+        pq.read_table(p)
+    return time.process_time() - t
+
+
+def lookup_bytes(path: str) -> tuple[int, int]:
+    """(bytes read by a one-key lookup of long-keyed/count, bytes of long-keyed's keyed files)."""
+    src = flinkstate.open(path)
+    ck = src.checkpoint()
+    op = ck.meta.operator("long-keyed")
+    total = sum(s.managed_keyed.stream.size for s in op.subtasks if s.managed_keyed is not None)
+    before = src.files.bytes_read
+    src.read_state("long-keyed", "count", keys=[7])
+    return src.files.bytes_read - before, total
+
+
+def main() -> None:
+    """Print the table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("savepoint")
+    ap.add_argument("--restore", action="store_true", help="also time real Flink restoring the savepoint (RestoreDumpJob)")
+    args = ap.parse_args()
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+    tables, cpu, wall = decode(args.savepoint)
+    n = sum(t.num_rows for t in tables.values())
+    rows = [("decode a Flink canonical savepoint (flinkstate)", cpu, f"{wall:.2f} wall")]
+    with tempfile.TemporaryDirectory() as tmp:
+        for codec in ("none", "snappy"):
+            rows.append((f"pyarrow pq.read_table, same rows ({codec})", parquet_read(tables, Path(tmp), codec), "CPU"))
+        if args.restore:
+            w = time.perf_counter()
+            lines = _harness().restore_and_dump(Path(args.savepoint), Path(tmp) / "dump.jsonl")
+            rows.append((f"real Flink 2.3 restore + dump (RestoreDumpJob, {len(lines):,} lines)", time.perf_counter() - w, "wall"))
+    print(f"{n:,} entries in {len(tables)} states/timer services of {args.savepoint}")
+    print("| read | seconds | entries/s | vs decode |")
+    print("|---|---|---|---|")
+    for name, s, kind in rows:
+        print(f"| {name} | {s:.2f} ({kind}) | {n / s:,.0f} | {cpu / s:.2f}x |")
+    got, total = lookup_bytes(args.savepoint)
+    print(f"one-key lookup (long-keyed/count, key 7): {got:,} bytes read of {total:,} keyed-file bytes ({got / total:.4%})")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
