@@ -22,11 +22,11 @@ import pyarrow.compute as pc
 from flinkstate.descriptors import OperatorStateDescriptor, TimerServiceDescriptor
 from flinkstate.errors import InvalidArgumentError, StateNotFoundError
 from flinkstate.flink._io import FlinkFiles
-from flinkstate.flink.canonical import TIMER_PREFIX, decode_key_groups
+from flinkstate.flink.canonical import TIMER_PREFIX
 from flinkstate.flink.encode import murmur3_128
 from flinkstate.flink.mapping import decode_subtask, operator_name, state_descriptor, stored_rows, subtask_range, subtask_states
 from flinkstate.flink.metadata import CheckpointMetadata as FlinkMetadata
-from flinkstate.flink.metadata import KeyGroupsHandle, OperatorState
+from flinkstate.flink.metadata import OperatorState
 from flinkstate.flink.operator_state import operator_state_names, read_operator_state
 from flinkstate.flink.serializers import arrow_type
 from flinkstate.metadata import CheckpointInfo, OperatorMetadata
@@ -55,10 +55,7 @@ def _decoded(meta: FlinkMetadata, uid: str, subtask: int, key_groups: list[int] 
     """One subtask's decoded states; with key groups asked, a canonical or heap file is read only in their byte ranges."""
     op = meta.operator(uid)
     sub = next(s for s in op.subtasks if s.index == subtask)
-    h = sub.managed_keyed
-    if key_groups is not None and isinstance(h, KeyGroupsHandle) and sub.raw_keyed is None:
-        return decode_key_groups(h, meta.directory, op, key_groups)[2]
-    return decode_subtask(meta, op, sub)
+    return decode_subtask(meta, op, sub, key_groups)
 
 
 def _restrict(t: pa.Table, key_groups: list[int] | None, keys: list[Any] | None) -> pa.Table:

@@ -20,10 +20,10 @@ from flinkstate.descriptors import (
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
-from flinkstate.flink.canonical import _StateDecoder, decode_keyed_handle, decode_rocksdb_handle, header_bytes
+from flinkstate.flink.canonical import _StateDecoder, decode_key_groups, decode_keyed_handle, decode_rocksdb_handle, header_bytes
 from flinkstate.flink.encode import murmur3_128
 from flinkstate.flink.errors import UnsupportedFlinkFormatError
-from flinkstate.flink.metadata import CheckpointMetadata, OperatorState, SubtaskState, UnsupportedKeyedHandle
+from flinkstate.flink.metadata import CheckpointMetadata, KeyGroupsHandle, OperatorState, SubtaskState, UnsupportedKeyedHandle
 from flinkstate.flink.pyflink import PyFlinkDecoder, pyflink_states, row_key_groups
 from flinkstate.flink.serializers import arrow_type
 from flinkstate.ttl import MAX_TIMESTAMP, StateTtlConfig
@@ -107,13 +107,19 @@ def subtask_range(sub: SubtaskState) -> tuple[int, int] | None:
     return (h.start, h.end)
 
 
-def decode_subtask(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskState) -> dict[str, _StateDecoder]:
-    """Every keyed state and timer service of one subtask, decoded (by Flink state name)."""
+def decode_subtask(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskState,
+                   key_groups: list[int] | None = None) -> dict[str, _StateDecoder]:
+    """Every keyed state and timer service of one subtask, decoded (by Flink state name).
+
+    With key groups asked, a canonical or heap file is read only in their byte ranges (per-key-group offsets).
+    """
     h = sub.managed_keyed
     if h is None:
         return {}
     if sub.raw_keyed is not None:
         raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} has raw keyed state, which is not supported")
+    if key_groups is not None and isinstance(h, KeyGroupsHandle):
+        return pyflink_states(meta, op, decode_key_groups(h, meta.directory, op, key_groups)[2])
     if isinstance(h, UnsupportedKeyedHandle):
         if h.meta_stream is None:
             raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} uses {h.kind}, which is not supported")

@@ -266,7 +266,7 @@ def parse_metadata(data: bytes, path: str = "_metadata", files: FlinkFiles | Non
         raise CorruptFileError(f"{path}: invalid checkpoint id {checkpoint_id}")
     masters = [_master_state(r) for _ in range(_count(r, "master states"))]
     operators = [_operator_state(r, version, files) for _ in range(_count(r, "operators"))]
-    return CheckpointMetadata(path, version, checkpoint_id, masters, operators, files)
+    return CheckpointMetadata(path, version, checkpoint_id, masters, operators, files=files)
 
 
 def _count(r: DataReader, what: str) -> int:
