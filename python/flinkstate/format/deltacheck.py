@@ -68,10 +68,24 @@ def log_listing(io: FileIO, rel: str) -> dict[str, tuple[int, str]]:
     fsys, path = _located(io, f"{rel}/_delta_log")
     if io.scheme != "s3" and isinstance(path, str) and "://" not in path:
         try:
-            with os.scandir(path) as it:
-                return {e.name: (st.st_size, str(st.st_mtime_ns)) for e in it if e.is_file() and (st := e.stat())}
+            names = os.listdir(path)
         except (FileNotFoundError, NotADirectoryError):
             return {}
+        # a load reads the newest Delta checkpoint and the commits after it: only those are stat'ed
+        # (older commit files are named with a zero size, so that one vanishing still shows)
+        last = max((int(m.group(1)) for n in names if (m := _CHECKPOINT.match(n))), default=-1)
+        out: dict[str, tuple[int, str]] = {}
+        for n in names:
+            m = _COMMIT.match(n) or _CHECKPOINT.match(n)
+            if m is not None and int(m.group(1)) < last:
+                out[n] = (-1, "")
+                continue
+            try:
+                st = os.stat(os.path.join(path, n))
+            except FileNotFoundError:
+                continue
+            out[n] = (st.st_size, str(st.st_mtime_ns))
+        return out
     try:
         listing = fsys.ls(path, detail=True, refresh=True) if io.scheme == "s3" else fsys.ls(path, detail=True)
     except FileNotFoundError:

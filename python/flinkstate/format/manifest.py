@@ -260,7 +260,8 @@ class DeltaCatalog:
                 keep = [i for i, m in enumerate(may.to_pylist()) if m]
                 paths, sizes = [paths[i] for i in keep], [sizes[i] for i in keep]
             check_table_files(self.io, rel, paths, sizes)  # the cache must not serve a file that is gone
-            return [(p, self._data_file(rel, p)) for p in paths]
+            base = self._uri(rel)
+            return [(p, self._data_file(rel, base, p)) for p in paths]
         except CorruptFileError:
             raise
         except DeltaError as e:
@@ -268,11 +269,10 @@ class DeltaCatalog:
         except (OSError, pa.ArrowInvalid) as e:
             raise table_file_error(self.io, rel, pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist(), e) from e
 
-    def _data_file(self, rel: str, path: str) -> pa.Table:
+    def _data_file(self, rel: str, base: str, path: str) -> pa.Table:
         """One Delta data file's rows in the current schema (cached: Delta data files are immutable)."""
         import pyarrow.parquet as pq
 
-        base = self._uri(rel)
         key = (base, path)
         t = _FILE_CACHE.get(key)
         if t is not None:
