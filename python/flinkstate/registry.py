@@ -202,6 +202,8 @@ def _collect(store: CheckpointStore) -> list[str]:
     for path in _collectable(store, line, live):
         if store.io.delete(path):
             deleted.append(path)
+    # the manifest keeps retained checkpoints only: rows of discarded ones nothing pins go (it stops growing with history)
+    catalog.prune_manifest([r.attempt_id for r in all_recs if r.status != C.STATUS_COMPLETED and r.checkpoint_id not in pins])
     return deleted + _orphans(store, all_recs, ORPHAN_RETENTION)
 
 

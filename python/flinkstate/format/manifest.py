@@ -398,6 +398,25 @@ class DeltaCatalog:
         t = self._existing(C.MANIFEST_TABLE)
         return MANIFEST_SCHEMA.empty_table() if t is None else self._read(t, C.MANIFEST_TABLE)
 
+    def prune_manifest(self, attempt_ids: list[str]) -> None:
+        """Delete the manifest rows of these attempts (discarded checkpoints nothing uses any more) in one Delta
+        commit, so the manifest holds the retained checkpoints only (best effort: a concurrent commit skips it)."""
+        ids = sorted({a for a in attempt_ids if a.isalnum()})  # attempt ids are uuid hex: safe in a SQL literal
+        if not ids:
+            return
+        with self._lock:
+            table = self._table(C.MANIFEST_TABLE)
+            if table is None:
+                return
+            try:
+                table.delete(predicate="attempt_id IN (" + ", ".join(f"'{a}'" for a in ids) + ")")
+            except _delta_errors() as e:
+                denied = read_only_error(self.io, C.MANIFEST_TABLE, e)
+                if denied is not None:
+                    raise denied from e
+                return  # a concurrent manifest commit: the rows go at the next collection
+            self._maybe_checkpoint(table)
+
     def ensure_tables(self) -> None:
         """Create the empty log and manifest tables of a new job root (idempotent)."""
         from deltalake import CommitProperties, write_deltalake
