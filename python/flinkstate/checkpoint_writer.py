@@ -117,7 +117,7 @@ class CheckpointWriter:
         if base_rec is not None:
             self.operators = {u: o.copy() for u, o in CheckpointMetadata.decode_operators(base_rec.metadata).items()}
             self.properties = dict(base_rec.metadata.get("properties", {}))
-            self._entries = list(catalog.manifest(base_rec.checkpoint_id, base_rec.attempt_id))
+            self._entries = list(store.manifest_of(base_rec))  # never a partial list: a base pruned meanwhile is an error
         self._renamed_from: dict[str, str] = {}  # new uid -> uid in the base checkpoint
         self._seq = 0
 

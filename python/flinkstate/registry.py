@@ -138,7 +138,7 @@ def _in_use_by_writers(root: str) -> tuple[set[str], set[int]]:
 _SAVEPOINT_DIR = re.compile(rf"^{C.SAVEPOINTS_DIR}/sp-(\d{{10}})/")
 # Delta's default VACUUM retention: files a running commit may still reference are younger
 ORPHAN_RETENTION = dt.timedelta(hours=168)
-_CKID = re.compile(r"/(\d{10})-[a-z-]+-kg\d+-\d+-[0-9a-f]+\.parquet$")
+_CKID = re.compile(r"/(?P<created>\d{10})-[a-z-]+-kg\d+-\d+-[0-9a-f]+\.parquet$")
 
 
 def discard_checkpoints(store: CheckpointStore, checkpoint_ids: list[int]) -> list[str]:
@@ -198,21 +198,28 @@ def _collect(store: CheckpointStore) -> list[str]:
         if r.status != C.STATUS_COMPLETED and r.checkpoint_id in pins:
             live.update(e.path for e in catalog.manifest(r.checkpoint_id, r.attempt_id))
     live |= in_use | _pinned_paths(store.root)
-    last_use: dict[str, int] = {}
-    for path in store.io.list_files(C.SHARED_DIR):
-        m = _CKID.search("/" + path)
-        if m:
-            last_use[path] = int(m.group(1))
-    manifest = catalog.manifest_table()
-    for path, cid in zip(manifest.column("path").to_pylist(), manifest.column("checkpoint_id").to_pylist()):
-        last_use[path] = max(last_use.get(path, cid), cid)
     deleted = []
-    for path in sorted(p for p, used in last_use.items() if used <= line and p not in live):
-        if not path.startswith(C.SHARED_DIR + "/"):
-            continue  # savepoint files are owned by their savepoint
+    for path in _collectable(store, line, live):
         if store.io.delete(path):
             deleted.append(path)
+    # the manifest keeps retained checkpoints only: rows of discarded ones nothing pins go (it stops growing with history)
+    catalog.prune_manifest([r.attempt_id for r in all_recs if r.status != C.STATUS_COMPLETED and r.checkpoint_id not in pins])
     return deleted + _orphans(store, all_recs, ORPHAN_RETENTION)
+
+
+def _collectable(store: CheckpointStore, line: int, live: set[str]) -> list[str]:
+    """Shared files whose last use (newest manifest row, or the id in the name of a listed file) is at or
+    below `line` and that nothing live uses: Arrow set operations over the manifest and the listing."""
+    listed = pa.array(store.io.list_files(C.SHARED_DIR), pa.string())
+    created = pc.struct_field(pc.extract_regex(pc.binary_join_element_wise("/", listed, ""), _CKID.pattern), [0])
+    named = pa.table({"path": listed, "checkpoint_id": pc.cast(created, pa.int64())}).filter(pc.is_valid(created))
+    manifest = store.catalog.manifest_table().select(["path", "checkpoint_id"])
+    uses = pa.concat_tables([named, manifest.cast(named.schema)])
+    last = uses.group_by("path").aggregate([("checkpoint_id", "max")])
+    paths, used = last.column("path"), last.column("checkpoint_id_max")
+    keep = pc.and_(pc.and_(pc.less_equal(used, line), pc.starts_with(paths, C.SHARED_DIR + "/")),  # savepoint files are their savepoint's
+                   pc.invert(pc.is_in(paths, value_set=pa.array(list(live), pa.string()))))
+    return sorted(paths.filter(keep).to_pylist())
 
 
 def collect_orphans(store: CheckpointStore, retention: dt.timedelta = ORPHAN_RETENTION) -> list[str]:
@@ -255,9 +262,11 @@ def check_collectable(store: CheckpointStore) -> set[str]:
         catalog.check_files(C.MANIFEST_TABLE)
         recs = catalog.records()
         # retained = what the raw log rows say, whatever parsing made of them
-        events = catalog.log_events().to_pylist()
-        discarded = {e["checkpoint_id"] for e in events if e["event"] == C.EVENT_DISCARDED}
-        retained = {e["attempt_id"]: e for e in events if e["event"] == C.EVENT_COMPLETED and e["checkpoint_id"] not in discarded}
+        events = catalog.log_events()
+        discarded = events.filter(pc.equal(events.column("event"), C.EVENT_DISCARDED)).column("checkpoint_id")
+        completed = events.filter(pc.equal(events.column("event"), C.EVENT_COMPLETED))
+        kept = completed.filter(pc.invert(pc.is_in(completed.column("checkpoint_id"), value_set=discarded.combine_chunks())))
+        retained = {e["attempt_id"]: e for e in kept.to_pylist()}  # only the retained rows reach Python
         parsed = {r.attempt_id for r in recs if r.status == C.STATUS_COMPLETED}
         unparsed = sorted(e["checkpoint_id"] for aid, e in retained.items() if aid not in parsed)
         if unparsed:

@@ -105,8 +105,22 @@ class CheckpointStore(ReadApi):
         from flinkstate.checkpoint import StoreCheckpoint
 
         r = self.record(checkpoint_id)
-        entries = tuple(order_entries(self.catalog.manifest(r.checkpoint_id, r.attempt_id)))
+        entries = tuple(order_entries(self.manifest_of(r)))
         return StoreCheckpoint(self.io, r, self._metadata(r), entries)
+
+    def manifest_of(self, r: LogRecord) -> list[FileEntry]:
+        """A checkpoint's manifest rows, all of them: a checkpoint discarded (and its rows pruned) meanwhile is
+        CheckpointNotFoundError, rows missing otherwise CorruptFileError; never a partial file list."""
+        entries = self.catalog.manifest(r.checkpoint_id, r.attempt_id)
+        if len(entries) == r.files:
+            return entries
+        now = {x.checkpoint_id: x for x in self.catalog.records()}.get(r.checkpoint_id)
+        if now is None or now.status != C.STATUS_COMPLETED:
+            raise CheckpointNotFoundError(f"checkpoint {r.checkpoint_id} was discarded at {self.root} while it was being read")
+        from flinkstate.errors import CorruptFileError
+
+        raise CorruptFileError(f"checkpoint {r.checkpoint_id}: the log {self.io.url(C.LOG_TABLE)} records {r.files} files but the "
+                               f"manifest {self.io.url(C.MANIFEST_TABLE)} lists {len(entries)}")
 
     def metadata(self, checkpoint_id: int | None = None) -> CheckpointMetadata:
         """Operators and descriptors of one checkpoint (default the latest)."""
@@ -128,7 +142,7 @@ class CheckpointStore(ReadApi):
     def files(self, checkpoint_id: int | None = None) -> list[FileEntry]:
         """Every file the checkpoint uses (its shared-state manifest)."""
         r = self.record(checkpoint_id)
-        return order_entries(self.catalog.manifest(r.checkpoint_id, r.attempt_id))
+        return order_entries(self.manifest_of(r))
 
     # ------------------------------------------------------------------ lookups
     def operator(self, operator: str, checkpoint_id: int | None = None) -> OperatorMetadata:

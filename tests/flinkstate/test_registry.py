@@ -246,3 +246,26 @@ def test_aborted_files_nobody_reused_are_collected_after_a_later_checkpoint(tmp_
     with store.begin(checkpoint_id=3) as w:  # another writer's checkpoint that does not use them
         _delta(w, "zz", 1)
     assert {e.path for e in aborted} <= set(store.retain(5))  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------------- the catalog at scale (issue 8 item 6)
+def test_gc_prunes_the_manifest_rows_of_discarded_checkpoints(tmp_path: object) -> None:
+    """The manifest holds the retained checkpoints only: it stops growing with history, reads stay whole."""
+    from flinkstate.format import constants as C
+
+    store = fs.open(str(tmp_path))
+    with store.begin() as w:
+        _full(w, ["a", "b"])
+    for i in range(5):
+        with store.begin() as w:
+            _delta(w, f"k{i}", i)
+    store.retain(2)
+    manifest = store.catalog.manifest_table()
+    assert sorted(set(manifest.column("checkpoint_id").to_pylist())) == [5, 6]
+    retained = {c.checkpoint_id: c.files for c in store.checkpoints()}
+    assert {cid: len(store.files(cid)) for cid in retained} == retained
+    assert _values(store) == {"a": 0, "b": 1, **{f"k{i}": i for i in range(5)}}
+    assert store.retain(2) == [] and store.checkpoints(include_discarded=True)[0].status == C.STATUS_DISCARDED
+    with store.begin() as w:  # a new checkpoint carries the retained files over in full
+        _delta(w, "z", 9)
+    assert _values(store)["z"] == 9 and len(store.files()) == store.info().files

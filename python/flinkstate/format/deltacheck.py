@@ -9,6 +9,7 @@ table version references with a fresh listing (one per read); `delta_log_error` 
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import re
 from collections.abc import Sequence
@@ -21,7 +22,7 @@ from flinkstate.errors import CorruptFileError
 if TYPE_CHECKING:
     from flinkstate.io import FileIO
 
-__all__ = ["check_table_files", "delta_log_error", "table_file_error"]
+__all__ = ["check_table_files", "delta_log_error", "log_listing", "table_file_error"]
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet$")
@@ -48,11 +49,52 @@ def _open(io: FileIO, rel: str) -> Any:
 def _sizes(io: FileIO, rel_dir: str) -> dict[str, int]:
     """File name -> size of the files directly in a folder, freshly listed (empty if the folder is gone)."""
     fsys, path = _located(io, rel_dir)
+    if io.scheme != "s3" and isinstance(path, str) and "://" not in path:  # a local folder: one scandir, no per-file stat calls
+        try:
+            with os.scandir(path) as it:
+                return {e.name: e.stat().st_size for e in it if e.is_file()}
+        except (FileNotFoundError, NotADirectoryError):
+            return {}
     try:
         listing = fsys.ls(path, detail=True, refresh=True) if io.scheme == "s3" else fsys.ls(path, detail=True)
     except FileNotFoundError:
         return {}
     return {posixpath.basename(str(i["name"]).rstrip("/")): int(i.get("size") or 0) for i in listing if i.get("type") == "file"}
+
+
+def log_listing(io: FileIO, rel: str) -> dict[str, tuple[int, str]]:
+    """File name -> (size, modification stamp) of a table's `_delta_log`, freshly listed: a kept DeltaTable
+    is only brought up to date while every file it has read is still there unchanged."""
+    fsys, path = _located(io, f"{rel}/_delta_log")
+    if io.scheme != "s3" and isinstance(path, str) and "://" not in path:
+        try:
+            names = os.listdir(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return {}
+        # a load reads the newest Delta checkpoint and the commits after it: only those are stat'ed
+        # (older commit files are named with a zero size, so that one vanishing still shows)
+        last = max((int(m.group(1)) for n in names if (m := _CHECKPOINT.match(n))), default=-1)
+        out: dict[str, tuple[int, str]] = {}
+        for n in names:
+            m = _COMMIT.match(n) or _CHECKPOINT.match(n)
+            if m is not None and int(m.group(1)) < last:
+                out[n] = (-1, "")
+                continue
+            try:
+                st = os.stat(os.path.join(path, n))
+            except FileNotFoundError:
+                continue
+            out[n] = (st.st_size, str(st.st_mtime_ns))
+        return out
+    try:
+        listing = fsys.ls(path, detail=True, refresh=True) if io.scheme == "s3" else fsys.ls(path, detail=True)
+    except FileNotFoundError:
+        return {}
+    finally:
+        if io.scheme == "s3":
+            fsys.invalidate_cache(path)  # delta-rs writes behind s3fs: a cached listing would hide its commits from others
+    return {posixpath.basename(str(i["name"]).rstrip("/")): (int(i.get("size") or 0), str(i.get("ETag") or i.get("LastModified") or i.get("mtime")))
+            for i in listing if i.get("type") == "file"}
 
 
 def check_table_files(io: FileIO, rel: str, paths: Sequence[str], sizes: Sequence[int | None]) -> None:
@@ -61,7 +103,9 @@ def check_table_files(io: FileIO, rel: str, paths: Sequence[str], sizes: Sequenc
     bad = []
     for p, size in zip(paths, sizes):
         d, name = posixpath.split(p)
-        have = listed.setdefault(d, _sizes(io, posixpath.join(rel, d) if d else rel)).get(name)
+        if d not in listed:  # one listing per folder (a setdefault would list it again for every file)
+            listed[d] = _sizes(io, posixpath.join(rel, d) if d else rel)
+        have = listed[d].get(name)
         if have is None:
             bad.append(f"{io.url(posixpath.join(rel, p))} is missing")
         elif size is not None and have != size:

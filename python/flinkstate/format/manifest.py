@@ -9,8 +9,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
+import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +23,7 @@ import pyarrow.compute as pc
 
 from flinkstate.errors import CommitConflictError, CorruptFileError
 from flinkstate.format import constants as C
-from flinkstate.format.deltacheck import check_table_files, delta_log_error, table_file_error
+from flinkstate.format.deltacheck import check_table_files, delta_log_error, log_listing, table_file_error
 from flinkstate.format.logrows import as_table_schema, conform_rows, parse_metadata
 from flinkstate.format.datafile import FileEntry
 from flinkstate.integrity import check_commit_file, missing_table_error, read_only_error
@@ -113,29 +115,115 @@ def _read_s3(fs: Any, url: str) -> pa.Table:
             return pq.read_table(f)
 
 
+# parsed log rows per Delta data file: (completed records, ids discarded by that file)
+_LOG_CACHE: OrderedDict[tuple[str, str], tuple[list[LogRecord], frozenset[int]]] = OrderedDict()
+
+
+def _parse_log_file(base: str, path: str, rows: pa.Table, log_url: str) -> tuple[list[LogRecord], frozenset[int]]:
+    """The COMPLETED records and DISCARDED ids of one log data file (parsed once: the file is immutable)."""
+    key = (base, path)
+    hit = _LOG_CACHE.get(key)
+    if hit is not None:
+        _LOG_CACHE.move_to_end(key)
+        return hit
+    out = []
+    discarded = set()
+    for r in rows.to_pylist():
+        if r["event"] == C.EVENT_DISCARDED:
+            discarded.add(int(r["checkpoint_id"]))
+        if r["event"] != C.EVENT_COMPLETED:
+            continue
+        meta, damage = parse_metadata(r, log_url)  # one damaged row never hides the others
+        out.append(
+            LogRecord(
+                checkpoint_id=int(r["checkpoint_id"]),
+                attempt_id=r["attempt_id"],
+                kind=r["kind"],
+                status=C.STATUS_COMPLETED,
+                created_at=r["created_at"],
+                max_parallelism=int(r["max_parallelism"]),
+                format_version=int(r["format_version"]),
+                base_checkpoint_id=r["base_checkpoint_id"],
+                files=int(r["files"]),
+                rows=int(r["rows"]),
+                bytes=int(r["bytes"]),
+                metadata=meta,
+                damage=damage,
+            )
+        )
+    hit = (out, frozenset(discarded))
+    _LOG_CACHE[key] = hit
+    if len(_LOG_CACHE) > _FILE_CACHE_SIZE:
+        _LOG_CACHE.popitem(last=False)
+    return hit
+
+
+def _only_new_commits(seen: dict[str, tuple[int, str]], listing: dict[str, tuple[int, str]]) -> bool:
+    """True when a `_delta_log` listing only adds commit files to what a kept table has read."""
+    return all(listing.get(n) == v for n, v in seen.items()) and all(
+        n in seen or (n.endswith(".json") and n[:-5].isdigit()) for n in listing)
+
+
 class DeltaCatalog:
-    """Reads and commits the manifest and log tables of one job root."""
+    """Reads and commits the manifest and log tables of one job root.
+
+    It keeps one DeltaTable per table and brings it up to date incrementally (only the new
+    commits are read), and caches what immutable Delta data files and log versions parse to.
+    """
 
     def __init__(self, io: FileIO) -> None:
         self.io = io
-        self.table_opens: Counter[str] = Counter()  # DeltaTable loads per table (tests and benches read it)
+        self.table_opens: Counter[str] = Counter()  # DeltaTable loads or refreshes per table (tests and benches read it)
+        self._tables: dict[str, tuple[Any, dict[str, tuple[int, str]]]] = {}  # rel -> (kept DeltaTable, its _delta_log as listed)
+        self._lock = threading.RLock()  # one refresh or commit through a kept DeltaTable at a time
+        self._records: OrderedDict[int, list[LogRecord]] = OrderedDict()  # log version -> its records
 
     def _uri(self, rel: str) -> str:
         return self.io.delta_uri(rel)
 
-    def _table(self, rel: str, version: int | None = None) -> Any:
+    def _open(self, rel: str, version: int | None) -> Any:
+        """A new DeltaTable (None when the table doesn't exist); a damaged `_delta_log` raises CorruptFileError naming its file."""
         from deltalake import DeltaTable
         from deltalake.exceptions import DeltaError, TableNotFoundError
 
-        self.table_opens[rel] += 1
         try:
-            table = DeltaTable(self._uri(rel), version=version, storage_options=self.io.delta_storage_options())
+            return DeltaTable(self._uri(rel), version=version, storage_options=self.io.delta_storage_options())
         except TableNotFoundError:
             return None
         except DeltaError as e:  # a damaged _delta_log: name the file, never treat the table as empty
             raise delta_log_error(self.io, rel, e) from e
-        if version is None:
-            check_commit_file(self.io, rel, int(table.version()))
+
+    def _table(self, rel: str, version: int | None = None) -> Any:
+        """The table at its newest version (this catalog's kept DeltaTable, refreshed), or a new one at `version`.
+
+        The kept table reads only new commits; it is loaded afresh when a file of `_delta_log` it has read
+        changed or vanished (a damaged, rolled back or replaced log is never served from memory).
+        """
+        from deltalake.exceptions import DeltaError, TableNotFoundError
+
+        self.table_opens[rel] += 1
+        with self._lock:
+            listing = log_listing(self.io, rel)
+            kept = self._tables.get(rel)
+            table = None
+            if kept is not None and _only_new_commits(kept[1], listing):
+                table = kept[0]
+                try:
+                    table.update_incremental()
+                except (TableNotFoundError, DeltaError):
+                    table = None  # a fresh load names what is wrong
+            if table is None:
+                self._tables.pop(rel, None)
+                table = self._open(rel, None)
+                if table is None:
+                    return None
+            current = int(table.version())
+            self._tables[rel] = (table, listing)
+        if version is not None and version != current:
+            return self._open(rel, version)
+        commit = listing.get(f"{current:020d}.json")
+        if commit is None or commit[0] == 0:
+            check_commit_file(self.io, rel, current)  # a lost (empty) commit raises
         return table
 
     def _existing(self, rel: str, version: int | None = None) -> Any:
@@ -148,11 +236,32 @@ class DeltaCatalog:
         return table
 
     def _read(self, table: Any, rel: str, checkpoint_id: int | None = None, columns: list[str] | None = None) -> pa.Table:
-        """Rows of a Delta table (`_read_rows`); a table file gone, resized or unreadable raises CorruptFileError naming it."""
+        """Rows of a Delta table (`_data_files`); a table file gone, resized or unreadable raises CorruptFileError naming it."""
+        parts = self._data_files(table, rel, checkpoint_id)
+        schema = LOG_SCHEMA if rel == C.LOG_TABLE else MANIFEST_SCHEMA
+        out = pa.concat_tables([t for _, t in parts]) if parts else schema.empty_table()
+        if checkpoint_id is not None:
+            out = out.filter(pc.equal(out.column("checkpoint_id"), checkpoint_id))
+        return out.select(columns) if columns else out
+
+    def _data_files(self, table: Any, rel: str, checkpoint_id: int | None = None) -> list[tuple[str, pa.Table]]:
+        """(path, rows in the current schema) of each data file of a table version, only files whose stats may hold
+        `checkpoint_id` when given. Files are checked against a fresh listing, then served from a per-file cache:
+        the cost does not grow with the number of commits already read."""
         from deltalake.exceptions import DeltaError
 
         try:
-            return self._read_rows(table, rel, checkpoint_id, columns)
+            actions = pa.table(table.get_add_actions(flatten=True))
+            paths = actions.column("path").to_pylist()
+            sizes = actions.column("size_bytes").to_pylist()
+            if checkpoint_id is not None and "min.checkpoint_id" in actions.column_names and paths:
+                lo, hi = actions.column("min.checkpoint_id"), actions.column("max.checkpoint_id")
+                may = pc.fill_null(pc.and_(pc.less_equal(lo, checkpoint_id), pc.greater_equal(hi, checkpoint_id)), True)
+                keep = [i for i, m in enumerate(may.to_pylist()) if m]
+                paths, sizes = [paths[i] for i in keep], [sizes[i] for i in keep]
+            check_table_files(self.io, rel, paths, sizes)  # the cache must not serve a file that is gone
+            base = self._uri(rel)
+            return [(p, self._data_file(rel, base, p)) for p in paths]
         except CorruptFileError:
             raise
         except DeltaError as e:
@@ -160,43 +269,24 @@ class DeltaCatalog:
         except (OSError, pa.ArrowInvalid) as e:
             raise table_file_error(self.io, rel, pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist(), e) from e
 
-    def _read_rows(self, table: Any, rel: str, checkpoint_id: int | None = None, columns: list[str] | None = None) -> pa.Table:
-        """Rows of a Delta table, reading only files whose stats may hold `checkpoint_id`.
-
-        Uses the snapshot's add actions (paths and min/max stats) and a per-file cache, so
-        the cost does not grow with the number of commits already read.
-        """
+    def _data_file(self, rel: str, base: str, path: str) -> pa.Table:
+        """One Delta data file's rows in the current schema (cached: Delta data files are immutable)."""
         import pyarrow.parquet as pq
 
-        actions = pa.table(table.get_add_actions(flatten=True))
-        paths = actions.column("path").to_pylist()
-        if checkpoint_id is not None and "min.checkpoint_id" in actions.column_names:
-            lo = actions.column("min.checkpoint_id").to_pylist()
-            hi = actions.column("max.checkpoint_id").to_pylist()
-            paths = [p for p, a, b in zip(paths, lo, hi) if a is None or b is None or a <= checkpoint_id <= b]
-        sizes = dict(zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist()))
-        check_table_files(self.io, rel, paths, [sizes[p] for p in paths])  # the cache must not serve a file that is gone
-        base = self._uri(rel)
-        parts = []
-        for p in paths:
-            key = (base, p)
-            t = _FILE_CACHE.get(key)
-            if t is None:
-                if self.io.scheme == "s3":
-                    t = _read_s3(self.io.fs, f"{base.rstrip('/')}/{p}")
-                else:
-                    t = pq.read_table(os.path.join(base, p))
-                _FILE_CACHE[key] = t
-                if len(_FILE_CACHE) > _FILE_CACHE_SIZE:
-                    _FILE_CACHE.popitem(last=False)
-            else:
-                _FILE_CACHE.move_to_end(key)
-            parts.append(t)
-        schema = LOG_SCHEMA if rel == C.LOG_TABLE else MANIFEST_SCHEMA
-        out = pa.concat_tables([conform_rows(t, schema) for t in parts]) if parts else schema.empty_table()
-        if checkpoint_id is not None:
-            out = out.filter(pc.equal(out.column("checkpoint_id"), checkpoint_id))
-        return out.select(columns) if columns else out
+        key = (base, path)
+        t = _FILE_CACHE.get(key)
+        if t is not None:
+            _FILE_CACHE.move_to_end(key)
+            return t
+        if self.io.scheme == "s3":
+            t = _read_s3(self.io.fs, f"{base.rstrip('/')}/{path}")
+        else:
+            t = pq.read_table(os.path.join(base, path))
+        t = conform_rows(t, LOG_SCHEMA if rel == C.LOG_TABLE else MANIFEST_SCHEMA)
+        _FILE_CACHE[key] = t
+        if len(_FILE_CACHE) > _FILE_CACHE_SIZE:
+            _FILE_CACHE.popitem(last=False)
+        return t
 
     @staticmethod
     def _maybe_checkpoint(table: Any) -> None:
@@ -229,32 +319,21 @@ class DeltaCatalog:
         t = self._existing(C.LOG_TABLE, version)
         if t is None:
             return []
-        rows = self._read(t, C.LOG_TABLE).to_pylist()
-        discarded = {r["checkpoint_id"] for r in rows if r["event"] == C.EVENT_DISCARDED}
-        out = []
-        for r in rows:
-            if r["event"] != C.EVENT_COMPLETED:
-                continue
-            meta, damage = parse_metadata(r, self.io.url(C.LOG_TABLE))  # one damaged row never hides the others
-            out.append(
-                LogRecord(
-                    checkpoint_id=int(r["checkpoint_id"]),
-                    attempt_id=r["attempt_id"],
-                    kind=r["kind"],
-                    status=C.STATUS_DISCARDED if r["checkpoint_id"] in discarded else C.STATUS_COMPLETED,
-                    created_at=r["created_at"],
-                    max_parallelism=int(r["max_parallelism"]),
-                    format_version=int(r["format_version"]),
-                    base_checkpoint_id=r["base_checkpoint_id"],
-                    files=int(r["files"]),
-                    rows=int(r["rows"]),
-                    bytes=int(r["bytes"]),
-                    metadata=meta,
-                    damage=damage,
-                )
-            )
-        out.sort(key=lambda r: r.checkpoint_id)
-        return out
+        files = self._data_files(t, C.LOG_TABLE)  # checked against storage on every call, parsed once per file
+        at = int(t.version())
+        with self._lock:
+            cached = self._records.get(at)
+        if cached is None:
+            parsed = [_parse_log_file(self._uri(C.LOG_TABLE), p, rows, self.io.url(C.LOG_TABLE)) for p, rows in files]
+            discarded = set().union(*(d for _, d in parsed))
+            cached = [dataclasses.replace(r, status=C.STATUS_DISCARDED) if r.checkpoint_id in discarded else r
+                      for recs, _ in parsed for r in recs]
+            cached.sort(key=lambda r: r.checkpoint_id)
+            with self._lock:
+                self._records[at] = cached
+                while len(self._records) > 4:
+                    self._records.popitem(last=False)
+        return list(cached)
 
     def log_events(self) -> pa.Table:
         """The raw log rows (checkpoint_id, attempt_id, event, files, bytes), for checks that must not trust parsing."""
@@ -319,6 +398,25 @@ class DeltaCatalog:
         t = self._existing(C.MANIFEST_TABLE)
         return MANIFEST_SCHEMA.empty_table() if t is None else self._read(t, C.MANIFEST_TABLE)
 
+    def prune_manifest(self, attempt_ids: list[str]) -> None:
+        """Delete the manifest rows of these attempts (discarded checkpoints nothing uses any more) in one Delta
+        commit, so the manifest holds the retained checkpoints only (best effort: a concurrent commit skips it)."""
+        ids = sorted({a for a in attempt_ids if a.isalnum()})  # attempt ids are uuid hex: safe in a SQL literal
+        if not ids:
+            return
+        with self._lock:
+            table = self._table(C.MANIFEST_TABLE)
+            if table is None:
+                return
+            try:
+                table.delete(predicate="attempt_id IN (" + ", ".join(f"'{a}'" for a in ids) + ")")
+            except _delta_errors() as e:
+                denied = read_only_error(self.io, C.MANIFEST_TABLE, e)
+                if denied is not None:
+                    raise denied from e
+                return  # a concurrent manifest commit: the rows go at the next collection
+            self._maybe_checkpoint(table)
+
     def ensure_tables(self) -> None:
         """Create the empty log and manifest tables of a new job root (idempotent)."""
         from deltalake import CommitProperties, write_deltalake
@@ -354,18 +452,19 @@ class DeltaCatalog:
             cols["attempt_id"].append(attempt_id)
             for k in ("operator", "state", "kind", "path", "key_group_start", "key_group_end", "created_by_checkpoint_id", "seq", "rows", "bytes", "checksum"):
                 cols[k].append(getattr(e, k))
-        target = self._table(C.MANIFEST_TABLE)
-        table = as_table_schema(pa.table(cols, schema=MANIFEST_SCHEMA), target)
-        try:
-            write_deltalake(target if target is not None else self._uri(C.MANIFEST_TABLE), table, mode="append",
-                            storage_options=self.io.delta_storage_options())
-        except _delta_errors() as e:
-            denied = read_only_error(self.io, C.MANIFEST_TABLE, e)
-            if denied is None:
-                raise
-            raise denied from e
-        if target is not None:
-            self._maybe_checkpoint(target)
+        with self._lock:  # the kept table moves to the new version: no refresh of it in between
+            target = self._table(C.MANIFEST_TABLE)
+            table = as_table_schema(pa.table(cols, schema=MANIFEST_SCHEMA), target)
+            try:
+                write_deltalake(target if target is not None else self._uri(C.MANIFEST_TABLE), table, mode="append",
+                                storage_options=self.io.delta_storage_options())
+            except _delta_errors() as e:
+                denied = read_only_error(self.io, C.MANIFEST_TABLE, e)
+                if denied is None:
+                    raise
+                raise denied from e
+            if target is not None:
+                self._maybe_checkpoint(target)
 
     def commit_log(self, row: dict[str, Any] | list[dict[str, Any]], planned_version: int,
                    on_conflict: Callable[[int], bool] | None = None) -> int:
@@ -376,12 +475,16 @@ class DeltaCatalog:
         commits really conflict (e.g. the same checkpoint id), returns False when this commit
         already landed, and True to try again on top of the newest version.
         """
+        rows = row if isinstance(row, list) else [row]
+        data = pa.Table.from_pylist(rows, schema=LOG_SCHEMA)
+        with self._lock:  # the kept log table must stay at `version` until the commit is made against it
+            return self._commit_log(rows, data, planned_version, on_conflict)
+
+    def _commit_log(self, rows: list[dict[str, Any]], data: pa.Table, version: int,
+                    on_conflict: Callable[[int], bool] | None) -> int:
         from deltalake import CommitProperties, write_deltalake
         from deltalake.exceptions import CommitFailedError
 
-        rows = row if isinstance(row, list) else [row]
-        data = pa.Table.from_pylist(rows, schema=LOG_SCHEMA)
-        version = planned_version
         for _ in range(_MAX_REBASES):
             table = self._table(C.LOG_TABLE, version)
             if table is None:
