@@ -250,7 +250,7 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
             raise InvalidArgumentError(f"--ttl {item!r}: expected OPERATOR/STATE=MILLISECONDS or STATE=MILLISECONDS")
         ttl[state.strip()] = int(ms)
     report = import_savepoint(args.flink_path, args.path, flink_checkpoint_id=args.flink_checkpoint, ttl=ttl,
-                              storage_options=_storage_options(args))
+                              storage_options=_storage_options(args), raw_values=args.raw_values)
     if args.json:
         json.dump({"root": args.path, "checkpoint_id": report.checkpoint_id, "flink_checkpoint": os.path.dirname(report.source),
                    "entries": report.entries, "ttl_unknown": report.ttl_unknown}, out, indent=2)
@@ -322,6 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(sp)
     sp.add_argument("--flink-checkpoint", type=int, default=None, metavar="N", help="chk-N of a job's checkpoint folder (default: the latest)")
     sp.add_argument("--ttl", action="append", metavar="OPERATOR/STATE=MS", help="TTL of a state Flink kept with TTL (repeatable)")
+    sp.add_argument("--raw-values", action="store_true", help="keep Kryo/Avro values as their serialized bytes (else they stop the import)")
     sp.set_defaults(func=cmd_import)
 
     sp = sub.add_parser("demo", help="run a stateful sessionization job with checkpoints, then query them with Spark SQL",

@@ -46,3 +46,20 @@ def test_job_checkpoint_folder_and_checkpoint_id(spark):
     ids = [r.checkpoint_id for r in _read(spark, RDB, table="checkpoints").collect()]
     assert 3 in ids
     assert _read(spark, RDB, operator="long-keyed", state="count", checkpointId=3).count() == 37
+
+
+def test_row_fields_and_raw_values_options(spark):
+    """`.option("rowFields", "op/state=a,b")` names a Row's fields; `.option("rawValues", "true")` reads Kryo values as bytes."""
+    from fsc_helpers import error_text
+
+    df = _read(spark, SP, operator="long-keyed", state="row", rowFields="long-keyed/row=id,label")
+    assert df.schema["value"].dataType.simpleString() == "struct<id:bigint,label:string>"
+    lib = {r["key"]: r["value"] for r in fs.open(str(SP)).read_state("long-keyed", "row").to_pylist()}
+    assert {r.key: (r.value.id, r.value.label) for r in df.collect()} == {k: (v["f0"], v["f1"]) for k, v in lib.items()}
+    with pytest.raises(Exception) as ei:
+        _read(spark, SP, operator="kryo", state="opaque").collect()
+    text = error_text(ei)
+    assert "UnsupportedSerializerError" in text and "operator kryo, state 'opaque'" in text and "KryoSerializerSnapshot" in text, text[:2000]
+    raw = _read(spark, SP, operator="kryo", state="opaque", rawValues="true")
+    assert raw.schema["value"].dataType.simpleString() == "binary"
+    assert sorted(r.value for r in raw.collect()) == sorted(fs.open(str(SP), raw_values=True).read_state("kryo", "opaque").column("value").to_pylist())

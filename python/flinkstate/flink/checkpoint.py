@@ -22,7 +22,8 @@ import pyarrow.compute as pc
 from flinkstate.descriptors import OperatorStateDescriptor, TimerServiceDescriptor
 from flinkstate.errors import InvalidArgumentError, StateNotFoundError
 from flinkstate.flink.canonical import TIMER_PREFIX
-from flinkstate.flink.mapping import decode_subtask, operator_name, state_descriptor, stored_rows, subtask_range, subtask_states
+from flinkstate.flink.errors import UnsupportedSerializerError
+from flinkstate.flink.mapping import ReadOptions, decode_subtask, operator_name, state_descriptor, stored_rows, subtask_range, subtask_states
 from flinkstate.flink.metadata import CheckpointMetadata as FlinkMetadata
 from flinkstate.flink.metadata import OperatorState
 from flinkstate.flink.operator_state import operator_state_names, read_operator_state
@@ -74,6 +75,7 @@ class FlinkStateTask(KeyedTask):
     flatten: bool = True
     columns: list[str] | None = None
     raw: bool = False
+    raw_values: bool = False
 
     def stored_rows(self) -> pa.Table | None:
         op = self.meta.operator(self.uid)
@@ -81,7 +83,7 @@ class FlinkStateTask(KeyedTask):
         dec = decode_subtask(self.meta, op, sub).get(self.state)
         if dec is None:
             return None
-        return _restrict(stored_rows(dec.table(), self.desc), self.key_groups, self.keys)
+        return _restrict(stored_rows(dec.table(self.raw_values), self.desc), self.key_groups, self.keys)
 
 
 @dataclass
@@ -171,6 +173,8 @@ class FlinkCheckpoint(Checkpoint):
     created_ms: int
     ttl_unknown: tuple[str, ...] = ()
     uids: dict[str, str] = field(default_factory=dict)  # name here -> Flink uid or operator id
+    options: ReadOptions = field(default_factory=ReadOptions)
+    refused: dict[str, str] = field(default_factory=dict)  # "operator/state" -> why its values cannot be read (Kryo/Avro)
 
     @property
     def checkpoint_id(self) -> int:
@@ -235,13 +239,15 @@ class FlinkCheckpoint(Checkpoint):
         from flinkstate.checkpoint import _key_groups_of
 
         desc = self.state_descriptor(operator, state)
+        if f"{operator}/{state}" in self.refused:  # before any file is read (in Spark: on the driver)
+            raise UnsupportedSerializerError(self.refused[f"{operator}/{state}"])
         allowed = _key_groups_of(keys, key_groups, desc.key_type, self.max_parallelism)
         ref = self.created_ms if ttl_reference is None else int(ttl_reference)
         d = desc.to_dict()
         cols = None if columns is None else list(columns)
         tasks: list[ScanTask] = [
             FlinkStateTask(self.meta, self.uids[operator], index, state, d, rng, ref, kgs, None if keys is None else list(keys),
-                           include_expired, flatten, cols, raw)
+                           include_expired, flatten, cols, raw, self.options.raw_values)
             for index, rng, kgs in self._subtasks(operator, allowed)]
         schema = _schema_of(desc, flatten=flatten, include_expired=include_expired, raw=raw)
         if cols is not None:
@@ -297,7 +303,7 @@ class _Fixed(ScanTask):
 
 
 def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: Mapping[str, StateTtlConfig | int],
-                       unknown: list[str]) -> OperatorMetadata:
+                       unknown: list[str], options: ReadOptions | None = None, refused: dict[str, str] | None = None) -> OperatorMetadata:
     """An operator's declared state, from the serializer snapshots in its keyed-state headers and its operator states."""
     om = OperatorMetadata(uid=name, parallelism=op.parallelism, has_coordinator=op.coordinator_state is not None)
     for sub in op.subtasks:
@@ -310,7 +316,10 @@ def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: M
                     name=service, domain=service.partition("_")[0], key_type=arrow_type(dec.key_node),
                     namespace_type=None if dec.ns_node.kind == "void" else arrow_type(dec.ns_node))
             elif dec.meta.name not in om.keyed_states:
-                om.keyed_states[dec.meta.name] = state_descriptor(dec, name, ttl, unknown)
+                om.keyed_states[dec.meta.name] = state_descriptor(dec, name, ttl, unknown, options)
+                why = dec.unreadable or (None if options is not None and options.raw_values else dec.raw_error)
+                if why is not None and refused is not None:
+                    refused[f"{name}/{dec.meta.name}"] = why
     for state, mode in operator_state_names(meta, op.operator_id).items():
         t = read_operator_state(meta, op.operator_id, state)
         om.operator_states[state] = OperatorStateDescriptor(
@@ -320,7 +329,7 @@ def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: M
 
 
 def load_flink_checkpoint(path: str, *, ttl: Mapping[str, StateTtlConfig | int] | None = None,
-                          reference_ms: int | None = None) -> FlinkCheckpoint:
+                          reference_ms: int | None = None, options: ReadOptions | None = None) -> FlinkCheckpoint:
     """Parse the `_metadata` at path (file or folder) and map its operators' states; the savepoint's time is the file's."""
     from flinkstate.flink.metadata import read_metadata
 
@@ -328,11 +337,12 @@ def load_flink_checkpoint(path: str, *, ttl: Mapping[str, StateTtlConfig | int] 
     unknown: list[str] = []
     ops: dict[str, OperatorMetadata] = {}
     uids: dict[str, str] = {}
+    refused: dict[str, str] = {}
     for op in meta.operators:
         name = operator_name(op)
-        om = _operator_metadata(meta, op, name, dict(ttl or {}), unknown)
+        om = _operator_metadata(meta, op, name, dict(ttl or {}), unknown, options, refused)
         if om.keyed_states or om.timer_services or om.operator_states or om.has_coordinator:
             ops[name] = om
             uids[name] = op.uid or op.operator_id
     created = reference_ms if reference_ms is not None else int(os.path.getmtime(meta.path) * 1000)
-    return FlinkCheckpoint(meta, ops, created, tuple(unknown), uids)
+    return FlinkCheckpoint(meta, ops, created, tuple(unknown), uids, options or ReadOptions(), refused)

@@ -99,12 +99,14 @@ def import_savepoint(
     flink_checkpoint_id: int | None = None,
     ttl: Mapping[str, StateTtlConfig | int] | None = None,
     storage_options: dict[str, Any] | None = None,
+    raw_values: bool = False,
 ) -> ImportReport:
     """Write a Flink savepoint/checkpoint into root as one savepoint.
 
     flink_path: a folder with `_metadata`, the file, or a job's checkpoint folder (its chk-N with
     N = flink_checkpoint_id, default the latest). ttl maps "operator/state" (or "state") to a
-    StateTtlConfig or a TTL in ms, for states Flink kept with TTL.
+    StateTtlConfig or a TTL in ms, for states Flink kept with TTL. Kryo/Avro values stop the import with
+    an UnsupportedSerializerError unless raw_values keeps them as their serialized bytes (binary).
     """
     import flinkstate
 
@@ -126,7 +128,7 @@ def import_savepoint(
                 for dec in decoders.values():
                     serializers.setdefault("key", node_to_json(dec.key_node))
                     serializers.setdefault(dec.meta.name, {k: node_to_json(v) for k, v in dec.meta.serializers.items()})
-                    table = dec.table()
+                    table = dec.table(raw_values)
                     _verify(table, op, meta.path, dec.meta.name)
                     if dec.timer:
                         service = dec.meta.name.removeprefix(TIMER_PREFIX)  # event_user-timers, processing_window-timers, ...

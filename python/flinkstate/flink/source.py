@@ -8,11 +8,12 @@ folders holding one) instead of a flinkstate root: `checkpoints()`, `checkpoint(
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flinkstate.errors import CheckpointNotFoundError, InvalidArgumentError
 from flinkstate.flink.checkpoint import FlinkCheckpoint, load_flink_checkpoint
+from flinkstate.flink.mapping import ReadOptions
 from flinkstate.metadata import CheckpointInfo, CheckpointMetadata
 from flinkstate.reads import ReadApi
 from flinkstate.ttl import StateTtlConfig
@@ -46,8 +47,11 @@ class FlinkSource(ReadApi):
     """The checkpoints of a Flink savepoint, retained checkpoint or job checkpoint folder (read only)."""
 
     def __init__(self, path: str | os.PathLike[str], *, ttl: Mapping[str, StateTtlConfig | int] | None = None,
-                 reference_ms: int | None = None) -> None:
+                 reference_ms: int | None = None, raw_values: bool = False,
+                 row_fields: str | Mapping[str, Sequence[str] | str] | None = None) -> None:
+        """raw_values: Kryo/Avro values as their serialized bytes; row_fields: names of Row fields per "operator/state"."""
         self.path = os.fspath(path).removeprefix("file://")
+        self.options = ReadOptions.of(raw_values, row_fields)
         self.ttl = dict(ttl or {})
         self.reference_ms = reference_ms
         if os.path.basename(self.path) == "_metadata" or os.path.isfile(os.path.join(self.path, "_metadata")):
@@ -70,7 +74,8 @@ class FlinkSource(ReadApi):
     def _load(self, key: int) -> FlinkCheckpoint:
         ck = self._loaded.get(key)
         if ck is None:
-            ck = self._loaded[key] = load_flink_checkpoint(self._folders[key], ttl=self.ttl, reference_ms=self.reference_ms)
+            ck = self._loaded[key] = load_flink_checkpoint(self._folders[key], ttl=self.ttl, reference_ms=self.reference_ms,
+                                                                options=self.options)
         return ck
 
     def checkpoint(self, checkpoint_id: int | None = None) -> FlinkCheckpoint:
