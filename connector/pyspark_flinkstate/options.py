@@ -38,6 +38,7 @@ READ_OPTIONS = (
     "path", "checkpointId", "operator", "state", "table", "flattenCollections", "includeExpired",
     "ttlReferenceTime", "fromCheckpointId", "toCheckpointId", "timerService", "storageOptions",
     "startingCheckpointId",  # streaming reads only (stream_reader.py)
+    "rawValues", "rowFields",  # Flink savepoints: Kryo/Avro values as bytes; Row field names per "operator/state"
 )
 WRITE_OPTIONS = (
     "path", "operator", "state", "checkpointId", "savepoint", "operation", "maxParallelism",
@@ -138,6 +139,17 @@ class ReadOptions:
     ttl_reference_ms: int | None = None  # None: the checkpoint's own time
     from_checkpoint_id: int | None = None
     to_checkpoint_id: int | None = None
+    raw_values: bool = False
+    row_fields: str | None = None
+
+    def flink_options(self) -> dict[str, Any]:
+        """The options a Flink savepoint opens with (none given: none, so a flinkstate root opens as usual)."""
+        out: dict[str, Any] = {}
+        if self.raw_values:
+            out["raw_values"] = True
+        if self.row_fields:
+            out["row_fields"] = self.row_fields
+        return out
 
 
 def _ttl_reference(opts: dict[str, str]) -> int | None:
@@ -170,7 +182,21 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
         ttl_reference_ms=_ttl_reference(opts),
         from_checkpoint_id=_int(opts, "fromCheckpointId", low=0),
         to_checkpoint_id=_int(opts, "toCheckpointId", low=0),
+        raw_values=_bool(opts, "rawValues", False),
+        row_fields=_row_fields(opts),
     )
+
+
+def _row_fields(opts: dict[str, str]) -> str | None:
+    from flinkstate.flink.mapping import parse_row_fields
+
+    raw = opts.get("rowfields") or None
+    if raw is not None:
+        try:
+            parse_row_fields(raw)
+        except InvalidArgumentError as e:
+            raise InvalidArgumentError(f"option 'rowFields': {e}") from e
+    return raw
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,11 @@ class FlinkStateReader(DataSourceReader):
             return [TaskPartition(None)]
         if t == "changes":
             return self._changes_partitions()
-        return [TaskPartition(task) for task in self.scan().plan(TARGET_ROWS_PER_PARTITION)]
+        try:
+            tasks = self.scan().plan(TARGET_ROWS_PER_PARTITION)
+        except NotImplementedError as e:  # PySpark takes it from partitions() as "one partition" and reads nothing
+            raise RuntimeError(f"{type(e).__module__}.{type(e).__name__}: {e}") from e
+        return [TaskPartition(task) for task in tasks]
 
     def _changes_partitions(self) -> list[InputPartition]:
         from flinkstate.changes import changed_key_group_ranges

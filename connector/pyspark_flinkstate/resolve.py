@@ -70,7 +70,7 @@ class Resolved:
 def _store(opts: ReadOptions) -> Any:
     import flinkstate
 
-    return flinkstate.open(opts.path, opts.storage_options or None)
+    return flinkstate.open(opts.path, opts.storage_options or None, **opts.flink_options())
 
 
 def _need(value: str | None, name: str, choices: list[str], what: str) -> str:

@@ -259,7 +259,7 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
             raise InvalidArgumentError(f"--ttl {item!r}: expected OPERATOR/STATE=MILLISECONDS or STATE=MILLISECONDS")
         ttl[state.strip()] = int(ms)
     report = import_savepoint(args.flink_path, args.path, flink_checkpoint_id=args.flink_checkpoint, ttl=ttl,
-                              storage_options=_storage_options(args), uids=args.uid or ())
+                              storage_options=_storage_options(args), uids=args.uid or (), raw_values=args.raw_values)
     if args.json:
         json.dump({"root": args.path, "checkpoint_id": report.checkpoint_id, "flink_checkpoint": os.path.dirname(report.source),
                    "entries": report.entries, "ttl_unknown": report.ttl_unknown}, out, indent=2)
@@ -453,6 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--ttl", action="append", metavar="OPERATOR/STATE=MS", help="TTL of a state Flink kept with TTL (repeatable)")
     sp.add_argument("--uid", action="append", metavar="UID", help="an operator uid of the job: names the operator that Flink 1.x "
                     "metadata records only by id (repeatable)")
+    sp.add_argument("--raw-values", action="store_true", help="keep Kryo/Avro values as their serialized bytes (else they stop the import)")
     sp.set_defaults(func=cmd_import)
 
     sp = sub.add_parser("retain", help="keep the newest N checkpoints (savepoints are never touched); delete the files nothing retained uses",

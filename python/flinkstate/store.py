@@ -270,16 +270,18 @@ def _refuse_gc_if_damaged(store: CheckpointStore) -> None:
                                f"damaged checkpoints: {[r.checkpoint_id for r in damaged]}")
 
 
-def open_store(path: str | os.PathLike[str], storage_options: dict[str, Any] | None = None, **flink_options: Any) -> Any:
+def open_store(path: str | os.PathLike[str], storage_options: dict[str, Any] | None = None, **flink: Any) -> Any:
     """Open the checkpoint store at a local path or fsspec URL (it may be empty).
 
     A Flink savepoint, retained checkpoint or job checkpoint folder (`_metadata`, `chk-N/`) opens as a
-    read-only `flinkstate.flink.source.FlinkSource` with the same read API (flink_options: its keyword options).
+    read-only `flinkstate.flink.source.FlinkSource` with the same read API; `flink` keywords
+    (raw_values, row_fields, ttl, reference_ms) go to it and are refused for a flinkstate root.
     """
+    from flinkstate.errors import InvalidArgumentError
     from flinkstate.flink.source import FlinkSource, is_flink_path
 
     if is_flink_path(os.fspath(path), storage_options):
-        return FlinkSource(path, storage_options=storage_options, **flink_options)
-    if flink_options:
-        raise InvalidArgumentError(f"{os.fspath(path)} is not a Flink savepoint or checkpoint: options {sorted(flink_options)} are for those")
+        return FlinkSource(path, storage_options=storage_options, **flink)
+    if flink:
+        raise InvalidArgumentError(f"{os.fspath(path)} is not a Flink savepoint or checkpoint: options {sorted(flink)} apply to those only")
     return CheckpointStore(path, storage_options)

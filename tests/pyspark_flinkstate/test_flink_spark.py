@@ -71,3 +71,20 @@ def test_spark_import_per_state_equals_flinkstate_import(spark, tmp_path):
         got = b.read_state(op, state).select(want.column_names)
         key = [(c, "ascending") for c in want.column_names if c != "value"]
         assert got.sort_by(key).to_pylist() == want.sort_by(key).to_pylist(), (op, state)
+
+
+def test_row_fields_and_raw_values_options(spark):
+    """`.option("rowFields", "op/state=a,b")` names a Row's fields; `.option("rawValues", "true")` reads Kryo values as bytes."""
+    from fsc_helpers import error_text
+
+    df = _read(spark, SP, operator="long-keyed", state="row", rowFields="long-keyed/row=id,label")
+    assert df.schema["value"].dataType.simpleString() == "struct<id:bigint,label:string>"
+    lib = {r["key"]: r["value"] for r in fs.open(str(SP)).read_state("long-keyed", "row").to_pylist()}
+    assert {r.key: (r.value.id, r.value.label) for r in df.collect()} == {k: (v["f0"], v["f1"]) for k, v in lib.items()}
+    with pytest.raises(Exception) as ei:
+        _read(spark, SP, operator="kryo", state="opaque").collect()
+    text = error_text(ei)
+    assert "UnsupportedSerializerError" in text and "operator kryo, state 'opaque'" in text and "KryoSerializerSnapshot" in text, text[:2000]
+    raw = _read(spark, SP, operator="kryo", state="opaque", rawValues="true")
+    assert raw.schema["value"].dataType.simpleString() == "binary"
+    assert sorted(r.value for r in raw.collect()) == sorted(fs.open(str(SP), raw_values=True).read_state("kryo", "opaque").column("value").to_pylist())

@@ -62,7 +62,7 @@ def test_spark_changes_on_imported_flink_savepoint_restore_in_flink(spark, tmp_p
     harness = _harness()
     original = harness.restore_and_dump(FIXTURE, tmp_path / "orig.txt", "hashmap", 1)
     root = str(tmp_path / "root")
-    import_savepoint(FIXTURE, root)
+    import_savepoint(FIXTURE, root, raw_values=True)
     store = fs.open(root)
     keys = spark.createDataFrame([(k,) for k in range(5)], "key long")
     for state in store.metadata().operators["long-keyed"].keyed_states:

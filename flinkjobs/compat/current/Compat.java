@@ -9,6 +9,7 @@ import org.apache.flink.configuration.Configuration;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.connector.datagen.source.GeneratorFunction;
 import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindows;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
 
@@ -46,5 +47,10 @@ public final class Compat {
     /** Sets value under every given key (Flink renamed configuration keys between 1.x and 2.x; unknown keys are ignored). */
     public static void set(Configuration conf, String value, String... keys) {
         for (String k : keys) conf.setString(k, value);
+    }
+
+    /** Tumbling event-time windows of ms milliseconds (Duration since 1.19; 1.18 only has Time). */
+    public static TumblingEventTimeWindows tumbling(long ms) {
+        return TumblingEventTimeWindows.of(Duration.ofMillis(ms));
     }
 }

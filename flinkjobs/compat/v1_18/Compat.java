@@ -8,6 +8,7 @@ import org.apache.flink.api.common.time.Time;
 import org.apache.flink.api.connector.source.lib.NumberSequenceSource;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindows;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.sink.DiscardingSink;
 
@@ -65,5 +66,10 @@ public final class Compat {
     /** Sets value under every given key (Flink renamed configuration keys between 1.x and 2.x; unknown keys are ignored). */
     public static void set(Configuration conf, String value, String... keys) {
         for (String k : keys) conf.setString(k, value);
+    }
+
+    /** Tumbling event-time windows of ms milliseconds (Duration since 1.19; 1.18 only has Time). */
+    public static TumblingEventTimeWindows tumbling(long ms) {
+        return TumblingEventTimeWindows.of(org.apache.flink.streaming.api.windowing.time.Time.milliseconds(ms));
     }
 }

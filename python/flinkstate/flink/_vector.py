@@ -303,6 +303,63 @@ def _pojo(node: TypeNode, ctx: str) -> VReader | None:
     return read
 
 
+def _enum(node: TypeNode, ctx: str) -> VReader:
+    """EnumSerializer: an i32 ordinal, read as the constant's name (from the snapshot)."""
+    names = pa.array(list(node.names), pa.string())
+
+    def read(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
+        ords = gather(src.arr, _safe(pos, present), ">i4").astype(np.int64)
+        if present is not None:
+            ords = np.where(present, ords, 0)
+        bad = (ords < 0) | (ords >= len(names))
+        if bad.any():
+            raise ValueError(f"{ctx}: enum ordinal {int(ords[np.flatnonzero(bad)[0]])} of {node.cls} is not one of its {len(names)} constants")
+        return names.take(pa.array(ords, mask=_mask(present))), _advance(pos, pos + 4, present)
+
+    return read
+
+
+def _time_window(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
+    """TimeWindow$Serializer: i64 start, i64 end, as struct<start, end>."""
+    p = _safe(pos, present)
+    start = pa.array(gather(src.arr, p, ">i8"))
+    end = pa.array(gather(src.arr, p + 8, ">i8"))
+    mask = _mask(present)
+    out = pa.StructArray.from_arrays([start, end], names=["start", "end"], mask=None if mask is None else pa.array(mask))
+    return out, _advance(pos, pos + 16, present)
+
+
+def _primitive_array(node: TypeNode) -> VReader | None:
+    """The primitive array serializers (long[], int[], double[]...): i32 length, then fixed-width elements."""
+    elem = node.children[0]
+    if elem.kind not in _DTYPES:
+        return None
+    dtype = _DTYPES[elem.kind]
+    w = np.dtype(dtype).itemsize
+    typ = arrow_type(node)
+
+    def read(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
+        n = gather(src.arr, _safe(pos, present), ">i4").astype(np.int64)
+        if present is not None:
+            n = np.where(present, n, 0)
+        if (n < 0).any():
+            raise ValueError("an array has a negative length")
+        rows = np.repeat(np.arange(len(pos)), n)
+        first = np.cumsum(n) - n
+        at = (pos + 4)[rows] + (np.arange(len(rows)) - first[rows]) * w
+        values = gather(src.arr, at, dtype)
+        if elem.kind == "bool":
+            values = values != 0
+        offsets = np.zeros(len(pos) + 1, np.int32)
+        np.cumsum(n, out=offsets[1:])
+        mask = _mask(present)
+        out = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, type=typ.value_type),
+                                       mask=None if mask is None else pa.array(mask))
+        return out, _advance(pos, pos + 4 + n * w, present)
+
+    return read
+
+
 def vector_reader(node: TypeNode, ctx: str) -> VReader | None:
     """The vector reader of this serializer, or None when its values are decoded one by one."""
     kind = node.kind
@@ -320,4 +377,10 @@ def vector_reader(node: TypeNode, ctx: str) -> VReader | None:
         return _tuple(node, ctx)
     if kind == "pojo":
         return _pojo(node, ctx)
+    if kind == "enum":
+        return _enum(node, ctx)
+    if kind == "timewindow":
+        return _time_window
+    if kind == "parray":
+        return _primitive_array(node)
     return None

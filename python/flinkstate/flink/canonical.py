@@ -24,12 +24,12 @@ from flinkstate.flink._framing import frame_records
 from flinkstate.flink._io import DataReader, snappy_unframe
 from flinkstate.flink._records import record_plan
 from flinkstate.flink._vector import Source
-from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
+from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError, UnsupportedSerializerError
 from flinkstate.flink.heap import decode_heap_key_groups, is_heap_native
 from flinkstate.flink.metadata import CheckpointMetadata, KeyGroupsHandle, OperatorState, StreamHandle, UnsupportedKeyedHandle
 from flinkstate.flink.rocksdb import column_families, records_buffer
-from flinkstate.flink.serializers import StateMeta, TypeNode, arrow_type, read_keyed_header
-from flinkstate.flink.values import Reader, make_reader
+from flinkstate.flink.serializers import StateMeta, TypeNode, arrow_type, opaque_part, read_keyed_header
+from flinkstate.flink.values import Reader, make_reader, read_rest
 from flinkstate.keygroups import assign_key_groups
 
 __all__ = ["KeyedState", "TIMER_PREFIX", "decode_key_groups", "decode_keyed_handle", "header_bytes", "read_keyed_state"]
@@ -39,6 +39,7 @@ _END_OF_KEY_GROUP = 0xFFFF
 _I32 = struct.Struct(">i")
 _U16 = struct.Struct(">H")
 _U64 = struct.Struct(">Q")
+_I64 = struct.Struct(">q")
 _SIGN = 1 << 63
 
 
@@ -108,9 +109,33 @@ class _StateDecoder:
             self.rows["ttl_last_access"] = []
         # States whose parts all have vector readers are decoded from their records' start offsets at once.
         self.plan = record_plan(self.kind, prefix, self.key_node, self.ns_node, self.value_node, ctx)
+        self._opaque(ctx)
         self.starts: list[int] = []
         self.kg_runs: list[tuple[int, int]] = []
         self.vector_chunks: list[dict[str, pa.Array]] = []
+
+    def _opaque(self, ctx: str) -> None:
+        """Kryo/Avro values: raw bytes where a record frames the value alone, else the state cannot be read."""
+        self.unreadable: str | None = None
+        self.raw_error: str | None = None
+        value = opaque_part(self.elem_node) if self.value_node is not None else None
+        user_key = opaque_part(self.value_node.children[0]) if self.kind == "MAP" else None
+        other = opaque_part(self.key_node) or opaque_part(self.ns_node) or user_key
+        if value is None and other is None:
+            return
+        self.plan = None
+        o = other or value
+        assert o is not None
+        if other is not None or self.kind == "LIST" or self.elem_node.kind != "opaque":
+            self.unreadable = (f"{ctx}: serializer {o.cls} (type {o.names[0]}) cannot be decoded, nor read as raw bytes: only "
+                               "a whole value, map value or TTL value is length-framed (not list elements, keys or nested values)")
+            return
+        self.raw_error = (f"{ctx}: serializer {o.cls} (type {o.names[0]}) cannot be decoded; read with raw_values=True "
+                          "(Spark: .option('rawValues', 'true')) to get its values as raw serialized bytes")
+        if self.ttl:
+            self.elem_reader = lambda buf, pos: ((_I64.unpack_from(buf, pos)[0], bytes(buf[pos + 8 :])), len(buf))
+        else:
+            self.elem_reader = read_rest
 
     def flush(self, src: Source) -> None:
         """Decode the records collected from src (one file's stream) into column chunks."""
@@ -146,6 +171,8 @@ class _StateDecoder:
 
     def add(self, kg: int, key: bytes, value: bytes) -> None:
         """Decode one (key, value) record of key group kg."""
+        if self.unreadable is not None:
+            return
         rows = self.rows
         pos = self.prefix
         if self.timer:
@@ -230,8 +257,12 @@ class _StateDecoder:
         else:
             rows["value"].append(v)
 
-    def table(self) -> pa.Table:
-        """The decoded entries as an Arrow table."""
+    def table(self, raw_values: bool = False) -> pa.Table:
+        """The decoded entries as an Arrow table (Kryo/Avro values as raw bytes only when raw_values is set)."""
+        if self.unreadable is not None:
+            raise UnsupportedSerializerError(self.unreadable)
+        if self.raw_error is not None and not raw_values:
+            raise UnsupportedSerializerError(self.raw_error)
         types = {"key_group": pa.int32(), "key": arrow_type(self.key_node), "timestamp": pa.int64(), "ttl_last_access": pa.int64()}
         if "namespace" in self.rows:
             types["namespace"] = arrow_type(self.ns_node)
@@ -552,8 +583,12 @@ def _decode_framed(src: Source, starts: np.ndarray, sids: np.ndarray, kgs: np.nd
                 raise KeyGroupCorrupt(kg, str(e)) from e
 
 
-def read_keyed_state(meta: CheckpointMetadata, uid: str, verify_key_groups: bool = True) -> KeyedState:
-    """Decode every keyed state and timer service of an operator (canonical savepoint, heap checkpoint or NATIVE savepoint) into Arrow tables."""
+def read_keyed_state(meta: CheckpointMetadata, uid: str, verify_key_groups: bool = True, raw_values: bool = False) -> KeyedState:
+    """Decode every keyed state and timer service of an operator (canonical savepoint, heap checkpoint or NATIVE savepoint) into Arrow tables.
+
+    Kryo/Avro values are an UnsupportedSerializerError naming operator, state and class, unless raw_values
+    asks for their serialized bytes (canonical and RocksDB value, reducing, aggregating and map state).
+    """
     op = meta.operator(uid)
     decoders = None
     key_type = None
@@ -573,7 +608,7 @@ def read_keyed_state(meta: CheckpointMetadata, uid: str, verify_key_groups: bool
         raise StateNotFoundError(f"{meta.path}: operator {op.label} has no keyed state")
     out = KeyedState(key_type)
     for dec in decoders.values():
-        table = dec.table()
+        table = dec.table(raw_values)
         if verify_key_groups:
             _verify(table, op, meta.path, dec.meta.name, row_key=dec.key_node.kind == "row")
         if dec.timer:

@@ -24,7 +24,8 @@ from flinkstate.errors import InvalidArgumentError, StateNotFoundError
 from flinkstate.flink._io import FlinkFiles
 from flinkstate.flink.canonical import TIMER_PREFIX
 from flinkstate.flink.encode import murmur3_128
-from flinkstate.flink.mapping import decode_subtask, operator_name, state_descriptor, stored_rows, subtask_range, subtask_states
+from flinkstate.flink.errors import UnsupportedSerializerError
+from flinkstate.flink.mapping import ReadOptions, decode_subtask, operator_name, state_descriptor, stored_rows, subtask_range, subtask_states
 from flinkstate.flink.metadata import CheckpointMetadata as FlinkMetadata
 from flinkstate.flink.metadata import OperatorState
 from flinkstate.flink.operator_state import operator_state_names, read_operator_state
@@ -83,12 +84,13 @@ class FlinkStateTask(KeyedTask):
     flatten: bool = True
     columns: list[str] | None = None
     raw: bool = False
+    raw_values: bool = False
 
     def stored_rows(self) -> pa.Table | None:
         dec = _decoded(self.meta, self.uid, self.subtask, self.key_groups).get(self.state)
         if dec is None:
             return None
-        return _restrict(stored_rows(dec.table(), self.desc), self.key_groups, self.keys)
+        return _restrict(stored_rows(dec.table(self.raw_values), self.desc), self.key_groups, self.keys)
 
 
 @dataclass
@@ -176,6 +178,8 @@ class FlinkCheckpoint(Checkpoint):
     created_ms: int
     ttl_unknown: tuple[str, ...] = ()
     uids: dict[str, str] = field(default_factory=dict)  # name here -> Flink uid or operator id
+    options: ReadOptions = field(default_factory=ReadOptions)
+    refused: dict[str, str] = field(default_factory=dict)  # "operator/state" -> why its values cannot be read (Kryo/Avro)
 
     @property
     def checkpoint_id(self) -> int:
@@ -260,13 +264,15 @@ class FlinkCheckpoint(Checkpoint):
         from flinkstate.flink.mapping import key_groups_of
 
         desc = self.state_descriptor(operator, state)
+        if f"{operator}/{state}" in self.refused:  # before any file is read (in Spark: on the driver)
+            raise UnsupportedSerializerError(self.refused[f"{operator}/{state}"])
         allowed = key_groups_of(self.meta, self._uid(operator), keys, key_groups, desc.key_type, self.max_parallelism)
         ref = self.created_ms if ttl_reference is None else int(ttl_reference)
         d = desc.to_dict()
         cols = None if columns is None else list(columns)
         tasks: list[ScanTask] = [
             FlinkStateTask(self.meta, self._uid(operator), index, state, d, rng, ref, kgs, None if keys is None else list(keys),
-                           include_expired, flatten, cols, raw)
+                           include_expired, flatten, cols, raw, self.options.raw_values)
             for index, rng, kgs in self._subtasks(operator, allowed)]
         schema = _schema_of(desc, flatten=flatten, include_expired=include_expired, raw=raw)
         if cols is not None:
@@ -322,7 +328,7 @@ class _Fixed(ScanTask):
 
 
 def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: Mapping[str, StateTtlConfig | int],
-                       unknown: list[str]) -> OperatorMetadata:
+                       unknown: list[str], options: ReadOptions | None = None, refused: dict[str, str] | None = None) -> OperatorMetadata:
     """An operator's declared state, from the serializer snapshots in its keyed-state headers and its operator states."""
     om = OperatorMetadata(uid=name, parallelism=op.parallelism, has_coordinator=op.coordinator_state is not None)
     for sub in op.subtasks:
@@ -335,7 +341,10 @@ def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: M
                     name=service, domain=service.partition("_")[0], key_type=arrow_type(dec.key_node),
                     namespace_type=None if dec.ns_node.kind == "void" else arrow_type(dec.ns_node))
             elif dec.meta.name not in om.keyed_states:
-                om.keyed_states[dec.meta.name] = state_descriptor(dec, name, ttl, unknown)
+                om.keyed_states[dec.meta.name] = state_descriptor(dec, name, ttl, unknown, options)
+                why = dec.unreadable or (None if options is not None and options.raw_values else dec.raw_error)
+                if why is not None and refused is not None:
+                    refused[f"{name}/{dec.meta.name}"] = why
     for state, mode in operator_state_names(meta, op.operator_id).items():
         t = read_operator_state(meta, op.operator_id, state)
         om.operator_states[state] = OperatorStateDescriptor(
@@ -346,11 +355,12 @@ def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: M
 
 def load_flink_checkpoint(path: str, *, ttl: Mapping[str, StateTtlConfig | int] | None = None,
                           reference_ms: int | None = None, uids: Iterable[str] = (), pyflink: Any = None,
-                          files: FlinkFiles | None = None) -> FlinkCheckpoint:
+                          files: FlinkFiles | None = None, options: ReadOptions | None = None) -> FlinkCheckpoint:
     """Parse the `_metadata` at path (file or folder, local or URL) and map its operators' states; the savepoint's time is the file's.
 
     uids names operators that the metadata records only by id (Flink 1.x): each is matched by Flink's hash of the uid.
     pyflink: a `flink.pyflink.PyFlinkOptions` (types of PyFlink jobs' states, unpickle), else the defaults.
+    options: Row field names and Kryo/Avro values as raw bytes (`mapping.ReadOptions`).
     """
     from flinkstate.flink.metadata import read_metadata
 
@@ -361,11 +371,12 @@ def load_flink_checkpoint(path: str, *, ttl: Mapping[str, StateTtlConfig | int] 
     unknown: list[str] = []
     ops: dict[str, OperatorMetadata] = {}
     flink_ids: dict[str, str] = {}
+    refused: dict[str, str] = {}
     for op in meta.operators:
         name = operator_name(op, known)
-        om = _operator_metadata(meta, op, name, dict(ttl or {}), unknown)
+        om = _operator_metadata(meta, op, name, dict(ttl or {}), unknown, options, refused)
         if om.keyed_states or om.timer_services or om.operator_states or om.has_coordinator:
             ops[name] = om
             flink_ids[name] = op.uid or op.operator_id
     created = reference_ms if reference_ms is not None else meta.files.modified_ms(meta.path)
-    return FlinkCheckpoint(meta, ops, created, tuple(unknown), flink_ids)
+    return FlinkCheckpoint(meta, ops, created, tuple(unknown), flink_ids, options or ReadOptions(), refused)

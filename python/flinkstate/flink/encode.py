@@ -15,14 +15,24 @@ import pyarrow as pa
 from flinkstate.errors import InvalidArgumentError
 from flinkstate.flink._temporal import WRITERS
 from flinkstate.flink.errors import UnsupportedSerializerError
-from flinkstate.flink.serializers import _COMPOSITE, _COMPOSITE_MAGIC, _NESTED_MAGIC, _OPTIONAL_MAP_HEADER, _POJO, _SIMPLE, StateMeta, TypeNode
+from flinkstate.flink.serializers import (
+    _COMPOSITE,
+    _COMPOSITE_MAGIC,
+    _ENUM,
+    _NESTED_MAGIC,
+    _OPTIONAL_MAP_HEADER,
+    _POJO,
+    _SIMPLE,
+    StateMeta,
+    TypeNode,
+)
 
 __all__ = ["Writer", "encode_utf", "make_writer", "plain_values", "murmur3_128", "snappy_frame", "type_for_arrow", "write_state_meta", "write_type"]
 
 Writer = Callable[[bytearray, Any], None]
 _CLS = {kind: cls for cls, kind in _SIMPLE.items()}
 _COMP_CLS = {kind: cls for cls, (kind, _) in _COMPOSITE.items()}
-_OUTER_VERSION = {"list": 1, "map": 1, "row": 4, "tuple": 2, "ttl": 2, "timer": 2}
+_OUTER_VERSION = {"list": 1, "map": 1, "row": 4, "tuple": 2, "ttl": 2, "timer": 2, "garray": 1}
 _FIXED = {"long": ">q", "int": ">i", "short": ">h", "byte": ">b", "double": ">d", "float": ">f", "bool": ">?"}
 
 
@@ -52,6 +62,17 @@ def write_type(out: bytearray, node: TypeNode) -> None:
     if kind in _CLS:
         out += encode_utf(_CLS[kind]) + struct.pack(">i", 3)
         return
+    if kind in ("parray", "sarray"):  # simple snapshots named by node.cls
+        out += encode_utf(node.cls) + struct.pack(">i", 3)
+        return
+    if kind == "enum":
+        out += encode_utf(_ENUM) + struct.pack(">i", 3) + encode_utf(node.cls) + struct.pack(">i", len(node.names))
+        for name in node.names:
+            out += encode_utf(name)
+        return
+    if kind == "opaque":  # Kryo/Avro: the snapshot as read
+        out += encode_utf(node.cls) + struct.pack(">i", 2) + node.payload
+        return
     if kind == "pojo":
         out += encode_utf(_POJO) + struct.pack(">i", 2) + encode_utf(node.cls)
         out += struct.pack(">qi", _OPTIONAL_MAP_HEADER, len(node.children))
@@ -69,6 +90,8 @@ def write_type(out: bytearray, node: TypeNode) -> None:
         out.append(0 if node.legacy_row else 1)
     elif kind == "tuple":
         out += encode_utf(node.cls if node.cls != _COMP_CLS["tuple"] else f"org.apache.flink.api.java.tuple.Tuple{len(node.children)}")
+    elif kind == "garray":
+        out += encode_utf(node.names[0])
     out += struct.pack(">iii", _NESTED_MAGIC, 1, len(node.children))
     for c in node.children:
         write_type(out, c)
@@ -126,7 +149,24 @@ def make_writer(node: TypeNode, ctx: str) -> Writer:
         return WRITERS[kind]
     if kind in ("row", "tuple", "pojo"):
         return _struct_writer(node, ctx)
-    if kind == "list":
+    if kind == "enum":
+        ordinals = {name: i for i, name in enumerate(node.names)}
+        return lambda out, v: out.extend(struct.pack(">i", ordinals[v]))
+    if kind == "timewindow":
+        return lambda out, v: out.extend(struct.pack(">qq", v["start"], v["end"]))
+    if kind == "opaque":  # raw serialized bytes, written back as they were read
+        return lambda out, v: out.extend(bytes(v))
+    if kind == "garray":
+        component = make_writer(node.children[0], ctx)
+
+        def wg(out: bytearray, v: list) -> None:
+            out += struct.pack(">i", len(v))
+            for e in v:
+                out.append(0 if e is None else 1)
+                if e is not None:
+                    component(out, e)
+        return wg
+    if kind in ("list", "parray", "sarray"):
         elem = make_writer(node.children[0], ctx)
 
         def wl(out: bytearray, v: list) -> None:

@@ -20,7 +20,7 @@ def load_flink_savepoint(path: str) -> list[OperatorExport]:
         modes = operator_state_names(meta, op.operator_id)
         if not has_keyed and not modes and op.coordinator_state is None:
             continue
-        keyed = read_keyed_state(meta, op.operator_id) if has_keyed else None
+        keyed = read_keyed_state(meta, op.operator_id, raw_values=True) if has_keyed else None  # Kryo/Avro bytes written back as read
         ops = {}
         state_metas = _operator_metas(meta, op.operator_id)
         for name, mode in modes.items():

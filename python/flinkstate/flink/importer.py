@@ -101,6 +101,7 @@ def import_savepoint(
     ttl: Mapping[str, StateTtlConfig | int] | None = None,
     storage_options: dict[str, Any] | None = None,
     uids: Iterable[str] = (),
+    raw_values: bool = False,
 ) -> ImportReport:
     """Write a Flink savepoint/checkpoint into root as one savepoint.
 
@@ -108,6 +109,8 @@ def import_savepoint(
     N = flink_checkpoint_id, default the latest). ttl maps "operator/state" (or "state") to a
     StateTtlConfig or a TTL in ms, for states Flink kept with TTL. uids names the operators that Flink 1.x
     metadata records only by id (matched by Flink's hash of the uid); a uid matching no operator is refused.
+    Kryo/Avro values stop the import with an UnsupportedSerializerError unless raw_values keeps them as
+    their serialized bytes (binary).
     """
     import flinkstate
 
@@ -135,7 +138,7 @@ def import_savepoint(
                     refuse_import(dec, op, meta.path)
                     serializers.setdefault("key", node_to_json(dec.key_node))
                     serializers.setdefault(dec.meta.name, {k: node_to_json(v) for k, v in dec.meta.serializers.items()})
-                    table = dec.table()
+                    table = dec.table(raw_values)
                     _verify(table, op, meta.path, dec.meta.name)
                     if dec.timer:
                         service = dec.meta.name.removeprefix(TIMER_PREFIX)  # event_user-timers, processing_window-timers, ...

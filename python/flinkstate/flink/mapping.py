@@ -7,9 +7,11 @@ flinkstate data file stores (`ttl_timestamp` last-access times; list state one r
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from flinkstate.descriptors import (
@@ -20,6 +22,7 @@ from flinkstate.descriptors import (
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
+from flinkstate.errors import InvalidArgumentError
 from flinkstate.flink.canonical import _StateDecoder, decode_key_groups, decode_keyed_handle, decode_rocksdb_handle, header_bytes
 from flinkstate.flink.encode import murmur3_128
 from flinkstate.flink.errors import UnsupportedFlinkFormatError
@@ -28,10 +31,67 @@ from flinkstate.flink.pyflink import PyFlinkDecoder, pyflink_states, row_key_gro
 from flinkstate.flink.serializers import arrow_type
 from flinkstate.ttl import MAX_TIMESTAMP, StateTtlConfig
 
-__all__ = ["operator_name", "unmatched_uids", "state_descriptor", "stored_rows", "subtask_decoders", "subtask_states", "decode_subtask", "subtask_range"]
+__all__ = ["ReadOptions", "parse_row_fields", "operator_name", "unmatched_uids", "state_descriptor", "stored_rows",
+           "subtask_decoders", "subtask_states", "decode_subtask", "subtask_range"]
 
 _KINDS = {"VALUE": ValueStateDescriptor, "LIST": ListStateDescriptor, "REDUCING": ReducingStateDescriptor,
           "AGGREGATING": AggregatingStateDescriptor}
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How Flink values become columns: user names for Row fields ("operator/state" -> names), Kryo/Avro values as raw bytes."""
+
+    raw_values: bool = False
+    row_fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @staticmethod
+    def of(raw_values: bool = False, row_fields: str | Mapping[str, Sequence[str] | str] | None = None) -> ReadOptions:
+        """Options from user input: row_fields as a mapping or as "op/state=a,b;op/state2=c" (parse_row_fields)."""
+        return ReadOptions(bool(raw_values), parse_row_fields(row_fields))
+
+
+def parse_row_fields(spec: str | Mapping[str, Sequence[str] | str] | None) -> dict[str, tuple[str, ...]]:
+    """Row field names per state: {"operator/state": ["id", "name"]} or "operator/state=id,name;operator/other=a,b"."""
+    if spec is None or spec == "":
+        return {}
+    items: list[tuple[str, Sequence[str] | str]]
+    if isinstance(spec, str):
+        items = []
+        for part in spec.split(";"):
+            if not part.strip():
+                continue
+            target, eq, names = part.partition("=")
+            if not eq:
+                raise InvalidArgumentError(f"row fields {part.strip()!r}: expected 'operator/state=name,name,...'")
+            items.append((target.strip(), names))
+    else:
+        items = list(spec.items())
+    out: dict[str, tuple[str, ...]] = {}
+    for target, names in items:
+        got = tuple(n.strip() for n in (names.split(",") if isinstance(names, str) else names))
+        if "/" not in target or not all(got) or len(set(got)) != len(got):
+            raise InvalidArgumentError(f"row fields for {target!r}: expected 'operator/state' and distinct non-empty names, got {list(got)}")
+        out[target] = got
+    return out
+
+
+def _named(typ: pa.DataType, names: tuple[str, ...] | None, where: str) -> pa.DataType:
+    """A Row's struct type with the user's field names (positional: Flink's Row serializer keeps no names)."""
+    if names is None:
+        return typ
+    if not pa.types.is_struct(typ) or typ.num_fields != len(names):
+        raise InvalidArgumentError(f"{where}: row fields {list(names)} do not fit its values of type {typ}")
+    return pa.struct([pa.field(n, typ.field(i).type) for i, n in enumerate(names)])
+
+
+def _rename_struct(col: pa.ChunkedArray, typ: pa.DataType) -> pa.ChunkedArray:
+    """col (a struct column) with the field names of typ (same fields, other names), values unchanged."""
+    chunks = []
+    for ch in col.chunks:
+        mask = ch.is_null() if ch.null_count else None
+        chunks.append(pa.StructArray.from_arrays([ch.field(i) for i in range(ch.type.num_fields)], fields=list(typ), mask=mask))
+    return pa.chunked_array(chunks, typ)
 
 
 def operator_name(op: OperatorState, uids: Iterable[str] = ()) -> str:
@@ -58,17 +118,21 @@ def ttl_for(ttl: Mapping[str, StateTtlConfig | int], op: str, state: str) -> Sta
     return got if isinstance(got, StateTtlConfig) else StateTtlConfig(ttl_ms=int(got))
 
 
-def state_descriptor(dec: _StateDecoder, op: str, ttl: Mapping[str, StateTtlConfig | int], unknown: list[str]) -> KeyedStateDescriptor:
+def state_descriptor(dec: _StateDecoder, op: str, ttl: Mapping[str, StateTtlConfig | int], unknown: list[str],
+                     options: ReadOptions | None = None) -> KeyedStateDescriptor:
     """The flinkstate descriptor of a Flink keyed state, from its serializer snapshot.
 
     A savepoint does not hold TTL durations: a TTL state without one given keeps its timestamps
-    under a TTL that never expires, and is named in `unknown`.
+    under a TTL that never expires, and is named in `unknown`. Row fields are f0..fn unless
+    options name them for "operator/state".
     """
+    names = (options or ReadOptions()).row_fields.get(f"{op}/{dec.meta.name}")
+    value_type = None if dec.elem_node is None else _named(arrow_type(dec.elem_node), names, f"operator {op!r}, state {dec.meta.name!r}")
     ns = None if dec.ns_node.kind == "void" else arrow_type(dec.ns_node)
     if isinstance(dec, PyFlinkDecoder):  # a PyFlink job's state: the types it declared, its unwrapped key
         key_type, user_key_type, value_type = dec.key_type, dec.user_key_type, dec.value_type
     else:
-        key_type, value_type = arrow_type(dec.key_node), (arrow_type(dec.elem_node) if dec.elem_node is not None else None)
+        key_type = arrow_type(dec.key_node)
         user_key_type = arrow_type(dec.value_node.children[0]) if dec.kind == "MAP" else None
     cfg = None
     if dec.ttl:
@@ -89,11 +153,21 @@ def stored_rows(table: pa.Table, desc: KeyedStateDescriptor) -> pa.Table:
     """A decoded Flink state table in flinkstate's stored layout: ttl_timestamp, and a list per key for list state."""
     if "ttl_last_access" in table.column_names:
         table = table.rename_columns(["ttl_timestamp" if c == "ttl_last_access" else c for c in table.column_names])
+    want = desc.user_value_type if isinstance(desc, MapStateDescriptor) else getattr(desc, "value_type", None)
+    if "value" in table.column_names and want is not None and pa.types.is_struct(want) and table.schema.field("value").type != want:
+        table = table.set_column(table.column_names.index("value"), "value", _rename_struct(table.column("value"), want))
     if isinstance(desc, ListStateDescriptor):
         keys = [c for c in ("key_group", "key", "namespace") if c in table.column_names]
         lists = [c for c in ("value", "ttl_timestamp") if c in table.column_names]
-        grouped = table.group_by(keys, use_threads=False).aggregate([(c, "list") for c in lists])  # element order kept
-        table = grouped.rename_columns([c.removesuffix("_list") for c in grouped.column_names])
+        # Group row numbers (hash_list has no kernel for nested types such as arrays), element order kept.
+        numbered = table.select(keys).append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+        grouped = numbered.group_by(keys, use_threads=False).aggregate([("__row", "list")])
+        rows = grouped.column("__row_list").combine_chunks()
+        taken = rows.flatten()
+        cols = {k: grouped.column(k) for k in keys}
+        for c in lists:
+            cols[c] = pa.ListArray.from_arrays(rows.offsets, table.column(c).take(taken).combine_chunks())
+        table = pa.table(cols)
     return table
 
 

@@ -18,6 +18,7 @@ from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatErro
 
 __all__ = [
     "StateMeta",
+    "opaque_part",
     "TypeNode",
     "arrow_type",
     "read_keyed_header",
@@ -54,11 +55,30 @@ _SIMPLE = {
     _BASE + "SqlDateSerializer$SqlDateSerializerSnapshot": "sqldate",
     _BASE + "SqlTimeSerializer$SqlTimeSerializerSnapshot": "sqltime",
     _BASE + "SqlTimestampSerializer$SqlTimestampSerializerSnapshot": "sqltimestamp",
+    # TimeWindow$Serializer: i64 start, i64 end (the namespace of window operators' state and timers)
+    "org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot": "timewindow",
 }
+# Primitive array serializers (i32 length, then the elements back to back): snapshot class -> element kind.
+_PRIMITIVE_ARRAYS = {
+    f"{_BASE}array.{name}PrimitiveArraySerializer${name}PrimitiveArraySerializerSnapshot": kind
+    for name, kind in (("Boolean", "bool"), ("Char", "char"), ("Short", "short"), ("Int", "int"), ("Long", "long"),
+                       ("Float", "float"), ("Double", "double"))
+}
+# StringArraySerializer: i32 length, then each element as StringValue.writeString (null-capable).
+_STRING_ARRAY = _BASE + "array.StringArraySerializer$StringArraySerializerSnapshot"
+_ENUM = _BASE + "EnumSerializer$EnumSerializerSnapshot"
+# Serializers whose value bytes this module cannot decode but whose snapshots it can skip: read as "opaque"
+# (raw bytes where the layout frames each value). Kryo (KryoSerializerSnapshotData): UTF type class + three
+# LinkedOptionalMaps (registrations, default serializers, default serializer classes); Avro v2: UTF type + UTF schema.
+_KRYO = ("org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot",
+         "org.apache.flink.api.java.typeutils.runtime.kryo5.KryoSerializerSnapshot")
+_AVRO = "org.apache.flink.formats.avro.typeutils.AvroSerializerSnapshot"
 # Composite snapshots: class -> (kind, outer payload reader name).
 _COMPOSITE = {
     _BASE + "ListSerializerSnapshot": ("list", None),
     _BASE + "MapSerializerSnapshot": ("map", None),
+    # GenericArraySerializer: i32 length, then per element bool nonNull + value; outer payload: component class
+    _BASE + "GenericArraySerializerSnapshot": ("garray", "utf"),
     "org.apache.flink.api.java.typeutils.runtime.RowSerializer$RowSerializerSnapshot": ("row", "row"),
     "org.apache.flink.api.java.typeutils.runtime.TupleSerializerSnapshot": ("tuple", "utf"),
     "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot": ("ttl", None),
@@ -67,7 +87,8 @@ _COMPOSITE = {
 _POJO = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
 # Serialized width in bytes of fixed-length kinds (Flink's TypeSerializer.getLength()).
 FIXED_WIDTH = {"long": 8, "int": 4, "short": 2, "byte": 1, "double": 8, "float": 4, "bool": 1, "char": 2, "void": 1,
-               "localdate": 6, "localtime": 7, "localdatetime": 13, "instant": 12, "sqldate": 8, "sqltime": 8, "sqltimestamp": 12}
+               "localdate": 6, "localtime": 7, "localdatetime": 13, "instant": 12, "sqldate": 8, "sqltime": 8, "sqltimestamp": 12,
+               "enum": 4, "timewindow": 16}
 
 
 @dataclass(frozen=True)
@@ -79,6 +100,7 @@ class TypeNode:
     children: tuple[TypeNode, ...] = ()
     names: tuple[str, ...] = ()
     legacy_row: bool = False
+    payload: bytes = b""  # an opaque (Kryo/Avro) snapshot's payload, kept to write it back unchanged
 
     @property
     def fixed_width(self) -> int:
@@ -114,6 +136,23 @@ def read_type(r: DataReader, ctx: str) -> TypeNode:
     version = r.i32()
     if cls in _SIMPLE:
         return TypeNode(_SIMPLE[cls], cls)
+    if cls in _PRIMITIVE_ARRAYS:
+        return TypeNode("parray", cls, (TypeNode(_PRIMITIVE_ARRAYS[cls], cls),))
+    if cls == _STRING_ARRAY:
+        return TypeNode("sarray", cls, (TypeNode("string", cls),))
+    if cls == _ENUM:
+        return _enum(r, ctx, version)
+    if cls in _KRYO and version == 2:
+        start = r.pos
+        type_class = r.utf()
+        for _ in range(3):
+            _optional_map(r, ctx)
+        return TypeNode("opaque", cls, (), (type_class,), payload=bytes(r.buf[start : r.pos]))
+    if cls == _AVRO and version == 2:
+        start = r.pos
+        type_class = r.utf()
+        r.utf()  # the Avro schema (JSON)
+        return TypeNode("opaque", cls, (), (type_class,), payload=bytes(r.buf[start : r.pos]))
     if cls in _COMPOSITE:
         kind, outer = _COMPOSITE[cls]
         return _composite(r, ctx, cls, kind, outer)
@@ -131,12 +170,23 @@ def _composite(r: DataReader, ctx: str, cls: str, kind: str, outer: str | None) 
     if outer == "row":  # RowSerializerSnapshot: <3 no RowKind, 3 RowKind, >=4 a supportsRowKind flag
         legacy = outer_version < 3 or (outer_version > 3 and not r.bool())
     elif outer == "utf":
-        r.utf()
+        outer_class = r.utf()
     children = _nested(r, ctx)
     names: tuple[str, ...] = ()
     if kind in ("row", "tuple"):
         names = tuple(f"f{i}" for i in range(len(children)))
+    elif kind == "garray":
+        names = (outer_class,)  # the component class
     return TypeNode(kind, cls, children, names, legacy)
+
+
+def _enum(r: DataReader, ctx: str, version: int) -> TypeNode:
+    """EnumSerializerSnapshot (v3): UTF enum class, i32 n, n x UTF constant name (in ordinal order); values are i32 ordinals."""
+    if version < 3:
+        raise UnsupportedFlinkFormatError(f"{r.where}: {ctx}: enum serializer snapshot version {version} is not supported (3 is)")
+    enum_class = r.utf()
+    constants = tuple(r.utf() for _ in range(r.i32()))
+    return TypeNode("enum", enum_class, (), constants)
 
 
 def _nested(r: DataReader, ctx: str) -> tuple[TypeNode, ...]:
@@ -219,6 +269,19 @@ def read_operator_header(r: DataReader, ctx: str) -> tuple[bool, list[StateMeta]
     return compressed, ops, bcast
 
 
+def opaque_part(node: TypeNode | None) -> TypeNode | None:
+    """The first Kryo/Avro (opaque) serializer in this serializer tree, or None."""
+    if node is None:
+        return None
+    if node.kind == "opaque":
+        return node
+    for c in node.children:
+        found = opaque_part(c)
+        if found is not None:
+            return found
+    return None
+
+
 _ARROW = {
     "long": pa.int64(), "int": pa.int32(), "short": pa.int16(), "byte": pa.int8(), "double": pa.float64(),
     "float": pa.float32(), "bool": pa.bool_(), "char": pa.string(), "string": pa.string(), "bytes": pa.binary(),
@@ -238,8 +301,14 @@ def arrow_type(node: TypeNode) -> pa.DataType:
         return _ARROW[node.kind]
     if node.kind in ("row", "tuple", "pojo"):
         return pa.struct([pa.field(n, arrow_type(c)) for n, c in zip(node.names, node.children, strict=True)])
-    if node.kind == "list":
+    if node.kind in ("list", "parray", "sarray", "garray"):
         return pa.list_(arrow_type(node.children[0]))
+    if node.kind == "enum":
+        return pa.string()  # the constant's name
+    if node.kind == "opaque":
+        return pa.binary()  # Kryo/Avro values, only ever read as their raw serialized bytes
+    if node.kind == "timewindow":
+        return pa.struct([pa.field("start", pa.int64()), pa.field("end", pa.int64())])
     if node.kind == "map":
         return pa.map_(arrow_type(node.children[0]), arrow_type(node.children[1]))
     if node.kind == "ttl":

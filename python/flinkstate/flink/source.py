@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from flinkstate.errors import CheckpointNotFoundError, InvalidArgumentError
 from flinkstate.flink._io import FlinkFiles, join_url
 from flinkstate.flink.checkpoint import FlinkCheckpoint, load_flink_checkpoint
+from flinkstate.flink.mapping import ReadOptions
 from flinkstate.metadata import CheckpointInfo, CheckpointMetadata
 from flinkstate.reads import ReadApi
 from flinkstate.ttl import StateTtlConfig
@@ -69,12 +70,15 @@ class FlinkSource(ReadApi):
 
     def __init__(self, path: str | os.PathLike[str], *, ttl: Mapping[str, StateTtlConfig | int] | None = None,
                  reference_ms: int | None = None, uids: Iterable[str] = (), pyflink: Mapping[str, Any] | None = None,
-                 unpickle: bool = False, storage_options: dict[str, Any] | None = None) -> None:
-        """uids names operators that Flink 1.x metadata records only by id (matched by Flink's hash of the uid)."""
+                 unpickle: bool = False, storage_options: dict[str, Any] | None = None, raw_values: bool = False,
+                 row_fields: str | Mapping[str, Sequence[str] | str] | None = None) -> None:
+        """uids names operators that Flink 1.x metadata records only by id (matched by Flink's hash of the uid);
+        raw_values: Kryo/Avro values as their serialized bytes; row_fields: names of Row fields per "operator/state"."""
         from flinkstate.flink.pyflink import PyFlinkOptions
 
         self.path = _norm(path)
         self.uids = tuple(uids)
+        self.options = ReadOptions.of(raw_values, row_fields)
         self.ttl = dict(ttl or {})
         # PyFlink jobs: state types per "operator/state" or "state" (flink.pyflink.value_state...); unpickle runs code
         self.pyflink = PyFlinkOptions(dict(pyflink or {}), unpickle=bool(unpickle))
@@ -102,7 +106,7 @@ class FlinkSource(ReadApi):
         ck = self._loaded.get(key)
         if ck is None:
             ck = self._loaded[key] = load_flink_checkpoint(self._folders[key], ttl=self.ttl, reference_ms=self.reference_ms,
-                                                         uids=self.uids, pyflink=self.pyflink, files=self.files)
+                                                         uids=self.uids, pyflink=self.pyflink, files=self.files, options=self.options)
             self._say_relocated(ck.meta.relocated)
         return ck
 

@@ -58,6 +58,8 @@ def _kept(fresh: TypeNode, stored: dict | None, role: str) -> TypeNode:
     if stored is None or role not in stored:
         return fresh
     old = node_from_json(stored[role])
+    if old.kind in ("parray", "sarray", "garray") and str(arrow_type(old)) == str(arrow_type(fresh)):
+        return old  # an array read back as an Arrow list stays that array (not a List)
     return old if _sig(old) == _sig(fresh) else fresh
 
 

@@ -16,7 +16,7 @@ from flinkstate.flink._temporal import READERS
 from flinkstate.flink.errors import UnsupportedSerializerError
 from flinkstate.flink.serializers import TypeNode
 
-__all__ = ["Reader", "make_reader", "read_java_string"]
+__all__ = ["Reader", "make_reader", "read_java_string", "read_rest"]
 
 Reader = Callable[[bytes, int], tuple[Any, int]]
 
@@ -111,8 +111,16 @@ def make_reader(node: TypeNode, ctx: str) -> Reader:
         return _row_reader(node, ctx)
     if kind == "pojo":
         return _pojo_reader(node, ctx)
-    if kind == "list":
+    if kind in ("list", "parray", "sarray"):
         return _list_reader(node, ctx)
+    if kind == "garray":
+        return _generic_array_reader(node, ctx)
+    if kind == "enum":
+        return _enum_reader(node, ctx)
+    if kind == "timewindow":
+        return _read_time_window
+    if kind == "opaque":
+        return _opaque_reader(node, ctx)
     if kind == "map":
         return _map_reader(node, ctx)
     if kind == "ttl":
@@ -188,6 +196,62 @@ def _list_reader(node: TypeNode, ctx: str) -> Reader:
         return out, pos
 
     return read
+
+
+def _generic_array_reader(node: TypeNode, ctx: str) -> Reader:
+    elem = make_reader(node.children[0], ctx)
+
+    def read(buf: bytes, pos: int) -> tuple[list[Any], int]:
+        n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+        pos += 4
+        out = []
+        for _ in range(n):
+            present = buf[pos]
+            pos += 1
+            v = None
+            if present:
+                v, pos = elem(buf, pos)
+            out.append(v)
+        return out, pos
+
+    return read
+
+
+def _enum_reader(node: TypeNode, ctx: str) -> Reader:
+    names = node.names
+
+    def read(buf: bytes, pos: int) -> tuple[str, int]:
+        i = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+        if not 0 <= i < len(names):
+            raise ValueError(f"{ctx}: enum ordinal {i} of {node.cls} is not one of its {len(names)} constants")
+        return names[i], pos + 4
+
+    return read
+
+
+def _opaque_reader(node: TypeNode, ctx: str) -> Reader:
+    """Kryo/Avro values inside a stream: their length is unknown, so they cannot even be skipped."""
+
+    def read(buf: bytes, pos: int) -> tuple[Any, int]:
+        raise UnsupportedSerializerError(
+            f"{ctx}: serializer {node.cls} (type {node.names[0]}) cannot be decoded, and here its values are not "
+            "length-framed (nested in another type, a list element, a key, or a HashMap native snapshot), "
+            "so they cannot be read as raw bytes either")
+
+    return read
+
+
+def read_rest(buf: bytes, pos: int) -> tuple[bytes, int]:
+    """The rest of a length-framed value as raw bytes (a Kryo/Avro value alone in its record)."""
+    return bytes(buf[pos:]), len(buf)
+
+
+def _read_time_window(buf: bytes, pos: int) -> tuple[dict[str, int], int]:
+    start, end = _TIME_WINDOW.unpack_from(buf, pos)
+    return {"start": start, "end": end}, pos + 16
+
+
+_TIME_WINDOW = struct.Struct(">qq")
 
 
 def _map_reader(node: TypeNode, ctx: str) -> Reader:

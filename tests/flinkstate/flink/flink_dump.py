@@ -8,10 +8,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from flinkstate.errors import OperatorNotFoundError
 from flinkstate.flink import operator_state_names, read_keyed_state, read_metadata, read_operator_state
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "flink-2.3-canonical"
-KEYED_OPERATORS = ("long-keyed", "string-keyed")
+KEYED_OPERATORS = ("long-keyed", "string-keyed", "window")
+# Operators whose states need reader options (Kryo values read as raw bytes): checked by test_types_more.
+SKIPPED_OPERATORS = ("kryo",)
 OPERATOR_STATES = {"opstate": ("split", "union"), "bcast": ("bcast",)}
 
 
@@ -19,6 +22,12 @@ def load_dump(path: Path) -> list[dict[str, Any]]:
     """The expected.jsonl lines (gzip compressed when the name ends in .gz)."""
     text = gzip.decompress(path.read_bytes()).decode("utf-8") if path.suffix == ".gz" else path.read_text(encoding="utf-8")
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _key(d: dict[str, Any]) -> Any:
+    """The key of a dump line or decoded row: the key, with the window (start, end) when it has a namespace."""
+    ns = d.get("namespace")
+    return d["key"] if ns is None else (d["key"], ns["start"], ns["end"])
 
 
 def check_savepoint(savepoint: Path, expected: Path) -> int:
@@ -30,8 +39,10 @@ def check_savepoint(savepoint: Path, expected: Path) -> int:
     kgs: dict[tuple[str, Any], int] = {}
     for d in dump:
         kind = d["kind"]
+        if d["operator"] in SKIPPED_OPERATORS:
+            continue
         if kind in ("value", "list"):
-            want[(d["operator"], d["state"])][d["key"]] = d["value"]
+            want[(d["operator"], d["state"])][_key(d)] = d["value"]
             if "ttl_min" in d:
                 ttl_bounds[(d["operator"], d["state"], d["key"])] = (d["ttl_min"], d["ttl_max"])
         elif kind == "map":
@@ -39,7 +50,7 @@ def check_savepoint(savepoint: Path, expected: Path) -> int:
             if "ttl_min" in d:
                 ttl_bounds[(d["operator"], d["state"], (d["key"], d["user_key"]))] = (d["ttl_min"], d["ttl_max"])
         elif kind == "timer":
-            want[(d["operator"], d["service"])][(d["key"], d["timestamp"])] = True
+            want[(d["operator"], d["service"])][(_key(d), d["timestamp"])] = True
         elif kind in ("split", "union"):
             want[(d["operator"], d["state"])].setdefault(d["subtask"], []).append(d["value"])
         elif kind == "broadcast":
@@ -49,7 +60,10 @@ def check_savepoint(savepoint: Path, expected: Path) -> int:
     checked = 0
     seen: set[tuple[str, str]] = set()
     for uid in KEYED_OPERATORS:
-        ks = read_keyed_state(meta, uid)
+        try:
+            ks = read_keyed_state(meta, uid)
+        except OperatorNotFoundError:
+            continue  # a savepoint of an older job (the dump then has no lines of it: checked below)
         for name, table in list(ks.states.items()) + list(ks.timers.items()):
             rows = table.to_pylist()
             got: dict[Any, Any] = {}
@@ -59,13 +73,13 @@ def check_savepoint(savepoint: Path, expected: Path) -> int:
                     r["value"] = r["value"].hex()  # the dump writes byte[] as hex
                 assert r["key_group"] == kgs[(uid, r["key"])], (uid, name, r)
                 if kind == "LIST":
-                    got.setdefault(r["key"], []).append(r["value"])
+                    got.setdefault(_key(r), []).append(r["value"])
                 elif kind == "MAP":
                     got[(r["key"], r["user_key"])] = r["value"]
                 elif kind == "PRIORITY_QUEUE":
-                    got[(r["key"], r["timestamp"])] = True
+                    got[(_key(r), r["timestamp"])] = True
                 else:
-                    got[r["key"]] = r["value"]
+                    got[_key(r)] = r["value"]
                 if "ttl_last_access" in r:
                     lo, hi = ttl_bounds[(uid, name, (r["key"], r["user_key"]) if kind == "MAP" else r["key"])]
                     assert lo <= r["ttl_last_access"] <= hi, (uid, name, r, lo, hi)

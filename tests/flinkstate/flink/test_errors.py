@@ -132,12 +132,21 @@ def test_unaligned_channel_state_refused() -> None:
         parse_metadata(metadata(channels=1))
 
 
-def test_kryo_serializer_names_operator_state_and_class() -> None:
+VOID_NAMESPACE = "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot"
+_EMPTY_OPTIONAL_MAP = struct.pack(">qi", 0x4F2C69A3D70, 0)
+
+
+@pytest.mark.parametrize("cls,payload", [
+    (KRYO, utf("com.example.Opaque") + 3 * _EMPTY_OPTIONAL_MAP),  # parsed, its values refused
+    ("com.example.CustomSerializerSnapshot", b""),  # unknown: its snapshot cannot even be skipped
+])
+def test_kryo_serializer_names_operator_state_and_class(cls: str, payload: bytes) -> None:
     header = struct.pack(">i?i", 6, False, 2) + utf(LONG) + struct.pack(">ih", 3, 1)
     header += utf("kryo-state") + struct.pack(">ii", 0, 1) + utf("KEYED_STATE_TYPE") + utf("VALUE")
-    header += struct.pack(">i", 2) + utf("VALUE_SERIALIZER") + struct.pack(">i", 2) + utf(KRYO) + struct.pack(">i", 2)
+    header += struct.pack(">i", 2) + utf("VALUE_SERIALIZER") + struct.pack(">i", 2) + utf(cls) + struct.pack(">i", 2) + payload
+    header += utf("NAMESPACE_SERIALIZER") + struct.pack(">i", 2) + utf(VOID_NAMESPACE) + struct.pack(">i", 3)
     meta = parse_metadata(metadata(inline_keyed(header)))
-    with pytest.raises(UnsupportedSerializerError, match=rf"operator op, state 'kryo-state'.*{KRYO}"):
+    with pytest.raises(UnsupportedSerializerError, match=rf"operator op, state 'kryo-state'.*{cls}"):
         read_keyed_state(meta, "op")
 
 

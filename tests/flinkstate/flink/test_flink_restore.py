@@ -104,7 +104,7 @@ def test_import_then_export_restores_to_same_dump(tmp_path, original_dump, varia
     """Flink savepoint -> `flinkstate import` -> `flinkstate export`, no change: Flink restores the original dump."""
     from flinkstate.cli import main
 
-    assert main(["import", str(FIXTURE / variant / "savepoint"), str(tmp_path / "root")]) == 0
+    assert main(["import", str(FIXTURE / variant / "savepoint"), str(tmp_path / "root"), "--raw-values"]) == 0
     assert main(["export", str(tmp_path / "root"), str(tmp_path / "sp")]) == 0
     got = _harness().restore_and_dump(tmp_path / "sp", tmp_path / "dump.txt", backend, parallelism)
     assert len(got) > 700

@@ -58,8 +58,8 @@ def _store_entries(store, uid: str) -> dict[str, set]:
         t = store.read_state(uid, name, raw=True)  # stored rows: list per key, last-access times
         rows = set()
         for r in t.to_pylist():
-            base = [r["key_group"], r["key"]] + ([r["namespace"]] if "namespace" in r else [])
-            if isinstance(r["value"], list):  # list state: one entry per element, its own last-access time
+            base = [r["key_group"], r["key"]] + ([_norm(r["namespace"])] if "namespace" in r else [])
+            if op.keyed_states[name].kind == "list":  # list state: one entry per element, its own last-access time
                 ttls = r.get("ttl_timestamp") or [None] * len(r["value"])
                 rows |= {tuple(base + [_norm(v)] + ([ts] if "ttl_timestamp" in r else [])) for v, ts in zip(r["value"], ttls)}
             else:
@@ -68,7 +68,7 @@ def _store_entries(store, uid: str) -> dict[str, set]:
         out[name] = rows
     for name in op.timer_services:
         t = store.read_timers(uid, name)
-        out[name] = {(r["key_group"], r["key"], r["timestamp"]) if "namespace" not in r else (r["key_group"], r["key"], r["namespace"], r["timestamp"])
+        out[name] = {(r["key_group"], r["key"], r["timestamp"]) if "namespace" not in r else (r["key_group"], r["key"], _norm(r["namespace"]), r["timestamp"])
                      for r in t.to_pylist()}
     return out
 
@@ -76,7 +76,7 @@ def _store_entries(store, uid: str) -> dict[str, set]:
 def _import(src: Path, root: Path) -> Any:
     if "checkpoint" in src.name:  # a job's checkpoint folder: chk-N inside
         src = next(src.glob("chk-*"))
-    return import_savepoint(src, root, ttl={"ttl": 60_000})
+    return import_savepoint(src, root, ttl={"ttl": 60_000}, raw_values=True)
 
 
 @pytest.mark.parametrize("variant", sorted(SAVEPOINTS))
@@ -109,7 +109,7 @@ def test_import_keeps_every_entry(variant: str, tmp_path: Path) -> None:
 def test_import_then_export_decodes_the_same(tmp_path: Path) -> None:
     """import → export with no change: Flink's reader sees the same entries, operator ids and parallelism."""
     src = SAVEPOINTS["canonical-files"]
-    import_savepoint(src, tmp_path / "root")
+    import_savepoint(src, tmp_path / "root", raw_values=True)
     dest = export_savepoint(str(tmp_path / "root"), str(tmp_path / "sp"))
     a, b = read_metadata(str(src)), read_metadata(dest)
     for uid in KEYED_OPERATORS:
@@ -122,7 +122,7 @@ def test_import_then_export_decodes_the_same(tmp_path: Path) -> None:
 
 def test_cli_import_and_describe(tmp_path: Path) -> None:
     out = io.StringIO()
-    assert main(["import", str(SAVEPOINTS["canonical-snappy"]), str(tmp_path / "root"), "--ttl", "long-keyed/ttl=60000"], out=out) == 0
+    assert main(["import", str(SAVEPOINTS["canonical-snappy"]), str(tmp_path / "root"), "--ttl", "long-keyed/ttl=60000", "--raw-values"], out=out) == 0
     text = out.getvalue()
     assert "imported" in text and "savepoint 1" in text and "ttl_list" in text, text
     out = io.StringIO()

@@ -32,7 +32,7 @@ def _assert_same(a_path: str, b_path: str) -> None:
         ob = b.operator(op.uid or op.operator_id)
         assert (ob.operator_id, ob.parallelism, ob.max_parallelism) == (op.operator_id, op.parallelism, op.max_parallelism)
         if any(s.managed_keyed for s in op.subtasks):
-            ka, kb = read_keyed_state(a, op.operator_id), read_keyed_state(b, op.operator_id)
+            ka, kb = read_keyed_state(a, op.operator_id, raw_values=True), read_keyed_state(b, op.operator_id, raw_values=True)
             assert ka.meta == kb.meta and ka.key_type == kb.key_type
             for n, t in {**ka.states, **ka.timers}.items():
                 assert _canon(t).equals(_canon({**kb.states, **kb.timers}[n])), n
