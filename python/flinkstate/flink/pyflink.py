@@ -293,10 +293,12 @@ class PyFlinkDecoder:
         self.key_type = arrow_type_of(self.key_node)
         self.value_type = arrow_of(declared.value_type, opts.unpickle)
         self.user_key_type = None if declared.user_key_type is None else arrow_of(declared.user_key_type, opts.unpickle)
+        self.unreadable = inner.unreadable  # PyFlink states are byte[] to Java: these are None, kept for the shared checks
+        self.raw_error = inner.raw_error
 
-    def table(self) -> pa.Table:
+    def table(self, raw_values: bool = False) -> pa.Table:
         """The entries as the Python job holds them: one row per value, list element or map entry, Flink's key groups."""
-        t = self.inner.table()
+        t = self.inner.table(raw_values)
         key = t.column("key").combine_chunks().field(0) if t.num_rows else pa.array([], self.key_type)
         cols: dict[str, pa.Array] = {"key_group": t.column("key_group").combine_chunks(), "key": key}
         if "namespace" in t.column_names:
