@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import importlib.util
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -80,3 +82,12 @@ def error_text(excinfo: Any) -> str:
         if v:
             parts.append(str(v))
     return "\n".join(parts)
+
+
+def flink_harness() -> Any:
+    """flinkjobs/harness.py as a module: runs the project's Java jobs on real Flink (tests marked `flink`)."""
+    spec = importlib.util.spec_from_file_location("flinkjobs_harness", Path(__file__).resolve().parents[1] / "flinkjobs" / "harness.py")
+    assert spec is not None and spec.loader is not None
+    harness = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(harness)
+    return harness

@@ -358,6 +358,16 @@ def write_partition(plan: WritePlan, batches: Iterator[pa.RecordBatch], partitio
 
 
 # ------------------------------------------------------------------ driver commit
+def begin_planned(store: Any, plan: Any, entries: list[FileEntry]) -> Any:
+    """The commit's writer, planned against the log version the job read; the tasks' files are removed if it cannot start."""
+    try:
+        return store.begin(kind=plan.kind, checkpoint_id=plan.checkpoint_id, base=plan.base_checkpoint_id,
+                           max_parallelism=plan.max_parallelism, at_log_version=plan.planned_version)
+    except BaseException:
+        delete_entries(plan.io, entries)
+        raise
+
+
 def delete_entries(io: FileIO, entries: list[FileEntry]) -> None:
     """Remove files a failed write left behind (best effort)."""
     for e in entries:
@@ -421,12 +431,7 @@ def commit_plan(plan: WritePlan, messages: list[Any]) -> Any:
     msgs = [m for m in messages if isinstance(m, FlinkStateCommitMessage)]
     entries = [e for m in msgs for e in m.entries]
     store = flinkstate.open(plan.io.root, plan.io.storage_options or None)
-    try:  # the commit is planned against the log version the job read
-        w = store.begin(kind=plan.kind, checkpoint_id=plan.checkpoint_id, base=plan.base_checkpoint_id,
-                        max_parallelism=plan.max_parallelism, at_log_version=plan.planned_version)
-    except BaseException:
-        delete_entries(plan.io, entries)
-        raise
+    w = begin_planned(store, plan, entries)
     try:
         w.adopt(entries)
         if plan.collects_lists:

@@ -300,17 +300,12 @@ def commit_tables_plan(plan: TablesWritePlan, messages: list[Any]) -> Any:
     """Register the tasks' files and complete the checkpoint in one commit (driver)."""
     import flinkstate
 
-    from pyspark_flinkstate.writer import delete_entries
+    from pyspark_flinkstate.writer import begin_planned
 
     msgs = [m for m in messages if isinstance(m, TablesCommitMessage)]
     entries = [e for m in msgs for e in m.entries]
     store = flinkstate.open(plan.io.root, plan.io.storage_options or None)
-    try:  # the commit is planned against the log version the job read
-        w = store.begin(kind=plan.kind, checkpoint_id=plan.checkpoint_id, base=plan.base_checkpoint_id,
-                        max_parallelism=plan.max_parallelism, at_log_version=plan.planned_version)
-    except BaseException:
-        delete_entries(plan.io, entries)
-        raise
+    w = begin_planned(store, plan, entries)
     try:
         w.adopt(entries)
         _check_across_tasks(plan, msgs, store)

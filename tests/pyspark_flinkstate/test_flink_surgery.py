@@ -10,10 +10,10 @@ RocksDB at 2; its dump after restore is the original dump with exactly those cha
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from fsc_helpers import flink_harness
 
 import flinkstate as fs
 from flinkstate.flink.importer import import_savepoint
@@ -22,14 +22,6 @@ pytestmark = [pytest.mark.flink, pytest.mark.slow, pytest.mark.spark]
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "flink-2.3-canonical" / "files" / "savepoint"
-
-
-def _harness():
-    spec = importlib.util.spec_from_file_location("flinkjobs_harness", ROOT / "flinkjobs" / "harness.py")
-    h = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(h)
-    return h
 
 
 def _expected(original: list[str]) -> list[str]:
@@ -59,7 +51,7 @@ def _expected(original: list[str]) -> list[str]:
 def test_spark_changes_on_imported_flink_savepoint_restore_in_flink(spark, tmp_path):
     from pyspark_flinkstate import SavepointWriter
 
-    harness = _harness()
+    harness = flink_harness()
     original = harness.restore_and_dump(FIXTURE, tmp_path / "orig.txt", "hashmap", 1)
     root = str(tmp_path / "root")
     import_savepoint(FIXTURE, root, raw_values=True)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from fsc_helpers import flink_harness
 
 import flinkstate as fs
 from flinkstate.cli import main
@@ -16,17 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SAVEPOINT_1_20 = ROOT / "tests" / "fixtures" / "flink-1.20" / "canonical" / "savepoint"
 
 
-def _harness():
-    spec = importlib.util.spec_from_file_location("flinkjobs_harness", ROOT / "flinkjobs" / "harness.py")
-    h = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(h)
-    return h
-
-
 def test_flink_1_20_savepoint_changed_in_spark_restores_in_flink_2_3(spark, tmp_path):
     """1.20 savepoint -> import -> Spark deletes keys 0-4 and upserts count 5 -> export --flink-version 2.3 -> Flink 2.3 restores."""
-    harness = _harness()
+    harness = flink_harness()
     original = harness.restore_and_dump(SAVEPOINT_1_20, tmp_path / "orig.txt", "hashmap", 1, version="1.20")
     assert len(original) > 500
     root = str(tmp_path / "root")

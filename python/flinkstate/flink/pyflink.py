@@ -33,6 +33,7 @@ import pyarrow as pa
 from flinkstate.errors import InvalidArgumentError
 from flinkstate.flink._pyflink_vector import vector_values
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError, UnsupportedSerializerError
+from flinkstate.flink.values import map_entries_reader
 from flinkstate.keygroups import java_hash_code, murmur_hash
 
 __all__ = ["PREFIX", "PICKLED", "Pickled", "PyFlinkDecoder", "PyFlinkOptions", "PyFlinkState", "PyFlinkTimerDecoder", "is_pyflink_state", "list_state",
@@ -220,24 +221,8 @@ def coder_reader(t: PyFlinkType, unpickle: bool, ctx: str) -> Reader:
 
         return array
     if pa.types.is_map(t):
-        kr = coder_reader(t.key_type, unpickle, ctx)
-        vr = coder_reader(t.item_type, unpickle, ctx)
-
-        def mapping(buf: bytes, pos: int) -> tuple[list[tuple[Any, Any]], int]:  # MapCoder: i32 n, (key, null flag, value)*
-            n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-            pos += 4
-            out = []
-            for _ in range(n):
-                k, pos = kr(buf, pos)
-                isnull = buf[pos]
-                pos += 1
-                v = None
-                if not isnull:
-                    v, pos = vr(buf, pos)
-                out.append((k, v))
-            return out, pos
-
-        return mapping
+        # MapCoder: i32 n, (key, null flag, value)*, the layout of Flink's MapSerializer
+        return map_entries_reader(coder_reader(t.key_type, unpickle, ctx), coder_reader(t.item_type, unpickle, ctx))
     raise UnsupportedSerializerError(f"{ctx}: PyFlink values of Arrow type {t} cannot be decoded")
 
 

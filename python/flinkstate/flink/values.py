@@ -255,8 +255,11 @@ _TIME_WINDOW = struct.Struct(">qq")
 
 
 def _map_reader(node: TypeNode, ctx: str) -> Reader:
-    kr = make_reader(node.children[0], ctx)
-    vr = make_reader(node.children[1], ctx)
+    return map_entries_reader(make_reader(node.children[0], ctx), make_reader(node.children[1], ctx))
+
+
+def map_entries_reader(kr: Reader, vr: Reader) -> Reader:
+    """A reader of Flink's map layout (MapSerializer, PyFlink's MapCoder): i32 n, then n x (key, null flag, value)."""
 
     def read(buf: bytes, pos: int) -> tuple[list[tuple[Any, Any]], int]:
         n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)

@@ -24,11 +24,10 @@ def latest_checkpoint(job_dir: Path) -> Path:
 
 
 def _harness():
-    spec = importlib.util.spec_from_file_location("flinkjobs_harness", ROOT / "flinkjobs" / "harness.py")
-    harness = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(harness)
-    return harness
+    """flinkjobs/harness.py (shared with the Spark tests: fsc_helpers.flink_harness)."""
+    from fsc_helpers import flink_harness
+
+    return flink_harness()
 
 
 @pytest.fixture(scope="session")
