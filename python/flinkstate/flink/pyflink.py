@@ -33,7 +33,7 @@ import pyarrow as pa
 from flinkstate.errors import InvalidArgumentError
 from flinkstate.flink._pyflink_vector import vector_values
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError, UnsupportedSerializerError
-from flinkstate.flink.values import map_entries_reader
+from flinkstate.flink.values import flagged_array_reader, map_entries_reader
 from flinkstate.keygroups import java_hash_code, murmur_hash
 
 __all__ = ["PREFIX", "PICKLED", "Pickled", "PyFlinkDecoder", "PyFlinkOptions", "PyFlinkState", "PyFlinkTimerDecoder", "is_pyflink_state", "list_state",
@@ -204,22 +204,8 @@ def coder_reader(t: PyFlinkType, unpickle: bool, ctx: str) -> Reader:
     if pa.types.is_struct(t):
         return _row(t, unpickle, ctx)
     if pa.types.is_list(t):
-        elem = coder_reader(t.value_type, unpickle, ctx)
-
-        def array(buf: bytes, pos: int) -> tuple[list[Any], int]:  # GenericArrayCoder: i32 n, (present flag, value)*
-            n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-            pos += 4
-            out = []
-            for _ in range(n):
-                present = buf[pos]
-                pos += 1
-                v = None
-                if present:
-                    v, pos = elem(buf, pos)
-                out.append(v)
-            return out, pos
-
-        return array
+        # GenericArrayCoder: i32 n, (present flag, value)*, the layout of Flink's GenericArraySerializer
+        return flagged_array_reader(coder_reader(t.value_type, unpickle, ctx))
     if pa.types.is_map(t):
         # MapCoder: i32 n, (key, null flag, value)*, the layout of Flink's MapSerializer
         return map_entries_reader(coder_reader(t.key_type, unpickle, ctx), coder_reader(t.item_type, unpickle, ctx))

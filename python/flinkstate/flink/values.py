@@ -199,7 +199,11 @@ def _list_reader(node: TypeNode, ctx: str) -> Reader:
 
 
 def _generic_array_reader(node: TypeNode, ctx: str) -> Reader:
-    elem = make_reader(node.children[0], ctx)
+    return flagged_array_reader(make_reader(node.children[0], ctx))
+
+
+def flagged_array_reader(elem: Reader) -> Reader:
+    """A reader of arrays whose elements carry a presence flag (GenericArraySerializer, PyFlink's GenericArrayCoder)."""
 
     def read(buf: bytes, pos: int) -> tuple[list[Any], int]:
         n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
