@@ -4,7 +4,8 @@ Sources: RocksDB `table/block_based/block_based_table_builder.cc`, `table/format
 block trailer), `table/block_based/block_builder.cc` (prefix-compressed entries and restarts),
 `db/dbformat.h` (internal key = user key + little-endian u64 of sequence << 8 | type),
 `meta_blocks.cc` (properties: the column family name). Supported: format_version 2 to 5 with the
-legacy footer, uncompressed and Snappy blocks, binary-search data blocks and a binary-search index
+legacy footer, uncompressed and Snappy blocks, binary-search data blocks and a binary-search or two-level
+(partitioned, as the ForSt backend writes) index
 (delta-encoded handles with restart interval 1, RocksDB's default). Block checksums (XXH3/CRC32C)
 are not verified; lengths are. Anything else is an UnsupportedFlinkFormatError naming the file.
 """
@@ -139,15 +140,19 @@ def _read_sst(data: bytes, where: str) -> SstFile:
         raise CorruptFileError(f"{where}: SST file without a properties block")
     props = dict(_entries(r.block(*_handle(props_handle))))
     cf = props.get(b"rocksdb.column.family.name", b"").decode("utf-8")
-    index_type = _varint(props.get(b"rocksdb.index.type", b"\x00"), 0)[0]
-    if index_type != 0:
-        raise UnsupportedFlinkFormatError(f"{where}: SST index type {index_type} is not supported (binary search is)")
+    raw_type = props.get(b"rocksdb.block.based.table.index.type", b"\x00\x00\x00\x00")
+    index_type = _U32.unpack_from(raw_type.ljust(4, b"\x00"), 0)[0]
+    if index_type not in (0, 2):  # binary search, or two-level (partitioned: ForSt's default, RocksDB's option)
+        raise UnsupportedFlinkFormatError(f"{where}: SST index type {index_type} is not supported (binary search and two-level are)")
     delta = _varint(props.get(b"rocksdb.index.value.is.delta.encoded", b"\x00"), 0)[0] != 0
     range_dels = 0
     if b"rocksdb.range_del" in meta:
         range_dels = len(_entries(r.block(*_handle(meta[b"rocksdb.range_del"]))))
     records = []
-    for _, value in _entries(r.block(index_off, index_size), delta):
+    index = _entries(r.block(index_off, index_size), delta)
+    if index_type == 2:  # the top-level index points to index partitions, which point to data blocks
+        index = [e for _, part in index for e in _entries(r.block(*_handle(part)), delta)]
+    for _, value in index:
         for ikey, v in _entries(r.block(*_handle(value))):
             if len(ikey) < 8:
                 raise ValueError("an internal key is shorter than its 8-byte trailer")

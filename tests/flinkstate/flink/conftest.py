@@ -25,6 +25,8 @@ def latest_checkpoint(job_dir: Path) -> Path:
 
 def _harness():
     """flinkjobs/harness.py (shared with the Spark tests: fsc_helpers.flink_harness)."""
+    if str(ROOT / "tests") not in sys.path:
+        sys.path.append(str(ROOT / "tests"))  # appended: `conftest` stays this folder's
     from fsc_helpers import flink_harness
 
     return flink_harness()
