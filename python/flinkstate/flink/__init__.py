@@ -22,8 +22,8 @@ Supported now:
 - HashMap (heap) native keyed state (`heap`, through the same `read_keyed_state`): checkpoints and
   NATIVE savepoints (KeyGroupsStateHandle, types 3 and 12), snappy compressed or not, decoded to the
   same tables as canonical; told apart from canonical streams by their per-key-group id headers.
-- RocksDB native savepoints and incremental checkpoints (IncrementalRemoteKeyedStateHandle, `rocksdb`,
-  `sst`): the handle's SST files read in pure Python (block-based format_version 2-5, snappy or no
+- RocksDB (and ForSt) native savepoints and incremental checkpoints (IncrementalRemoteKeyedStateHandle, `rocksdb`,
+  `sst`): the handle's SST files (binary-search or two-level index) read in pure Python (block-based format_version 2-5, snappy or no
   compression, column family from the properties block), put/delete/merge records resolved per key
   (list merge operands joined with ','), keys outside the subtask's key-group range dropped, then
   decoded like canonical records. Absolute file paths of a checkpoint copied elsewhere are resolved

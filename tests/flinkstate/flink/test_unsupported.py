@@ -7,6 +7,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from conftest import _harness
 
 import flinkstate as fs
 from flinkstate.errors import CorruptFileError
@@ -92,8 +93,6 @@ def test_missing_file_of_a_lookup_names_the_handle(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.flink
 def test_real_flink_file_merging_checkpoint_is_refused_by_name(tmp_path: Path) -> None:
-    from conftest import _harness
-
     _harness().run_job(tmp_path, 150, ("checkpoint",), props={"conf": "execution.checkpointing.file-merging.enabled=true"})
     src = fs.open(str(tmp_path / "checkpoint" / "checkpoint"))
     with pytest.raises(UnsupportedFlinkFormatError, match=r"_metadata: operator .+ subtask \d+ uses \w+ \(file-merging checkpoint\)"):
