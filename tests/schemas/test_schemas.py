@@ -487,10 +487,16 @@ def test_every_log_row_and_metadata_document_matches_the_schemas(gc_job: dict[st
     rows = _delta_rows(root, C.LOG_TABLE)
     events = {(r["event"], r["kind"]) for r in rows}
     assert events == {("COMPLETED", "checkpoint"), ("COMPLETED", "savepoint"), ("DISCARDED", "checkpoint")}
+    discarded = {r["checkpoint_id"] for r in rows if r["event"] == C.EVENT_DISCARDED}
+    manifest_ids = {e["checkpoint_id"] for e in _delta_rows(root, C.MANIFEST_TABLE)}
+    attempts = {(e["checkpoint_id"], e["attempt_id"]) for e in _delta_rows(root, C.MANIFEST_TABLE)}
+    assert discarded - manifest_ids  # GC pruned the manifest rows of discarded checkpoints nothing pins
+    kept = [r for r in rows if r["event"] == C.EVENT_COMPLETED and r["checkpoint_id"] not in discarded]
+    assert kept and all((r["checkpoint_id"], r["attempt_id"]) in attempts for r in kept)
     for r in rows:
         doc = _log_json(r)
         assert_valid("log-row", doc)
-        if r["event"] == C.EVENT_COMPLETED:
+        if r["event"] == C.EVENT_COMPLETED and (r["checkpoint_id"], r["attempt_id"]) in attempts:  # rows: all or none
             meta = json.loads(r["metadata"])
             assert_valid("checkpoint-metadata", meta)
             assert r["metadata"] == json.dumps(meta, sort_keys=True, separators=(",", ":"))
