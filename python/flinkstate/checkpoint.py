@@ -237,8 +237,31 @@ def with_service_columns(t: pa.Table, service: TimerServiceDescriptor) -> pa.Tab
     return t.append_column("timer_service", pa.array([service.name] * t.num_rows, pa.string()))
 
 
+class TimerTask(ScanTask):
+    """A timer task of any source: each service's timers, then the service columns asked for, in the output schema.
+
+    Subclasses hold `services` (descriptor dicts) and `service_columns`, and yield `service_rows`.
+    """
+
+    services: list[dict[str, Any]]
+    service_columns: bool
+
+    @property
+    def schema(self) -> pa.Schema:
+        return timer_output_schema(TimerServiceDescriptor.from_dict(self.services[0]), self.service_columns)
+
+    def service_rows(self) -> Iterator[tuple[TimerServiceDescriptor, pa.Table]]:
+        """Each service with its timers of this task (filtered; services without timers may be left out)."""
+        raise NotImplementedError
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        for s, t in self.service_rows():
+            if t.num_rows:
+                yield from _conform(with_service_columns(t, s) if self.service_columns else t, self.schema).to_batches()
+
+
 @dataclass
-class TimerScanTask(ScanTask):
+class TimerScanTask(TimerTask):
     """The timers of one or more services of an operator in a key-group range."""
 
     io: FileIO
@@ -251,11 +274,7 @@ class TimerScanTask(ScanTask):
     timestamp_filter: Any = None
     service_columns: bool = False
 
-    @property
-    def schema(self) -> pa.Schema:
-        return timer_output_schema(TimerServiceDescriptor.from_dict(self.services[0]), self.service_columns)
-
-    def to_batches(self) -> Iterator[pa.RecordBatch]:
+    def service_rows(self) -> Iterator[tuple[TimerServiceDescriptor, pa.Table]]:
         import pyarrow.dataset as ds
 
         lo, hi = self.key_group_range
@@ -272,9 +291,8 @@ class TimerScanTask(ScanTask):
                 expr = self.timestamp_filter if expr is None else expr & self.timestamp_filter
             v = read_range(self.io, files, primary_key_columns(s), self.max_parallelism, (lo, hi), key_groups=self.key_groups,
                            filter=expr, descriptor=s)
-            if v is None or v.num_rows == 0:
-                continue
-            yield from _conform(with_service_columns(v, s) if self.service_columns else v, self.schema).to_batches()
+            if v is not None:
+                yield s, v
 
 
 @dataclass

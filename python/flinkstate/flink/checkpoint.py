@@ -31,7 +31,7 @@ from flinkstate.flink.metadata import OperatorState
 from flinkstate.flink.operator_state import operator_state_names, read_operator_state
 from flinkstate.flink.serializers import arrow_type
 from flinkstate.metadata import CheckpointInfo, OperatorMetadata
-from flinkstate.checkpoint import KeyedTask
+from flinkstate.checkpoint import KeyedTask, TimerTask
 from flinkstate.scan import DEFAULT_TARGET_ROWS, Checkpoint, Scan, ScanTask
 from flinkstate.ttl import StateTtlConfig
 
@@ -94,7 +94,7 @@ class FlinkStateTask(KeyedTask):
 
 
 @dataclass
-class FlinkTimerTask(ScanTask):
+class FlinkTimerTask(TimerTask):
     """One subtask handle's timers of one or more timer services."""
 
     meta: FlinkMetadata
@@ -107,13 +107,7 @@ class FlinkTimerTask(ScanTask):
     timestamp_filter: Any = None
     service_columns: bool = False
 
-    @property
-    def schema(self) -> pa.Schema:
-        from flinkstate.checkpoint import timer_output_schema
-
-        return timer_output_schema(TimerServiceDescriptor.from_dict(self.services[0]), self.service_columns)
-
-    def to_batches(self) -> Iterator[pa.RecordBatch]:
+    def service_rows(self) -> Iterator[tuple[TimerServiceDescriptor, pa.Table]]:
         import pyarrow.dataset as ds
 
         decoded = _decoded(self.meta, self.uid, self.subtask, self.key_groups)
@@ -125,13 +119,7 @@ class FlinkTimerTask(ScanTask):
             t = _restrict(dec.table(), self.key_groups, self.keys)
             if self.timestamp_filter is not None and t.num_rows:
                 t = ds.dataset(t).to_table(filter=self.timestamp_filter)
-            if t.num_rows == 0:
-                continue
-            if self.service_columns:
-                from flinkstate.checkpoint import with_service_columns
-
-                t = with_service_columns(t, s)
-            yield from _conform(t, self.schema).to_batches()
+            yield s, t
 
 
 @dataclass
