@@ -10,8 +10,8 @@ tasks to executors as partitions; `to_batches()` yields the rows of its key-grou
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
@@ -100,27 +100,15 @@ class Checkpoint(ABC):
 
     def state_descriptor(self, operator: str, state: str) -> KeyedStateDescriptor:
         """A keyed state's descriptor; StateNotFoundError lists the states that exist."""
-        op = self.operator(operator)
-        d = op.keyed_states.get(state)
-        if d is None:
-            raise StateNotFoundError(f"operator {operator!r} has no keyed state {state!r}; keyed states: {sorted(op.keyed_states)}")
-        return d
+        return _declared(self.operator(operator).keyed_states, operator, "keyed state", state)
 
     def timer_service(self, operator: str, service: str) -> TimerServiceDescriptor:
         """A timer service's descriptor; StateNotFoundError lists the services that exist."""
-        op = self.operator(operator)
-        d = op.timer_services.get(service)
-        if d is None:
-            raise StateNotFoundError(f"operator {operator!r} has no timer service {service!r}; timer services: {sorted(op.timer_services)}")
-        return d
+        return _declared(self.operator(operator).timer_services, operator, "timer service", service)
 
     def operator_state_descriptor(self, operator: str, name: str) -> OperatorStateDescriptor:
         """An operator state's descriptor; StateNotFoundError lists the operator states that exist."""
-        op = self.operator(operator)
-        d = op.operator_states.get(name)
-        if d is None:
-            raise StateNotFoundError(f"operator {operator!r} has no operator state {name!r}; operator states: {sorted(op.operator_states)}")
-        return d
+        return _declared(self.operator(operator).operator_states, operator, "operator state", name)
 
     def timer_services_of(self, operator: str, service: str | None) -> list[TimerServiceDescriptor]:
         """One service, or every service of the operator (which must share key and namespace types)."""
@@ -160,3 +148,14 @@ class Checkpoint(ABC):
     @abstractmethod
     def scan_coordinator(self, operator: str) -> Scan:
         """An operator coordinator's state and buffered events: record_type, subtask, seq, payload."""
+
+
+_D = TypeVar("_D")
+
+
+def _declared(found: Mapping[str, _D], operator: str, what: str, name: str) -> _D:
+    """found[name]; StateNotFoundError names the operator and lists what it has."""
+    d = found.get(name)
+    if d is None:
+        raise StateNotFoundError(f"operator {operator!r} has no {what} {name!r}; {what}s: {sorted(found)}")
+    return d
