@@ -33,7 +33,7 @@ import pyarrow as pa
 from flinkstate.errors import InvalidArgumentError
 from flinkstate.flink._pyflink_vector import vector_values
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError, UnsupportedSerializerError
-from flinkstate.flink.values import flagged_array_reader, map_entries_reader
+from flinkstate.flink.values import flagged_array_reader, map_entries_reader, masked_row_reader
 from flinkstate.keygroups import java_hash_code, murmur_hash
 
 __all__ = ["PREFIX", "PICKLED", "Pickled", "PyFlinkDecoder", "PyFlinkOptions", "PyFlinkState", "PyFlinkTimerDecoder", "is_pyflink_state", "list_state",
@@ -214,21 +214,7 @@ def coder_reader(t: PyFlinkType, unpickle: bool, ctx: str) -> Reader:
 
 def _row(t: pa.StructType, unpickle: bool, ctx: str) -> Reader:
     fields = [(t.field(i).name, coder_reader(t.field(i).type, unpickle, ctx)) for i in range(t.num_fields)]
-    mask_bytes = (len(fields) + _ROW_KIND_BITS + 7) // 8
-    top = 8 * mask_bytes - 1 - _ROW_KIND_BITS
-
-    def read(buf: bytes, pos: int) -> tuple[dict[str, Any], int]:
-        mask = int.from_bytes(buf[pos : pos + mask_bytes], "big")
-        pos += mask_bytes
-        out: dict[str, Any] = {}
-        for i, (name, rd) in enumerate(fields):
-            if (mask >> (top - i)) & 1:
-                out[name] = None
-            else:
-                out[name], pos = rd(buf, pos)
-        return out, pos
-
-    return read
+    return masked_row_reader(fields, _ROW_KIND_BITS)
 
 
 def arrow_of(t: PyFlinkType, unpickle: bool) -> pa.DataType:

@@ -142,14 +142,18 @@ def _tuple_reader(node: TypeNode, ctx: str) -> Reader:
 
 def _row_reader(node: TypeNode, ctx: str) -> Reader:
     fields = [(n, make_reader(c, ctx)) for n, c in zip(node.names, node.children, strict=True)]
-    offset = 0 if node.legacy_row else 2
-    mask_bytes = (len(fields) + offset + 7) // 8
+    return masked_row_reader(fields, 0 if node.legacy_row else 2)
+
+
+def masked_row_reader(fields: list[tuple[str, Reader]], kind_bits: int) -> Reader:
+    """A reader of rows led by a null mask (RowSerializer, PyFlink's RowCoder): kind_bits row-kind bits, then one bit per field."""
+    mask_bytes = (len(fields) + kind_bits + 7) // 8
+    top = 8 * mask_bytes - 1 - kind_bits
 
     def read(buf: bytes, pos: int) -> tuple[dict[str, Any], int]:
         mask = int.from_bytes(buf[pos : pos + mask_bytes], "big")
         pos += mask_bytes
-        top = 8 * mask_bytes - 1 - offset
-        out = {}
+        out: dict[str, Any] = {}
         for i, (name, rd) in enumerate(fields):
             if (mask >> (top - i)) & 1:
                 out[name] = None
