@@ -6,6 +6,7 @@ import datetime as dt
 import decimal
 import importlib.util
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
@@ -91,3 +92,15 @@ def flink_harness() -> Any:
     harness = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(harness)
     return harness
+
+
+def delete_keys(spark: Any, root: str, operator: str, keys: Iterable[int]) -> None:
+    """Delete Long keys from every keyed state of an operator with Spark (a map state's entries by key and user key)."""
+    store = fs.open(root)
+    doomed = spark.createDataFrame([(k,) for k in keys], "key long")
+    for state, desc in store.metadata().operators[operator].keyed_states.items():
+        rows = doomed
+        if desc.kind == "map":  # a map entry is deleted by key and user key: all of these keys' entries
+            rows = (spark.read.format("flinkstate").options(operator=operator, state=state).load(root)
+                    .join(doomed, "key", "left_semi").select("key", "user_key"))
+        rows.write.format("flinkstate").options(operator=operator, state=state, operation="delete").mode("append").save(root)

@@ -13,9 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fsc_helpers import flink_harness
+from fsc_helpers import delete_keys, flink_harness
 
-import flinkstate as fs
 from flinkstate.flink.importer import import_savepoint
 
 pytestmark = [pytest.mark.flink, pytest.mark.slow, pytest.mark.spark]
@@ -55,15 +54,7 @@ def test_spark_changes_on_imported_flink_savepoint_restore_in_flink(spark, tmp_p
     original = harness.restore_and_dump(FIXTURE, tmp_path / "orig.txt", "hashmap", 1)
     root = str(tmp_path / "root")
     import_savepoint(FIXTURE, root, raw_values=True)
-    store = fs.open(root)
-    keys = spark.createDataFrame([(k,) for k in range(5)], "key long")
-    for state, desc in store.metadata().operators["long-keyed"].keyed_states.items():
-        doomed = keys
-        if desc.kind == "map":  # a map entry is deleted by key and user key: all of these keys' entries
-            doomed = (spark.read.format("flinkstate").options(operator="long-keyed", state=state).load(root)
-                      .where("key < 5").select("key", "user_key"))
-        (doomed.write.format("flinkstate").options(operator="long-keyed", state=state, operation="delete")
-         .mode("append").save(root))
+    delete_keys(spark, root, "long-keyed", range(5))
     (spark.createDataFrame([(5, 424242)], "key long, value long").write.format("flinkstate")
      .options(operator="long-keyed", state="count").mode("append").save(root))
     (spark.createDataFrame([("k0", "new0"), ("zz", "new-zz")], "key string, value string").write.format("flinkstate")

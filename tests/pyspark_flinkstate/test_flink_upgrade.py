@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fsc_helpers import flink_harness
+from fsc_helpers import delete_keys, flink_harness
 
-import flinkstate as fs
 from flinkstate.cli import main
 
 pytestmark = [pytest.mark.flink, pytest.mark.slow, pytest.mark.spark]
@@ -24,15 +23,7 @@ def test_flink_1_20_savepoint_changed_in_spark_restores_in_flink_2_3(spark, tmp_
     root = str(tmp_path / "root")
     uids = ["--uid", "long-keyed", "--uid", "string-keyed", "--uid", "opstate", "--uid", "bcast"]  # 1.x metadata holds only ids
     assert main(["import", str(SAVEPOINT_1_20), root, *uids]) == 0
-    store = fs.open(root)
-    keys = spark.createDataFrame([(k,) for k in range(5)], "key long")
-    for state, desc in store.metadata().operators["long-keyed"].keyed_states.items():
-        doomed = keys
-        if desc.kind == "map":  # a map entry is deleted by key and user key: all of these keys' entries
-            doomed = (spark.read.format("flinkstate").options(operator="long-keyed", state=state).load(root)
-                      .where("key < 5").select("key", "user_key"))
-        (doomed.write.format("flinkstate").options(operator="long-keyed", state=state, operation="delete")
-         .mode("append").save(root))
+    delete_keys(spark, root, "long-keyed", range(5))
     (spark.createDataFrame([(5, 424242)], "key long, value long").write.format("flinkstate")
      .options(operator="long-keyed", state="count").mode("append").save(root))
     counts = spark.read.format("flinkstate").options(operator="long-keyed", state="count").load(root)
