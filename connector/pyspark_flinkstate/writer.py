@@ -19,7 +19,7 @@ the new elements (`listMode=overwrite` writes only the new lists, replacing each
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -358,14 +358,25 @@ def write_partition(plan: WritePlan, batches: Iterator[pa.RecordBatch], partitio
 
 
 # ------------------------------------------------------------------ driver commit
-def begin_planned(store: Any, plan: Any, entries: list[FileEntry]) -> Any:
-    """The commit's writer, planned against the log version the job read; the tasks' files are removed if it cannot start."""
+def commit_planned(plan: Any, entries: list[FileEntry], register: Callable[[Any, Any], None]) -> Any:
+    """The driver's commit of the tasks' files: begin against the log version the job read (the files are removed if
+    that fails), adopt them, `register(writer, store)` them, commit once; nothing is committed if a step fails."""
+    import flinkstate
+
+    store = flinkstate.open(plan.io.root, plan.io.storage_options or None)
     try:
-        return store.begin(kind=plan.kind, checkpoint_id=plan.checkpoint_id, base=plan.base_checkpoint_id,
-                           max_parallelism=plan.max_parallelism, at_log_version=plan.planned_version)
+        w = store.begin(kind=plan.kind, checkpoint_id=plan.checkpoint_id, base=plan.base_checkpoint_id,
+                        max_parallelism=plan.max_parallelism, at_log_version=plan.planned_version)
     except BaseException:
         delete_entries(plan.io, entries)
         raise
+    try:
+        w.adopt(entries)
+        register(w, store)
+    except BaseException:
+        w.abort()
+        raise
+    return w.commit()
 
 
 def delete_entries(io: FileIO, entries: list[FileEntry]) -> None:
@@ -426,26 +437,21 @@ def _list_fixup(plan: WritePlan, messages: list[FlinkStateCommitMessage]) -> lis
 
 def commit_plan(plan: WritePlan, messages: list[Any]) -> Any:
     """Register the tasks' files and complete the checkpoint in one commit (driver)."""
-    import flinkstate
-
     msgs = [m for m in messages if isinstance(m, FlinkStateCommitMessage)]
     entries = [e for m in msgs for e in m.entries]
-    store = flinkstate.open(plan.io.root, plan.io.storage_options or None)
-    w = begin_planned(store, plan, entries)
-    try:
-        w.adopt(entries)
+
+    def register(w: Any, store: Any) -> None:
+        files = entries
         if plan.collects_lists:
             fixup = _list_fixup(plan, msgs)
             w.adopt(fixup)
-            entries = entries + fixup
-        w.add_state_files(plan.operator, plan.descriptor(), entries, mode=plan.mode)
+            files = entries + fixup
+        w.add_state_files(plan.operator, plan.descriptor(), files, mode=plan.mode)
         from flinkstate.maintenance import compact_into
 
         compact_into(w, plan.operator, plan.descriptor().name)  # ranges past the compaction policy: full files, same checkpoint
-    except BaseException:
-        w.abort()
-        raise
-    return w.commit()
+
+    return commit_planned(plan, entries, register)
 
 
 class FlinkStateWriter(DataSourceArrowWriter):

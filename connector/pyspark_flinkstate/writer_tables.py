@@ -298,26 +298,19 @@ def _check_across_tasks(plan: TablesWritePlan, msgs: list[TablesCommitMessage], 
 
 def commit_tables_plan(plan: TablesWritePlan, messages: list[Any]) -> Any:
     """Register the tasks' files and complete the checkpoint in one commit (driver)."""
-    import flinkstate
-
-    from pyspark_flinkstate.writer import begin_planned
+    from pyspark_flinkstate.writer import commit_planned
 
     msgs = [m for m in messages if isinstance(m, TablesCommitMessage)]
     entries = [e for m in msgs for e in m.entries]
-    store = flinkstate.open(plan.io.root, plan.io.storage_options or None)
-    w = begin_planned(store, plan, entries)
-    try:
-        w.adopt(entries)
+
+    def register(w: Any, store: Any) -> None:
         _check_across_tasks(plan, msgs, store)
-        mode = "full" if plan.overwrite else "delta"
         if plan.table == "timers":
-            w.add_timer_files(plan.operator, plan.timer_descriptor(), entries, mode=mode)
+            w.add_timer_files(plan.operator, plan.timer_descriptor(), entries, mode="full" if plan.overwrite else "delta")
         else:
             w.add_operator_state_files(plan.operator, plan.operator_descriptor(), entries, mode="full" if plan.overwrite else "append")
-    except BaseException:
-        w.abort()
-        raise
-    return w.commit()
+
+    return commit_planned(plan, entries, register)
 
 
 def tables_entries(messages: list[Any]) -> list[FileEntry]:
