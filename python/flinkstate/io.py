@@ -1,20 +1,20 @@
 """File IO over fsspec URLs, deliberately picklable so Spark can ship it to executors.
 
 A `FileIO` holds only the root URL and storage options; the fsspec filesystem is created
-lazily in each process. Local paths, memory:// (tests) and s3:// (s3fs) are supported.
+lazily in each process. Local paths, memory:// and s3:// (s3fs) are supported; a memory:// root keeps
+its Delta tables in the local folder its `delta_location` storage option names.
 """
 
 from __future__ import annotations
 
 import os
 import posixpath
-import tempfile
 from typing import Any
 from urllib.parse import urlparse
 
 from flinkstate.errors import InvalidArgumentError
 
-__all__ = ["FileIO", "normalize_root", "S3_ENDPOINT", "S3_KEY", "S3_SECRET", "S3_REGION", "S3_TOKEN"]
+__all__ = ["FileIO", "normalize_root", "DELTA_LOCATION", "S3_ENDPOINT", "S3_KEY", "S3_SECRET", "S3_REGION", "S3_TOKEN"]
 
 # storage option keys (s3fs naming); translated for delta-rs by `delta_storage_options`
 S3_ENDPOINT = "endpoint_url"
@@ -22,6 +22,8 @@ S3_KEY = "key"
 S3_SECRET = "secret"
 S3_REGION = "region"
 S3_TOKEN = "token"
+# storage option of memory:// roots: the local folder holding their Delta tables (delta-rs cannot see fsspec's memory filesystem)
+DELTA_LOCATION = "delta_location"
 
 _SUPPORTED = ("file", "memory", "s3", "s3a")
 
@@ -221,10 +223,12 @@ class FileIO:
     def delta_uri(self, rel: str) -> str:
         """Location delta-rs uses for a Delta table below the root."""
         if self.scheme == "memory":
-            # fsspec's memory filesystem is invisible to delta-rs: keep the tables of a
-            # memory:// root in a per-process temporary directory (tests only).
-            base = _memory_delta_dir(self.root)
-            return os.path.join(base, rel)
+            location = self.storage_options.get(DELTA_LOCATION)
+            if not location:
+                raise InvalidArgumentError(
+                    f"{self.root} keeps its checkpoint log and manifest (Delta tables) in a local folder, which delta-rs can "
+                    f"reach and fsspec's memory filesystem is not: pass storage_options={{'{DELTA_LOCATION}': '/a/folder'}}")
+            return os.path.join(os.fspath(location), rel)
         if self.scheme == "file":
             return self.fs_path(rel)
         return self.url(rel)
@@ -253,13 +257,3 @@ class FileIO:
                 out[k] = str(v)
         return out
 
-
-_MEMORY_DELTA: dict[str, str] = {}
-
-
-def _memory_delta_dir(root: str) -> str:
-    d = _MEMORY_DELTA.get(root)
-    if d is None:
-        d = tempfile.mkdtemp(prefix="flinkstate-memory-delta-")
-        _MEMORY_DELTA[root] = d
-    return d

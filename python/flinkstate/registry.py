@@ -204,7 +204,7 @@ def _collect(store: CheckpointStore) -> list[str]:
             deleted.append(path)
     # the manifest keeps retained checkpoints only: rows of discarded ones nothing pins go (it stops growing with history)
     catalog.prune_manifest([r.attempt_id for r in all_recs if r.status != C.STATUS_COMPLETED and r.checkpoint_id not in pins])
-    return deleted + _orphans(store, all_recs, ORPHAN_RETENTION)
+    return deleted + _orphans(store, all_recs, None)
 
 
 def _collectable(store: CheckpointStore, line: int, live: set[str]) -> list[str]:
@@ -231,10 +231,15 @@ def collect_orphans(store: CheckpointStore, retention: dt.timedelta = ORPHAN_RET
     return _orphans(store, store.catalog.records(), retention)
 
 
-def _orphans(store: CheckpointStore, records: list[LogRecord], retention: dt.timedelta) -> list[str]:
+def _orphans(store: CheckpointStore, records: list[LogRecord], retention: dt.timedelta | None) -> list[str]:
     """Files of savepoint attempts that can no longer commit (an id at or below the newest committed
-    one that no savepoint holds), and files inside the Delta tables no version references, older
-    than `retention` (Delta's VACUUM rule: a running commit's file is younger than that)."""
+    one that no savepoint holds), and data files of the Delta tables, by Delta's VACUUM rule.
+
+    retention None (every garbage collection): files the tables removed (compaction, manifest pruning) longer
+    than their `delta.deletedFileRetentionDuration` ago, read from the Delta log, no listing. Given
+    (`collect_orphans`): also files no version ever referenced (a lost commit race, a killed writer), last
+    modified longer than `retention` ago, by listing the table folders (a running commit's file is younger).
+    """
     deleted = []
     latest = max((r.checkpoint_id for r in records), default=None)
     committed = {r.checkpoint_id for r in records}
@@ -245,11 +250,8 @@ def _orphans(store: CheckpointStore, records: list[LogRecord], retention: dt.tim
             m = _SAVEPOINT_DIR.match(path)
             if m and int(m.group(1)) <= latest and int(m.group(1)) not in owned and store.io.delete(path):
                 deleted.append(path)
-    older_than = dt.datetime.now(dt.timezone.utc) - retention
     for rel in (C.LOG_TABLE, C.MANIFEST_TABLE):
-        for path in store.catalog.unreferenced_files(rel, older_than):
-            if store.io.delete(path):
-                deleted.append(path)
+        deleted += store.catalog.vacuum(rel, retention, full=retention is not None)
     return deleted
 
 

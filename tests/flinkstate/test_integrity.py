@@ -22,7 +22,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import CommitProperties, DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError
 
 import flinkstate as fs
 from flinkstate.format import constants as C
@@ -370,12 +371,17 @@ def test_orphans_of_killed_attempts_are_collected(store: fs.CheckpointStore) -> 
     killed.put_state("sessions", COUNT, pa.table({"key": ["k"], "value": [8], "tombstone": [False]}), mode="delta")
     killed_dir = f"savepoints/sp-{killed.checkpoint_id:010d}/"
     assert store.io.list_files(killed_dir)
-    w1, w2 = store.begin(), store.begin()  # two writers: the loser leaves a log data file no version references
+    w1, w2 = store.begin(), store.begin()  # two writers: the loser commits nothing
     w1.put_state("sessions", COUNT, pa.table({"key": ["x"], "value": [1], "tombstone": [False]}), mode="delta")
     w2.put_state("sessions", COUNT, pa.table({"key": ["y"], "value": [2], "tombstone": [False]}), mode="delta")
     w1.commit()
     with pytest.raises(fs.CommitConflictError):
         w2.commit()
+    # a writer of another process that lost the race inside delta-rs leaves a log data file no version references
+    stale = DeltaTable(store.io.delta_uri(C.LOG_TABLE), version=0, storage_options=store.io.delta_storage_options())
+    row = DeltaTable(store.io.delta_uri(C.LOG_TABLE), storage_options=store.io.delta_storage_options()).to_pyarrow_table().slice(0, 1)
+    with pytest.raises(CommitFailedError):
+        write_deltalake(stale, row, mode="append", commit_properties=CommitProperties(max_commit_retries=0))
     referenced = {p for rel in (C.LOG_TABLE, C.MANIFEST_TABLE) for p in store.io.list_files(rel) if "_delta_log" not in p}
     log = DeltaTable(store.io.delta_uri(C.LOG_TABLE), storage_options=store.io.delta_storage_options())
     in_log = {f"{C.LOG_TABLE}/{p}" for p in pa.table(log.get_add_actions(flatten=True)).column("path").to_pylist()}

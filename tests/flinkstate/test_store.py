@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import flinkstate as fs
 from flinkstate.format import constants as C
 from flinkstate.format.manifest import DeltaCatalog
+from flinkstate.io import DELTA_LOCATION
 
 VALUE_T = pa.struct(
     [
@@ -457,10 +458,13 @@ def test_structure_edits_remove_and_rename(populated: fs.CheckpointStore) -> Non
     assert populated.files() == []
 
 
-def test_memory_filesystem_round_trip() -> None:
+def test_memory_filesystem_round_trip(tmp_path: Path) -> None:
     import uuid
 
-    store = fs.open(f"memory://flinkstate-test-{uuid.uuid4().hex}/job")
+    root = f"memory://flinkstate-test-{uuid.uuid4().hex}/job"
+    with pytest.raises(fs.InvalidArgumentError, match=r"memory://flinkstate-test-.*delta_location"):
+        fs.open(root).begin()  # delta-rs cannot see fsspec's memory filesystem: its tables need a local folder
+    store = fs.open(root, {DELTA_LOCATION: str(tmp_path / "delta")})
     d = fs.ListStateDescriptor(name="l", value_type=pa.string())
     with store.begin() as w:
         w.put_state("op", d, pa.table({"key": ["a", "b"], "value": [["x", "y"], []]}))

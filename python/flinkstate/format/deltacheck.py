@@ -2,7 +2,8 @@
 
 delta-rs reports a damaged `_delta_log` as an untyped error without the file, and a cached
 read does not notice a table file that is gone. `check_table_files` compares the files a
-table version references with a fresh listing (one per read); `delta_log_error` and
+table version references with storage on every read (a stat per file on local disks, one
+listing per folder on object stores); `delta_log_error` and
 `table_file_error` run only after a failure, to find and name the culprit.
 """
 
@@ -22,7 +23,7 @@ from flinkstate.errors import CorruptFileError
 if TYPE_CHECKING:
     from flinkstate.io import FileIO
 
-__all__ = ["check_table_files", "delta_log_error", "log_listing", "table_file_error"]
+__all__ = ["check_table_files", "delta_log_error", "log_listing", "remove_table_file", "table_file_error"]
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet$")
@@ -71,14 +72,12 @@ def log_listing(io: FileIO, rel: str) -> dict[str, tuple[int, str]]:
             names = os.listdir(path)
         except (FileNotFoundError, NotADirectoryError):
             return {}
-        # a load reads the newest Delta checkpoint and the commits after it: only those are stat'ed
-        # (older commit files are named with a zero size, so that one vanishing still shows)
-        last = max((int(m.group(1)) for n in names if (m := _CHECKPOINT.match(n))), default=-1)
-        out: dict[str, tuple[int, str]] = {}
+        # a load reads the newest Delta checkpoint and the commits after it: only those are stat'ed (older
+        # entries are named with a zero size, so that one vanishing still shows); names are zero-padded versions
+        last = max((n[:20] for n in names if n.endswith(".parquet") and _CHECKPOINT.match(n)), default="")
+        out: dict[str, tuple[int, str]] = {n: (-1, "") for n in names if n < last}
         for n in names:
-            m = _COMMIT.match(n) or _CHECKPOINT.match(n)
-            if m is not None and int(m.group(1)) < last:
-                out[n] = (-1, "")
+            if n < last:
                 continue
             try:
                 st = os.stat(os.path.join(path, n))
@@ -100,18 +99,36 @@ def log_listing(io: FileIO, rel: str) -> dict[str, tuple[int, str]]:
 def check_table_files(io: FileIO, rel: str, paths: Sequence[str], sizes: Sequence[int | None]) -> None:
     """Raise CorruptFileError naming the table files a version references that are gone or not their recorded size."""
     listed: dict[str, dict[str, int]] = {}
+    fsys, base = _located(io, rel)
+    local = io.scheme != "s3" and isinstance(base, str) and "://" not in base
     bad = []
     for p, size in zip(paths, sizes):
         d, name = posixpath.split(p)
-        if d not in listed:  # one listing per folder (a setdefault would list it again for every file)
-            listed[d] = _sizes(io, posixpath.join(rel, d) if d else rel)
-        have = listed[d].get(name)
+        if local:  # one stat per referenced file: the folder also holds removed files until they are vacuumed
+            try:
+                have: int | None = os.stat(os.path.join(base, p)).st_size
+            except (FileNotFoundError, NotADirectoryError):
+                have = None
+        else:
+            if d not in listed:  # one listing per folder (a setdefault would list it again for every file)
+                listed[d] = _sizes(io, posixpath.join(rel, d) if d else rel)
+            have = listed[d].get(name)
         if have is None:
             bad.append(f"{io.url(posixpath.join(rel, p))} is missing")
         elif size is not None and have != size:
             bad.append(f"{io.url(posixpath.join(rel, p))} is {have} bytes, its Delta log records {size}")
     if bad:
         raise CorruptFileError(f"the {_what(rel)} {io.url(rel)} is damaged: {'; '.join(bad)}; nothing was changed")
+
+
+def remove_table_file(io: FileIO, rel: str, path: str) -> bool:
+    """Delete one data file of a Delta table (`path` relative to the table); True when it was there."""
+    fsys, base = _located(io, rel)
+    target = posixpath.join(str(base), path)
+    if not fsys.exists(target):
+        return False
+    fsys.rm(target)
+    return True
 
 
 def table_file_error(io: FileIO, rel: str, paths: Sequence[str], e: BaseException) -> CorruptFileError:

@@ -23,7 +23,8 @@ import pyarrow.compute as pc
 
 from flinkstate.errors import CommitConflictError, CorruptFileError
 from flinkstate.format import constants as C
-from flinkstate.format.deltacheck import check_table_files, delta_log_error, log_listing, table_file_error
+from flinkstate.format.deltacheck import check_table_files, delta_log_error, log_listing, remove_table_file, table_file_error
+from flinkstate.format.deltamaint import housekeep, new_table_properties, vacuum_candidates
 from flinkstate.format.logrows import as_table_schema, conform_rows, parse_metadata
 from flinkstate.format.datafile import FileEntry
 from flinkstate.integrity import check_commit_file, missing_table_error, read_only_error
@@ -90,8 +91,6 @@ class LogRecord:
 # Delta data files are immutable: their parsed content is cached by (table, file path)
 _FILE_CACHE: OrderedDict[tuple[str, str], pa.Table] = OrderedDict()
 _FILE_CACHE_SIZE = 4096
-# a Delta checkpoint every this many commits keeps log replay short
-DELTA_CHECKPOINT_INTERVAL = 20
 # a commit rebased on top of concurrent commits of other checkpoint ids gives up after this many tries
 _MAX_REBASES = 50
 
@@ -115,27 +114,29 @@ def _read_s3(fs: Any, url: str) -> pa.Table:
             return pq.read_table(f)
 
 
-# parsed log rows per Delta data file: (completed records, ids discarded by that file)
-_LOG_CACHE: OrderedDict[tuple[str, str], tuple[list[LogRecord], frozenset[int]]] = OrderedDict()
+# parsed log rows per Delta data file: (completed records as (completed, discarded) views, ids discarded by that file)
+_LOG_CACHE: OrderedDict[tuple[str, str], tuple[list[tuple[LogRecord, LogRecord]], frozenset[int]]] = OrderedDict()
+# parsed COMPLETED rows per (log table, row): a compacted log file holds rows already parsed from the files it replaced
+_ROW_CACHE: OrderedDict[tuple[Any, ...], tuple[LogRecord, LogRecord]] = OrderedDict()
+_ROW_CACHE_SIZE = 1 << 17
 
 
-def _parse_log_file(base: str, path: str, rows: pa.Table, log_url: str) -> tuple[list[LogRecord], frozenset[int]]:
+def _parse_log_file(base: str, path: str, rows: pa.Table, log_url: str) -> tuple[list[tuple[LogRecord, LogRecord]], frozenset[int]]:
     """The COMPLETED records and DISCARDED ids of one log data file (parsed once: the file is immutable)."""
     key = (base, path)
     hit = _LOG_CACHE.get(key)
     if hit is not None:
         _LOG_CACHE.move_to_end(key)
         return hit
-    out = []
-    discarded = set()
-    for r in rows.to_pylist():
-        if r["event"] == C.EVENT_DISCARDED:
-            discarded.add(int(r["checkpoint_id"]))
-        if r["event"] != C.EVENT_COMPLETED:
-            continue
-        meta, damage = parse_metadata(r, log_url)  # one damaged row never hides the others
-        out.append(
-            LogRecord(
+    event = rows.column("event")
+    discarded = frozenset(rows.column("checkpoint_id").filter(pc.equal(event, C.EVENT_DISCARDED)).to_pylist())
+    pairs = []
+    for r in rows.filter(pc.equal(event, C.EVENT_COMPLETED)).to_pylist():
+        row_key = (base, *r.values())  # the whole row: a log rewritten under the same attempt id is parsed again
+        pair = _ROW_CACHE.get(row_key)
+        if pair is None:
+            meta, damage = parse_metadata(r, log_url)  # one damaged row never hides the others
+            rec = LogRecord(
                 checkpoint_id=int(r["checkpoint_id"]),
                 attempt_id=r["attempt_id"],
                 kind=r["kind"],
@@ -150,8 +151,11 @@ def _parse_log_file(base: str, path: str, rows: pa.Table, log_url: str) -> tuple
                 metadata=meta,
                 damage=damage,
             )
-        )
-    hit = (out, frozenset(discarded))
+            pair = _ROW_CACHE[row_key] = (rec, dataclasses.replace(rec, status=C.STATUS_DISCARDED))
+            if len(_ROW_CACHE) > _ROW_CACHE_SIZE:
+                _ROW_CACHE.popitem(last=False)
+        pairs.append(pair)
+    hit = (pairs, discarded)
     _LOG_CACHE[key] = hit
     if len(_LOG_CACHE) > _FILE_CACHE_SIZE:
         _LOG_CACHE.popitem(last=False)
@@ -159,9 +163,12 @@ def _parse_log_file(base: str, path: str, rows: pa.Table, log_url: str) -> tuple
 
 
 def _only_new_commits(seen: dict[str, tuple[int, str]], listing: dict[str, tuple[int, str]]) -> bool:
-    """True when a `_delta_log` listing only adds commit files to what a kept table has read."""
-    return all(listing.get(n) == v for n, v in seen.items()) and all(
-        n in seen or (n.endswith(".json") and n[:-5].isdigit()) for n in listing)
+    """True when a `_delta_log` listing only adds commits (and checkpoints) to what a kept table has read, and
+    drops only entries before its newest checkpoint (Delta's expired-log cleanup)."""
+    last = max((n[:20] for n in listing if n.endswith(".parquet") and ".checkpoint" in n), default="")
+    return all(n < last or listing.get(n) == v for n, v in seen.items()) and all(
+        n in seen or n < last or (n.endswith(".json") and n[:-5].isdigit()) or (n.endswith(".parquet") and ".checkpoint" in n)
+        for n in listing)
 
 
 class DeltaCatalog:
@@ -174,7 +181,8 @@ class DeltaCatalog:
     def __init__(self, io: FileIO) -> None:
         self.io = io
         self.table_opens: Counter[str] = Counter()  # DeltaTable loads or refreshes per table (tests and benches read it)
-        self._tables: dict[str, tuple[Any, dict[str, tuple[int, str]]]] = {}  # rel -> (kept DeltaTable, its _delta_log as listed)
+        # rel -> (kept DeltaTable, its _delta_log as listed, its version when listed: a commit through it moves it on)
+        self._tables: dict[str, tuple[Any, dict[str, tuple[int, str]], int]] = {}
         self._lock = threading.RLock()  # one refresh or commit through a kept DeltaTable at a time
         self._records: OrderedDict[int, list[LogRecord]] = OrderedDict()  # log version -> its records
 
@@ -206,7 +214,9 @@ class DeltaCatalog:
             listing = log_listing(self.io, rel)
             kept = self._tables.get(rel)
             table = None
-            if kept is not None and _only_new_commits(kept[1], listing):
+            if kept is not None and kept[1] == listing and int(kept[0].version()) == kept[2]:
+                table = kept[0]  # nothing in `_delta_log` changed since it was read: the kept table is current
+            elif kept is not None and _only_new_commits(kept[1], listing):
                 table = kept[0]
                 try:
                     table.update_incremental()
@@ -218,9 +228,17 @@ class DeltaCatalog:
                 if table is None:
                     return None
             current = int(table.version())
-            self._tables[rel] = (table, listing)
+            self._tables[rel] = (table, listing, current if f"{current:020d}.json" in listing else -1)
         if version is not None and version != current:
-            return self._open(rel, version)
+            try:
+                return self._open(rel, version)
+            except CorruptFileError as e:
+                if version > current:
+                    raise
+                raise CommitConflictError(
+                    f"version {version} of {self.io.url(rel)} is no longer kept (log entries older than "
+                    f"delta.logRetentionDuration go after a Delta checkpoint) and the table is at version {current}: "
+                    "another writer committed since this write was planned; plan it again") from e
         commit = listing.get(f"{current:020d}.json")
         if commit is None or commit[0] == 0:
             check_commit_file(self.io, rel, current)  # a lost (empty) commit raises
@@ -288,19 +306,6 @@ class DeltaCatalog:
             _FILE_CACHE.popitem(last=False)
         return t
 
-    @staticmethod
-    def _maybe_checkpoint(table: Any) -> None:
-        """Write a Delta checkpoint every DELTA_CHECKPOINT_INTERVAL commits (best effort).
-
-        `table` is the DeltaTable the commit went through: it is already at the new version.
-        """
-        if table.version() % DELTA_CHECKPOINT_INTERVAL:
-            return
-        try:
-            table.create_checkpoint()
-        except _delta_errors():
-            return  # an optimisation only: the log stays valid without it
-
     def exists(self) -> bool:
         """True when the job root has a checkpoint log."""
         return self._table(C.LOG_TABLE) is not None
@@ -326,8 +331,7 @@ class DeltaCatalog:
         if cached is None:
             parsed = [_parse_log_file(self._uri(C.LOG_TABLE), p, rows, self.io.url(C.LOG_TABLE)) for p, rows in files]
             discarded = set().union(*(d for _, d in parsed))
-            cached = [dataclasses.replace(r, status=C.STATUS_DISCARDED) if r.checkpoint_id in discarded else r
-                      for recs, _ in parsed for r in recs]
+            cached = [gone if done.checkpoint_id in discarded else done for pairs, _ in parsed for done, gone in pairs]
             cached.sort(key=lambda r: r.checkpoint_id)
             with self._lock:
                 self._records[at] = cached
@@ -350,24 +354,19 @@ class DeltaCatalog:
         actions = pa.table(t.get_add_actions(flatten=True))
         check_table_files(self.io, rel, actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist())
 
-    def unreferenced_files(self, rel: str, older_than: dt.datetime) -> list[str]:
-        """Files inside a Delta table its current version does not reference, last modified before
-        `older_than`: what Delta's VACUUM deletes (the table is append-only, so no older version uses them)."""
-        t = self._existing(rel)
-        if t is None:
-            return []
-        if self.io.scheme == "s3":
-            self.io.fs.invalidate_cache(self.io.fs_path(rel))
-        referenced = {f"{rel}/{p}" for p in pa.table(t.get_add_actions(flatten=True)).column("path").to_pylist()}
-        out = []
-        for p in self.io.list_files(rel):
-            name = p[len(rel) + 1 :]
-            if p in referenced or name.startswith(("_", ".")) or "/_" in name or "/." in name:
-                continue  # _delta_log and hidden files are Delta's own, never vacuumed
-            modified = self.io.fs.modified(self.io.fs_path(p))
-            if (modified.astimezone() if modified.tzinfo is None else modified) < older_than:
-                out.append(p)
-        return out
+    def vacuum(self, rel: str, retention: dt.timedelta | None = None, *, full: bool = False) -> list[str]:
+        """Delete the data files of a table Delta's VACUUM would (`deltamaint.vacuum_candidates`): files removed
+        longer than `retention` ago (default the table's deletedFileRetentionDuration), read from the log;
+        with `full`, also files no version references, by a listing. Returns root-relative paths deleted."""
+        with self._lock:
+            t = self._existing(rel)
+            if t is None:
+                return []
+            try:
+                candidates = vacuum_candidates(t, retention, full=full)
+            except _delta_errors() as e:
+                raise delta_log_error(self.io, rel, e) from e
+        return [f"{rel}/{p}" for p in candidates if remove_table_file(self.io, rel, p)]
 
     def manifest(self, checkpoint_id: int, attempt_id: str) -> list[FileEntry]:
         """The files a completed checkpoint uses."""
@@ -415,7 +414,7 @@ class DeltaCatalog:
                 if denied is not None:
                     raise denied from e
                 return  # a concurrent manifest commit: the rows go at the next collection
-            self._maybe_checkpoint(table)
+            housekeep(table)
 
     def ensure_tables(self) -> None:
         """Create the empty log and manifest tables of a new job root (idempotent)."""
@@ -435,6 +434,7 @@ class DeltaCatalog:
                     mode="error",
                     name=name,
                     description=f"{name} (flinkstate format v{C.FORMAT_VERSION})",
+                    configuration=new_table_properties(),
                     storage_options=self.io.delta_storage_options(),
                     commit_properties=CommitProperties(custom_metadata={C.DELTA_FORMAT_VERSION_KEY: str(C.FORMAT_VERSION)}),
                 )
@@ -464,7 +464,7 @@ class DeltaCatalog:
                     raise
                 raise denied from e
             if target is not None:
-                self._maybe_checkpoint(target)
+                housekeep(target)
 
     def commit_log(self, row: dict[str, Any] | list[dict[str, Any]], planned_version: int,
                    on_conflict: Callable[[int], bool] | None = None) -> int:
@@ -486,38 +486,39 @@ class DeltaCatalog:
         from deltalake.exceptions import CommitFailedError
 
         for _ in range(_MAX_REBASES):
-            table = self._table(C.LOG_TABLE, version)
+            table = self._table(C.LOG_TABLE)  # the newest version: a commit planned on an older one conflicts anyway
             if table is None:
                 raise CorruptFileError(f"the checkpoint log {self.io.url(C.LOG_TABLE)} is missing")
-            try:
-                write_deltalake(
-                    table,
-                    data,
-                    mode="append",
-                    storage_options=self.io.delta_storage_options(),
-                    commit_properties=CommitProperties(max_commit_retries=0),
-                )
-            except CommitFailedError as e:
-                denied = read_only_error(self.io, C.LOG_TABLE, e)
-                if denied is not None:
+            failure: BaseException | None = None
+            if int(table.version()) == version:
+                try:
+                    write_deltalake(
+                        table,
+                        data,
+                        mode="append",
+                        storage_options=self.io.delta_storage_options(),
+                        commit_properties=CommitProperties(max_commit_retries=0),
+                    )
+                    housekeep(table)
+                    return version + 1
+                except CommitFailedError as e:  # another process committed this version first
+                    denied = read_only_error(self.io, C.LOG_TABLE, e)
+                    if denied is not None:
+                        raise denied from e
+                    failure = e
+                except _delta_errors() as e:
+                    denied = read_only_error(self.io, C.LOG_TABLE, e)
+                    if denied is None:
+                        raise
                     raise denied from e
-                conflict = CommitConflictError(
+            if on_conflict is None:
+                raise CommitConflictError(
                     f"checkpoint {rows[0]['checkpoint_id']}: another writer committed to {self.io.url(C.LOG_TABLE)} "
                     f"after version {version} that this commit was planned against; nothing of this attempt is visible"
-                )
-                if on_conflict is None:
-                    raise conflict from e
-                newest = self.log_version()
-                assert newest is not None
-                if not on_conflict(newest):
-                    return newest
-                version = newest
-                continue
-            except _delta_errors() as e:
-                denied = read_only_error(self.io, C.LOG_TABLE, e)
-                if denied is None:
-                    raise
-                raise denied from e
-            self._maybe_checkpoint(table)
-            return version + 1
+                ) from failure
+            newest = self.log_version()
+            assert newest is not None
+            if not on_conflict(newest):
+                return newest
+            version = newest
         raise CommitConflictError(f"checkpoint {rows[0]['checkpoint_id']}: the log {self.io.url(C.LOG_TABLE)} kept moving; gave up after {_MAX_REBASES} attempts")

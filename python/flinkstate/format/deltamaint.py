@@ -1,0 +1,72 @@
+"""Housekeeping of the manifest and log Delta tables: what keeps a long-running job's catalog flat.
+
+Every HOUSEKEEPING_INTERVAL versions of a table, the process whose commit reaches it:
+- compacts the table's data files into one when it holds COMPACT_MIN_FILES or more (the log gets a
+  file per commit; the manifest's are pruned to the retained checkpoints by garbage collection),
+- writes a Delta checkpoint (a load reads it and only the commits after it),
+- deletes the `_delta_log` entries before that checkpoint older than `delta.logRetentionDuration`
+  (delta-rs' own cleanup: Delta's rule, every version inside the retention stays readable).
+The data files these commits remove are deleted by garbage collection once the remove is older than
+`delta.deletedFileRetentionDuration` (Delta's VACUUM in lite mode: from the log, without a listing).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import Any
+
+__all__ = ["HOUSEKEEPING_INTERVAL", "COMPACT_MIN_FILES", "LOG_RETENTION_KEY", "DEFAULT_LOG_RETENTION", "new_table_properties",
+           "housekeep", "vacuum_candidates"]
+
+# a table's housekeeping runs on the commit that makes its version a multiple of this
+HOUSEKEEPING_INTERVAL = 20
+# data files of a table that make housekeeping compact it into one
+COMPACT_MIN_FILES = 8
+# Delta's table property: how long `_delta_log` entries stay after a newer checkpoint covers them
+LOG_RETENTION_KEY = "delta.logRetentionDuration"
+# what flinkstate sets on the tables it creates (Delta's default is 30 days; versions are needed only while a
+# two-phase write planned against one is running, and every entry kept is listed by each load)
+DEFAULT_LOG_RETENTION = "interval 1 days"
+
+
+def _errors() -> tuple[type[BaseException], ...]:
+    from deltalake.exceptions import DeltaError
+
+    return (DeltaError, OSError)
+
+
+def new_table_properties() -> dict[str, str]:
+    """Table properties of a new manifest or log table."""
+    return {LOG_RETENTION_KEY: DEFAULT_LOG_RETENTION}
+
+
+def housekeep(table: Any) -> None:
+    """Compact, checkpoint and clean a table whose version just reached a multiple of HOUSEKEEPING_INTERVAL.
+
+    `table` is the DeltaTable the commit went through (at the new version). Best effort: each step is an
+    optimisation only, the table stays valid without it, and a concurrent writer's commit simply wins.
+    """
+    if table.version() % HOUSEKEEPING_INTERVAL:
+        return
+    from deltalake import PostCommitHookProperties
+
+    try:
+        if table.get_add_actions().num_rows >= COMPACT_MIN_FILES:
+            # a commit of its own (a rewrite: no row changes); a writer planned on the version before rebases over it
+            table.optimize.compact(post_commithook_properties=PostCommitHookProperties(create_checkpoint=False,
+                                                                                        cleanup_expired_logs=False))
+        table.create_checkpoint()
+        table.cleanup_metadata()
+    except _errors():
+        return
+
+
+def vacuum_candidates(table: Any, retention: dt.timedelta | None, *, full: bool) -> list[str]:
+    """Data files of a table (paths relative to it) that Delta's VACUUM would delete, without deleting them
+    or committing: files removed longer than `retention` ago (default the table's
+    `delta.deletedFileRetentionDuration`, 7 days), and with `full` also files no version ever referenced,
+    last modified before `retention` (the listing of the whole table folder)."""
+    hours = None if retention is None else math.ceil(retention.total_seconds() / 3600)
+    return [str(p) for p in table.vacuum(retention_hours=hours, dry_run=True, enforce_retention_duration=retention is None,
+                                         full=full)]
