@@ -198,23 +198,25 @@ def _collect(store: CheckpointStore) -> list[str]:
         if r.status != C.STATUS_COMPLETED and r.checkpoint_id in pins:
             live.update(e.path for e in catalog.manifest(r.checkpoint_id, r.attempt_id))
     live |= in_use | _pinned_paths(store.root)
+    manifest = catalog.manifest_table().select(["attempt_id", "path", "checkpoint_id"])
     deleted = []
-    for path in _collectable(store, line, live):
+    for path in _collectable(store, manifest, line, live):
         if store.io.delete(path):
             deleted.append(path)
     # the manifest keeps retained checkpoints only: rows of discarded ones nothing pins go (it stops growing with history)
-    catalog.prune_manifest([r.attempt_id for r in all_recs if r.status != C.STATUS_COMPLETED and r.checkpoint_id not in pins])
+    present = set(pc.unique(manifest.column("attempt_id")).to_pylist())
+    catalog.prune_manifest([r.attempt_id for r in all_recs
+                            if r.status != C.STATUS_COMPLETED and r.checkpoint_id not in pins and r.attempt_id in present])
     return deleted + _orphans(store, all_recs, None)
 
 
-def _collectable(store: CheckpointStore, line: int, live: set[str]) -> list[str]:
+def _collectable(store: CheckpointStore, manifest: pa.Table, line: int, live: set[str]) -> list[str]:
     """Shared files whose last use (newest manifest row, or the id in the name of a listed file) is at or
     below `line` and that nothing live uses: Arrow set operations over the manifest and the listing."""
     listed = pa.array(store.io.list_files(C.SHARED_DIR), pa.string())
     created = pc.struct_field(pc.extract_regex(pc.binary_join_element_wise("/", listed, ""), _CKID.pattern), [0])
     named = pa.table({"path": listed, "checkpoint_id": pc.cast(created, pa.int64())}).filter(pc.is_valid(created))
-    manifest = store.catalog.manifest_table().select(["path", "checkpoint_id"])
-    uses = pa.concat_tables([named, manifest.cast(named.schema)])
+    uses = pa.concat_tables([named, manifest.select(["path", "checkpoint_id"]).cast(named.schema)])
     last = uses.group_by("path").aggregate([("checkpoint_id", "max")])
     paths, used = last.column("path"), last.column("checkpoint_id_max")
     keep = pc.and_(pc.and_(pc.less_equal(used, line), pc.starts_with(paths, C.SHARED_DIR + "/")),  # savepoint files are their savepoint's

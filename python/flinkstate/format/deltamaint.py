@@ -3,21 +3,23 @@
 Every HOUSEKEEPING_INTERVAL versions of a table, the process whose commit reaches it:
 - compacts the table's data files into one when it holds COMPACT_MIN_FILES or more (the log gets a
   file per commit; the manifest's are pruned to the retained checkpoints by garbage collection),
-- writes a Delta checkpoint (a load reads it and only the commits after it),
+- deletes the data files removed longer than `delta.deletedFileRetentionDuration` ago (Delta's VACUUM in
+  lite mode), and writes a Delta checkpoint (a load reads it and only the commits after it); the removes
+  the checkpoint drops as expired by its own clock are deleted too, so no removed file is forgotten,
 - deletes the `_delta_log` entries before that checkpoint older than `delta.logRetentionDuration`
   (delta-rs' own cleanup: Delta's rule, every version inside the retention stays readable).
-The data files these commits remove are deleted by garbage collection once the remove is older than
-`delta.deletedFileRetentionDuration` (Delta's VACUUM in lite mode: from the log, without a listing).
+Garbage collection runs the same lite VACUUM (from the log, without a listing) and reports what it deleted.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["HOUSEKEEPING_INTERVAL", "COMPACT_MIN_FILES", "LOG_RETENTION_KEY", "DEFAULT_LOG_RETENTION", "new_table_properties",
-           "housekeep", "vacuum_candidates"]
+__all__ = ["HOUSEKEEPING_INTERVAL", "COMPACT_MIN_FILES", "LOG_RETENTION_KEY", "DELETED_FILE_RETENTION_KEY", "DEFAULT_LOG_RETENTION", "new_table_properties",
+           "no_hooks", "housekeep", "vacuum_candidates"]
 
 # a table's housekeeping runs on the commit that makes its version a multiple of this
 HOUSEKEEPING_INTERVAL = 20
@@ -25,6 +27,8 @@ HOUSEKEEPING_INTERVAL = 20
 COMPACT_MIN_FILES = 8
 # Delta's table property: how long `_delta_log` entries stay after a newer checkpoint covers them
 LOG_RETENTION_KEY = "delta.logRetentionDuration"
+# Delta's table property: how long a data file a commit removed stays for readers of older versions (7 days by default)
+DELETED_FILE_RETENTION_KEY = "delta.deletedFileRetentionDuration"
 # what flinkstate sets on the tables it creates (Delta's default is 30 days; versions are needed only while a
 # two-phase write planned against one is running, and every entry kept is listed by each load)
 DEFAULT_LOG_RETENTION = "interval 1 days"
@@ -41,22 +45,35 @@ def new_table_properties() -> dict[str, str]:
     return {LOG_RETENTION_KEY: DEFAULT_LOG_RETENTION}
 
 
-def housekeep(table: Any) -> None:
-    """Compact, checkpoint and clean a table whose version just reached a multiple of HOUSEKEEPING_INTERVAL.
+def no_hooks() -> Any:
+    """delta-rs' post-commit hooks off: its own checkpoints (every 100 versions) would drop expired removes
+    before their files are vacuumed, and `housekeep` checkpoints and cleans the tables itself."""
+    from deltalake import PostCommitHookProperties
 
-    `table` is the DeltaTable the commit went through (at the new version). Best effort: each step is an
+    return PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+
+
+def housekeep(table: Any, remove: Callable[[str], object], reload: Callable[[], Any]) -> None:
+    """Compact, vacuum, checkpoint and clean a table whose version just reached a multiple of HOUSEKEEPING_INTERVAL.
+
+    `table` is the DeltaTable the commit went through (at the new version); `remove` deletes one of its data
+    files (a path relative to the table); `reload` loads the table afresh. Best effort: each step is an
     optimisation only, the table stays valid without it, and a concurrent writer's commit simply wins.
     """
     if table.version() % HOUSEKEEPING_INTERVAL:
         return
-    from deltalake import PostCommitHookProperties
-
     try:
         if table.get_add_actions().num_rows >= COMPACT_MIN_FILES:
             # a commit of its own (a rewrite: no row changes); a writer planned on the version before rebases over it
-            table.optimize.compact(post_commithook_properties=PostCommitHookProperties(create_checkpoint=False,
-                                                                                        cleanup_expired_logs=False))
+            table.optimize.compact(post_commithook_properties=no_hooks())
+        listed = set(vacuum_candidates(table, dt.timedelta(0), full=False))  # every remove the log still holds
+        expired = vacuum_candidates(table, None, full=False)
+        for path in expired:
+            remove(path)
         table.create_checkpoint()
+        # the checkpoint forgets removes older than the retention as of its own clock: what it dropped goes too
+        for path in listed - set(expired) - set(vacuum_candidates(reload(), dt.timedelta(0), full=False)):
+            remove(path)
         table.cleanup_metadata()
     except _errors():
         return

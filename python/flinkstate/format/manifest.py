@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from flinkstate.errors import CommitConflictError, CorruptFileError
 from flinkstate.format import constants as C
 from flinkstate.format.deltacheck import check_table_files, delta_log_error, log_listing, remove_table_file, table_file_error
-from flinkstate.format.deltamaint import housekeep, new_table_properties, vacuum_candidates
+from flinkstate.format.deltamaint import housekeep, new_table_properties, no_hooks, vacuum_candidates
 from flinkstate.format.logrows import as_table_schema, conform_rows, parse_metadata
 from flinkstate.format.datafile import FileEntry
 from flinkstate.integrity import check_commit_file, missing_table_error, read_only_error
@@ -230,15 +230,19 @@ class DeltaCatalog:
             current = int(table.version())
             self._tables[rel] = (table, listing, current if f"{current:020d}.json" in listing else -1)
         if version is not None and version != current:
+            cause: CorruptFileError | None = None
             try:
-                return self._open(rel, version)
+                old = self._open(rel, version)
             except CorruptFileError as e:
-                if version > current:
-                    raise
-                raise CommitConflictError(
-                    f"version {version} of {self.io.url(rel)} is no longer kept (log entries older than "
-                    f"delta.logRetentionDuration go after a Delta checkpoint) and the table is at version {current}: "
-                    "another writer committed since this write was planned; plan it again") from e
+                old, cause = None, e
+            if old is not None or version > current:
+                if cause is not None:
+                    raise cause
+                return old
+            raise CommitConflictError(
+                f"version {version} of {self.io.url(rel)} is no longer kept (log entries older than "
+                f"delta.logRetentionDuration go after a Delta checkpoint) and the table is at version {current}: "
+                "others committed since this write was planned against it; plan it again") from cause
         commit = listing.get(f"{current:020d}.json")
         if commit is None or commit[0] == 0:
             check_commit_file(self.io, rel, current)  # a lost (empty) commit raises
@@ -305,6 +309,10 @@ class DeltaCatalog:
         if len(_FILE_CACHE) > _FILE_CACHE_SIZE:
             _FILE_CACHE.popitem(last=False)
         return t
+
+    def _housekeep(self, rel: str, table: Any) -> None:
+        """`deltamaint.housekeep` on a table a commit of this catalog just went through."""
+        housekeep(table, lambda path: remove_table_file(self.io, rel, path), lambda: self._open(rel, None))
 
     def exists(self) -> bool:
         """True when the job root has a checkpoint log."""
@@ -408,13 +416,14 @@ class DeltaCatalog:
             if table is None:
                 return
             try:
-                table.delete(predicate="attempt_id IN (" + ", ".join(f"'{a}'" for a in ids) + ")")
+                table.delete(predicate="attempt_id IN (" + ", ".join(f"'{a}'" for a in ids) + ")",
+                             post_commithook_properties=no_hooks())
             except _delta_errors() as e:
                 denied = read_only_error(self.io, C.MANIFEST_TABLE, e)
                 if denied is not None:
                     raise denied from e
                 return  # a concurrent manifest commit: the rows go at the next collection
-            housekeep(table)
+            self._housekeep(C.MANIFEST_TABLE, table)
 
     def ensure_tables(self) -> None:
         """Create the empty log and manifest tables of a new job root (idempotent)."""
@@ -457,14 +466,14 @@ class DeltaCatalog:
             table = as_table_schema(pa.table(cols, schema=MANIFEST_SCHEMA), target)
             try:
                 write_deltalake(target if target is not None else self._uri(C.MANIFEST_TABLE), table, mode="append",
-                                storage_options=self.io.delta_storage_options())
+                                storage_options=self.io.delta_storage_options(), post_commithook_properties=no_hooks())
             except _delta_errors() as e:
                 denied = read_only_error(self.io, C.MANIFEST_TABLE, e)
                 if denied is None:
                     raise
                 raise denied from e
             if target is not None:
-                housekeep(target)
+                self._housekeep(C.MANIFEST_TABLE, target)
 
     def commit_log(self, row: dict[str, Any] | list[dict[str, Any]], planned_version: int,
                    on_conflict: Callable[[int], bool] | None = None) -> int:
@@ -498,8 +507,9 @@ class DeltaCatalog:
                         mode="append",
                         storage_options=self.io.delta_storage_options(),
                         commit_properties=CommitProperties(max_commit_retries=0),
+                        post_commithook_properties=no_hooks(),
                     )
-                    housekeep(table)
+                    self._housekeep(C.LOG_TABLE, table)
                     return version + 1
                 except CommitFailedError as e:  # another process committed this version first
                     denied = read_only_error(self.io, C.LOG_TABLE, e)
