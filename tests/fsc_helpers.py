@@ -138,3 +138,12 @@ def check_key_groups(t: pa.Table, mp: int, key_type: pa.DataType) -> None:
     keys = t.column("key").to_pylist()
     kgs = t.column("key_group").to_pylist()
     assert all(fs.assign_key_group(k, mp, key_type) == g for k, g in zip(keys, kgs))
+
+
+def latest_checkpoint(job_dir: Path) -> Path:
+    """The newest completed chk-N of a Flink job's checkpoint folder (one in progress when the job was cancelled has no _metadata)."""
+    from flinkstate.flink.source import chk_folders
+
+    done = chk_folders(str(job_dir))
+    assert done, f"no completed checkpoint in {job_dir}"
+    return Path(done[max(done)])
