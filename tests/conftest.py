@@ -26,6 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # the `pkgutil.iter_modules()` lookup Spark uses to find `pyspark_*` data sources.
 _SRC = [str(ROOT / "python"), str(ROOT / "connector")]
 os.environ["PYTHONPATH"] = os.pathsep.join(_SRC + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in _SRC])
+# Test modules import the shared helpers of this folder (`fsc_helpers`, the models) by name.
+if str(ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests"))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -165,3 +168,13 @@ def job_root(tmp_path: Path) -> str:
 def have(cmd: str) -> bool:
     """True when a command is on PATH."""
     return shutil.which(cmd) is not None
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A read-only job root shared by a test module (checkpoints 1 and 2, fsc_helpers.build_job)."""
+    from fsc_helpers import build_job
+
+    root = str(tmp_path_factory.mktemp("job") / "root")
+    build_job(root)
+    return root

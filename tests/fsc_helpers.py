@@ -1,4 +1,4 @@
-"""Helpers for the connector tests: checkpoints written with the flinkstate store API."""
+"""Helpers shared by the core and connector tests: checkpoints written with the flinkstate store API."""
 
 from __future__ import annotations
 
@@ -104,3 +104,46 @@ def delete_keys(spark: Any, root: str, operator: str, keys: Iterable[int]) -> No
             rows = (spark.read.format("flinkstate").options(operator=operator, state=state).load(root)
                     .join(doomed, "key", "left_semi").select("key", "user_key"))
         rows.write.format("flinkstate").options(operator=operator, state=state, operation="delete").mode("append").save(root)
+
+
+def snapshot(store: fs.CheckpointStore) -> list[Any]:
+    """What a user sees: checkpoints and the content of every keyed state of each."""
+    out: list[Any] = []
+    for c in store.checkpoints():
+        out.append(c)
+        meta = store.metadata(c.checkpoint_id)
+        for uid, op in sorted(meta.operators.items()):
+            for name in sorted(op.keyed_states):
+                out.append((uid, name, store.read_state(uid, name, c.checkpoint_id).to_pylist()))
+    return out
+
+
+TTL_1S = fs.StateTtlConfig(ttl_ms=1_000)
+
+
+def ttl_store(tmp_path: Path) -> fs.CheckpointStore:
+    """One checkpoint of a value state with a 1 s TTL, a list state and a timer service (the scan tests)."""
+    store = fs.open(str(tmp_path / "job"))
+    with store.begin(max_parallelism=128) as w:
+        w.put_state("op", fs.ValueStateDescriptor(name="v", value_type=pa.int64(), ttl=TTL_1S),
+                    pa.table({"key": ["a", "b", "c"], "value": [1, 2, 3], "ttl_timestamp": [10_000, 20_000, 30_000]}))
+        w.put_state("op", fs.ListStateDescriptor(name="l", value_type=pa.int64()),
+                    pa.table({"key": ["a", "b"], "value": [[1, 2], [3]]}))
+        w.put_timers("op", fs.TimerServiceDescriptor(name="t"), pa.table({"key": ["a", "b"], "timestamp": [5, 6]}))
+    return store
+
+
+def check_key_groups(t: pa.Table, mp: int, key_type: pa.DataType) -> None:
+    """Every row's key_group is Flink's key group of its key at max parallelism `mp`."""
+    keys = t.column("key").to_pylist()
+    kgs = t.column("key_group").to_pylist()
+    assert all(fs.assign_key_group(k, mp, key_type) == g for k, g in zip(keys, kgs))
+
+
+def latest_checkpoint(job_dir: Path) -> Path:
+    """The newest completed chk-N of a Flink job's checkpoint folder (one in progress when the job was cancelled has no _metadata)."""
+    from flinkstate.flink.source import chk_folders
+
+    done = chk_folders(str(job_dir))
+    assert done, f"no completed checkpoint in {job_dir}"
+    return Path(done[max(done)])

@@ -49,18 +49,6 @@ def test_every_keyed_kind_round_trips_exactly() -> None:
         assert back.to_dict() == d.to_dict()
 
 
-def test_ttl_defaults_follow_flink() -> None:
-    c = fs.StateTtlConfig(ttl_ms=1000)
-    assert c.update_type == "OnCreateAndWrite"
-    assert c.state_visibility == "NeverReturnExpired"
-    assert c.ttl_time_characteristic == "ProcessingTime"
-    assert c.incremental_cleanup == fs.IncrementalCleanup(5, False)
-    assert c.compaction_cleanup == fs.CompactionCleanup(1000)
-    assert c.cleanup_full_snapshot is False
-    assert c.disable_cleanup_in_background().incremental_cleanup is None
-    assert fs.StateTtlConfig.from_dict(c.to_dict()) == c
-
-
 def test_timer_and_operator_state_descriptors_round_trip() -> None:
     t = fs.TimerServiceDescriptor(name="windows", domain="processing", key_type=pa.int32(), namespace_type=pa.int64())
     assert fs.TimerServiceDescriptor.from_dict(t.to_dict()) == t
@@ -78,20 +66,6 @@ def test_names_that_could_escape_the_root_are_refused(bad: object) -> None:
         validate_name(bad, "state name")
     with pytest.raises(fs.InvalidArgumentError):
         fs.ValueStateDescriptor(name=bad, value_type=pa.int64())  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(
-    "kwargs, match",
-    [
-        ({"ttl_ms": 0}, "ttl_ms"),
-        ({"ttl_ms": 5, "update_type": "Sometimes"}, "update_type"),
-        ({"ttl_ms": 5, "state_visibility": "Maybe"}, "state_visibility"),
-        ({"ttl_ms": 5, "ttl_time_characteristic": "EventTime"}, "ProcessingTime"),
-    ],
-)
-def test_bad_ttl_config(kwargs: dict, match: str) -> None:
-    with pytest.raises(fs.InvalidArgumentError, match=match):
-        fs.StateTtlConfig(**kwargs)
 
 
 def test_bad_types_are_typed_errors() -> None:

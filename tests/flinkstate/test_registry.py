@@ -3,10 +3,13 @@ what pending checkpoints pin, where the collection line is, and what savepoints 
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pytest
 
 import flinkstate as fs
+from flinkstate.format import constants as C
 
 D = fs.ValueStateDescriptor(name="v", value_type=pa.int64())
 
@@ -269,3 +272,23 @@ def test_gc_prunes_the_manifest_rows_of_discarded_checkpoints(tmp_path: object) 
     with store.begin() as w:  # a new checkpoint carries the retained files over in full
         _delta(w, "z", 9)
     assert _values(store)["z"] == 9 and len(store.files()) == store.info().files
+
+
+def test_registry_deletes_only_files_no_retained_checkpoint_uses(job_root: str) -> None:
+    store = fs.open(job_root)
+    d = fs.ValueStateDescriptor(name="v", value_type=pa.int64())
+    with store.begin() as w:
+        w.put_state("op", d, pa.table({"key": ["a"], "value": [1]}))
+    with store.begin() as w:
+        w.put_state("op", d, pa.table({"key": ["b"], "value": [2], "tombstone": [False]}), mode="delta")
+    with store.begin() as w:  # a new full file: 1's full and 2's delta are no longer used by 3
+        w.put_state("op", d, pa.table({"key": ["a", "b"], "value": [1, 2]}))
+    f1, f2, f3 = (set(e.path for e in store.files(i)) for i in (1, 2, 3))
+    assert store.retain(2) == []  # 2 still uses 1's full file
+    assert [c.checkpoint_id for c in store.checkpoints()] == [2, 3]
+    assert [c.status for c in store.checkpoints(include_discarded=True)] == ["discarded", "completed", "completed"]
+    deleted = store.retain(1)
+    assert set(deleted) == (f1 | f2) - f3
+    assert all(store.io.exists(p) for p in f3)
+    with pytest.raises(fs.CheckpointNotFoundError, match=r"checkpoint 1 is not committed.*retained checkpoints: \[3\]"):
+        store.read_state("op", "v", 1)

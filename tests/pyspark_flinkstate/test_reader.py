@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 import flinkstate as fs
-from fsc_helpers import COUNT, LIST, MAP, N, TIMERS, VALUE, error_text, fmt, list_rows, map_rows, value_rows
+from fsc_helpers import COUNT, N, error_text, fmt, list_rows, map_rows, value_rows
 
 pytestmark = pytest.mark.spark
 
@@ -267,11 +267,3 @@ def test_changes_table_equals_difference(spark, job):
     # no difference -> empty; default from = previous checkpoint
     assert fmt(spark, job, table="changes", operator="sessions", state="profile", toCheckpointId=2).count() == 0
     assert fmt(spark, job, table="changes", operator="sessions", state="count").count() == 4
-
-
-def test_state_descriptors_used(job):
-    store = fs.open(job)
-    assert store.state_descriptor("sessions", "profile") == VALUE
-    assert store.state_descriptor("carts", "items") == LIST
-    assert store.state_descriptor("carts", "attrs") == MAP
-    assert store.timer_service("sessions", "expiry") == TIMERS

@@ -8,14 +8,9 @@ import pytest
 
 import flinkstate as fs
 from fsc_helpers import N, build_job, fmt
+from fsc_helpers import check_key_groups as _check_key_groups
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")]
-
-
-def _check_key_groups(t: pa.Table, mp: int, key_type: pa.DataType) -> None:
-    keys = t.column("key").to_pylist()
-    kgs = t.column("key_group").to_pylist()
-    assert all(fs.assign_key_group(k, mp, key_type) == g for k, g in zip(keys, kgs))
 
 
 def test_change_max_parallelism_keeps_every_entry(spark, tmp_path):
@@ -81,17 +76,3 @@ def test_failed_rewrite_commits_nothing(spark, tmp_path):
     with pytest.raises(fs.OperatorNotFoundError, match="carts"):
         sw.write()
     assert [c.checkpoint_id for c in store.checkpoints()] == [1, 2]
-
-
-def test_core_rescale_matches_flink_assignment(tmp_path):
-    from flinkstate.rewrite import rescale
-
-    root = str(tmp_path / "core")
-    store = build_job(root)
-    old = store.read_state("carts", "items")
-    info = rescale(store, 17)
-    assert info.max_parallelism == 17
-    new = store.read_state("carts", "items")
-    assert new.num_rows == old.num_rows
-    _check_key_groups(new, 17, pa.int64())
-    _check_key_groups(store.read_timers("sessions", "expiry"), 17, pa.string())

@@ -2,34 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
+from fsc_helpers import flink_harness as _harness
 
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def latest_checkpoint(job_dir: Path) -> Path:
-    """The newest completed chk-N of a Flink job's checkpoint folder (one in progress when the job was cancelled has no _metadata)."""
-    from flinkstate.flink.source import chk_folders
-
-    done = chk_folders(str(job_dir))
-    assert done, f"no completed checkpoint in {job_dir}"
-    return Path(done[max(done)])
-
-
-def _harness():
-    """flinkjobs/harness.py (shared with the Spark tests: fsc_helpers.flink_harness)."""
-    if str(ROOT / "tests") not in sys.path:
-        sys.path.append(str(ROOT / "tests"))  # appended: `conftest` stays this folder's
-    from fsc_helpers import flink_harness
-
-    return flink_harness()
+sys.path.insert(0, os.path.dirname(__file__))  # flink_dump
 
 
 @pytest.fixture(scope="session")

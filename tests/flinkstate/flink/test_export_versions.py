@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import _harness
+from fsc_helpers import flink_harness as _harness
 from flink_dump import check_savepoint
 
 from flinkstate.cli import main

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import _harness
+from fsc_helpers import flink_harness as _harness
 
 from flinkstate.flink.export import load_flink_savepoint, rewrite_flink_savepoint
 from flinkstate.flink.savepoint_writer import write_savepoint

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import _harness, latest_checkpoint
+from fsc_helpers import flink_harness as _harness, latest_checkpoint
 from flink_dump import check_savepoint
 
 from flinkstate.flink import read_keyed_state, read_metadata

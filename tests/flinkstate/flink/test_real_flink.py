@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import _harness, latest_checkpoint
+from fsc_helpers import flink_harness as _harness, latest_checkpoint
 from flink_dump import check_savepoint
 
 pytestmark = [pytest.mark.flink, pytest.mark.slow]

@@ -7,7 +7,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import _harness
+from fsc_helpers import flink_harness as _harness
 
 import flinkstate as fs
 from flinkstate.errors import CorruptFileError

@@ -7,9 +7,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import example, given, settings
+import pyarrow as pa
+from hypothesis import given, settings
 
 from flinkstate.rewrite import rescale_into
+
+from fsc_helpers import build_job
+from fsc_helpers import check_key_groups as _check_key_groups
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import combo_model as M  # noqa: E402
@@ -46,3 +50,17 @@ def test_put_then_rename_then_rescale_keeps_the_put_rows() -> None:
 def test_every_combination_keeps_every_entry(plan: tuple[list[tuple[Any, ...]], int | None, bool]) -> None:
     steps, mp, savepoint = plan
     _run(steps, mp, savepoint)
+
+
+def test_core_rescale_matches_flink_assignment(tmp_path):
+    from flinkstate.rewrite import rescale
+
+    root = str(tmp_path / "core")
+    store = build_job(root)
+    old = store.read_state("carts", "items")
+    info = rescale(store, 17)
+    assert info.max_parallelism == 17
+    new = store.read_state("carts", "items")
+    assert new.num_rows == old.num_rows
+    _check_key_groups(new, 17, pa.int64())
+    _check_key_groups(store.read_timers("sessions", "expiry"), 17, pa.string())

@@ -1,0 +1,81 @@
+"""The view of a state at a checkpoint (format.merge): newest full file plus later deltas, newest wins."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import flinkstate as fs
+
+
+def test_deltas_with_tombstones_merge_newest_wins(job_root: str) -> None:
+    store = fs.open(job_root)
+    d = fs.MapStateDescriptor(name="m", user_key_type=pa.string(), user_value_type=pa.int64())
+    with store.begin(max_parallelism=16) as w:
+        w.put_state("op", d, pa.table({"key": ["a", "a", "b"], "user_key": ["x", "y", "x"], "value": [1, 2, 3]}))
+    with store.begin() as w:
+        w.put_state("op", d, pa.table({"key": ["a", "b", "c"], "user_key": ["x", "x", "z"], "value": [10, None, 7],
+                                       "tombstone": [False, True, False]}), mode="delta")
+    with store.begin() as w:
+        w.put_state("op", d, pa.table({"key": ["c", "b"], "user_key": ["z", "x"], "value": [None, 33], "tombstone": [True, False]}), mode="delta")
+
+    def view(cid: int) -> set[tuple[str, str, int]]:
+        return {(r["key"], r["user_key"], r["value"]) for r in store.read_state("op", "m", cid).to_pylist()}
+
+    assert view(1) == {("a", "x", 1), ("a", "y", 2), ("b", "x", 3)}
+    assert view(2) == {("a", "x", 10), ("a", "y", 2), ("c", "z", 7)}
+    assert view(3) == {("a", "x", 10), ("a", "y", 2), ("b", "x", 33)}
+    kinds = [e.kind for e in store.files(3)]
+    assert kinds.count("delta") == 2 and kinds.count("full") >= 1
+
+
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(["put", "delete", "full", "full_range", "checkpoint"]),
+        st.lists(st.tuples(st.integers(0, 40), st.integers(-5, 5)), min_size=0, max_size=8),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=ops)
+def test_random_deltas_and_full_rewrites_agree_with_a_dict(tmp_path_factory: pytest.TempPathFactory, ops: list) -> None:
+    store = fs.open(str(tmp_path_factory.mktemp("prop")))
+    d = fs.ValueStateDescriptor(name="v", value_type=pa.int64(), key_type=pa.int32())
+    mp = 8
+    model: dict[int, int] = {}
+    history: dict[int, dict[int, int]] = {}
+    w = store.begin(max_parallelism=mp)
+    w.put_state("op", d, pa.table({"key": pa.array([], pa.int32()), "value": pa.array([], pa.int64())}))
+    history[w.commit().checkpoint_id] = {}
+    w = store.begin()
+    for op, rows in ops:
+        rows = list(dict(rows).items())
+        if op == "put" and rows:
+            w.put_state("op", d, pa.table({"key": pa.array([k for k, _ in rows], pa.int32()), "value": [v for _, v in rows], "tombstone": [False] * len(rows)}), mode="delta")
+            model.update(rows)
+        elif op == "delete" and rows:
+            w.put_state("op", d, pa.table({"key": pa.array([k for k, _ in rows], pa.int32()), "value": pa.array([None] * len(rows), pa.int64()), "tombstone": [True] * len(rows)}), mode="delta")
+            for k, _ in rows:
+                model.pop(k, None)
+        elif op == "full":
+            w.put_state("op", d, pa.table({"key": pa.array([k for k, _ in rows], pa.int32()), "value": [v for _, v in rows]}))
+            model = dict(rows)
+        elif op == "full_range":
+            # replace only key groups [2, 5]: keys elsewhere keep their values
+            rng = (2, 5)
+            inside = [(k, v) for k, v in rows if rng[0] <= fs.assign_key_group(k, mp, pa.int32()) <= rng[1]]
+            w.put_state("op", d, pa.table({"key": pa.array([k for k, _ in inside], pa.int32()), "value": pa.array([v for _, v in inside], pa.int64())}), key_group_range=rng)
+            model = {k: v for k, v in model.items() if not rng[0] <= fs.assign_key_group(k, mp, pa.int32()) <= rng[1]}
+            model.update(inside)
+        elif op == "checkpoint":
+            history[w.commit().checkpoint_id] = dict(model)
+            w = store.begin()
+    history[w.commit().checkpoint_id] = dict(model)
+    for cid, want in history.items():
+        got = {r["key"]: r["value"] for r in store.read_state("op", "v", cid).to_pylist()}
+        assert got == want, f"checkpoint {cid}"
