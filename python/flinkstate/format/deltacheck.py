@@ -64,27 +64,16 @@ def _sizes(io: FileIO, rel_dir: str) -> dict[str, int]:
 
 
 def log_listing(io: FileIO, rel: str) -> dict[str, tuple[int, str]]:
-    """File name -> (size, modification stamp) of a table's `_delta_log`, freshly listed: a kept DeltaTable
-    is only brought up to date while every file it has read is still there unchanged."""
+    """File name -> (size, modification stamp) of the `_delta_log` entries a load of the table reads: a kept
+    DeltaTable is only brought up to date while every one it has read is still there unchanged.
+
+    On a local disk that is `_last_checkpoint`, the checkpoint it names and the commits from there on, found by
+    probing their names (the folder may hold a day of older entries); object stores are listed.
+    """
     fsys, path = _located(io, f"{rel}/_delta_log")
     if io.scheme != "s3" and isinstance(path, str) and "://" not in path:
-        try:
-            names = os.listdir(path)
-        except (FileNotFoundError, NotADirectoryError):
-            return {}
-        # a load reads the newest Delta checkpoint and the commits after it: only those are stat'ed (older
-        # entries are named with a zero size, so that one vanishing still shows); names are zero-padded versions
-        last = max((n[:20] for n in names if n.endswith(".parquet") and _CHECKPOINT.match(n)), default="")
-        out: dict[str, tuple[int, str]] = {n: (-1, "") for n in names if n < last}
-        for n in names:
-            if n < last:
-                continue
-            try:
-                st = os.stat(os.path.join(path, n))
-            except FileNotFoundError:
-                continue
-            out[n] = (st.st_size, str(st.st_mtime_ns))
-        return out
+        probed = _probe_local_log(path)
+        return probed if probed is not None else _list_local_log(path)
     try:
         listing = fsys.ls(path, detail=True, refresh=True) if io.scheme == "s3" else fsys.ls(path, detail=True)
     except FileNotFoundError:
@@ -94,6 +83,71 @@ def log_listing(io: FileIO, rel: str) -> dict[str, tuple[int, str]]:
             fsys.invalidate_cache(path)  # delta-rs writes behind s3fs: a cached listing would hide its commits from others
     return {posixpath.basename(str(i["name"]).rstrip("/")): (int(i.get("size") or 0), str(i.get("ETag") or i.get("LastModified") or i.get("mtime")))
             for i in listing if i.get("type") == "file"}
+
+
+def _stamp(path: str) -> tuple[int, str] | None:
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return st.st_size, str(st.st_mtime_ns)
+
+
+# `_last_checkpoint` content per (folder, size, mtime): parsed once
+_LAST_CHECKPOINT: dict[tuple[str, tuple[int, str]], int | None] = {}
+
+
+def _probe_local_log(path: str) -> dict[str, tuple[int, str]] | None:
+    """The entries a load reads, by name; None when `_last_checkpoint` or its checkpoint is not as expected
+    (the full listing then shows what a load will find wrong)."""
+    out: dict[str, tuple[int, str]] = {}
+    start = 0
+    hint = _stamp(os.path.join(path, "_last_checkpoint"))
+    if hint is not None:
+        out["_last_checkpoint"] = hint
+        key = (path, hint)
+        if key not in _LAST_CHECKPOINT:
+            if len(_LAST_CHECKPOINT) > 4096:
+                _LAST_CHECKPOINT.clear()
+            try:
+                with open(os.path.join(path, "_last_checkpoint"), "rb") as f:
+                    doc = json.loads(f.read())
+                _LAST_CHECKPOINT[key] = int(doc["version"]) if "parts" not in doc else None  # multi-part: listed
+            except (OSError, ValueError, KeyError, TypeError):
+                _LAST_CHECKPOINT[key] = None
+        version = _LAST_CHECKPOINT[key]
+        if version is None:
+            return None
+        name = f"{version:020d}.checkpoint.parquet"
+        stamp = _stamp(os.path.join(path, name))
+        if stamp is None:
+            return None
+        out[name] = stamp
+        commit = _stamp(os.path.join(path, f"{version:020d}.json"))
+        if commit is not None:
+            out[f"{version:020d}.json"] = commit
+        start = version + 1
+    elif not os.path.isdir(path):
+        return {}
+    v = start
+    while (stamp := _stamp(os.path.join(path, f"{v:020d}.json"))) is not None:
+        out[f"{v:020d}.json"] = stamp
+        v += 1
+    return out
+
+
+def _list_local_log(path: str) -> dict[str, tuple[int, str]]:
+    """Every entry of a local `_delta_log`; those before the newest checkpoint are named with a zero size."""
+    try:
+        names = os.listdir(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    last = max((n[:20] for n in names if n.endswith(".parquet") and _CHECKPOINT.match(n)), default="")
+    out: dict[str, tuple[int, str]] = {n: (-1, "") for n in names if n < last}
+    for n in names:
+        if n >= last and (stamp := _stamp(os.path.join(path, n))) is not None:
+            out[n] = stamp
+    return out
 
 
 def check_table_files(io: FileIO, rel: str, paths: Sequence[str], sizes: Sequence[int | None]) -> None:

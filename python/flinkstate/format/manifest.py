@@ -171,6 +171,18 @@ def _only_new_commits(seen: dict[str, tuple[int, str]], listing: dict[str, tuple
         for n in listing)
 
 
+def _check_protocol(io: FileIO, rel: str, table: Any) -> None:
+    """CorruptFileError unless the table is plain Delta (reader version 1): the catalog reads its Parquet files
+    itself (cached per immutable file), which deletion vectors or column mapping would make wrong."""
+    proto = table.protocol()
+    if proto.min_reader_version > 1 or proto.reader_features:
+        what = "checkpoint log" if rel == C.LOG_TABLE else "shared-state manifest"
+        raise CorruptFileError(
+            f"the {what} {io.url(rel)} needs Delta reader version {proto.min_reader_version} "
+            f"(features {sorted(proto.reader_features or [])}); flinkstate's tables are plain Delta (reader version 1), "
+            "another writer upgraded this one: refusing to read or write it, nothing was changed")
+
+
 class DeltaCatalog:
     """Reads and commits the manifest and log tables of one job root.
 
@@ -214,8 +226,9 @@ class DeltaCatalog:
             listing = log_listing(self.io, rel)
             kept = self._tables.get(rel)
             table = None
+            kept_table = None
             if kept is not None and kept[1] == listing and int(kept[0].version()) == kept[2]:
-                table = kept[0]  # nothing in `_delta_log` changed since it was read: the kept table is current
+                table = kept_table = kept[0]  # nothing in `_delta_log` changed since it was read: the kept table is current
             elif kept is not None and _only_new_commits(kept[1], listing):
                 table = kept[0]
                 try:
@@ -227,6 +240,8 @@ class DeltaCatalog:
                 table = self._open(rel, None)
                 if table is None:
                     return None
+            if table is not kept_table:
+                _check_protocol(self.io, rel, table)
             current = int(table.version())
             self._tables[rel] = (table, listing, current if f"{current:020d}.json" in listing else -1)
         if version is not None and version != current:

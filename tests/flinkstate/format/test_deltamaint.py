@@ -138,3 +138,18 @@ def test_a_write_planned_before_housekeeping_rebases_over_it(store: fs.Checkpoin
     info = writer.commit()  # planned two versions back: a discard and a compaction conflict with nothing
     assert _state(store, info.checkpoint_id)["w"] == 7
     assert fs.open(store.root).checkpoints(include_discarded=True)[0].status == "discarded"
+
+
+@pytest.mark.parametrize("rel", TABLES)
+def test_a_table_upgraded_to_reader_features_is_refused_by_name(store: fs.CheckpointStore, rel: str) -> None:
+    from deltalake import TableFeatures
+
+    _grow(store, 2)
+    _table(store, rel).alter.add_feature(TableFeatures.DeletionVectors, allow_protocol_versions_increase=True)
+    versions = [_table(store, r).version() for r in TABLES]
+    for s in (store, fs.open(store.root)):  # the warm catalog and a new one
+        with pytest.raises(fs.CorruptFileError, match=rf"{rel} needs Delta reader version 3 \(features \['deletionVectors'\]\)"):
+            s.read_state("op", "v")
+        with pytest.raises(fs.CorruptFileError, match="deletionVectors"):
+            s.retain(1)
+    assert [_table(store, r).version() for r in TABLES] == versions  # nothing committed
