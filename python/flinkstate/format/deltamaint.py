@@ -18,8 +18,10 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["HOUSEKEEPING_INTERVAL", "COMPACT_MIN_FILES", "LOG_RETENTION_KEY", "DELETED_FILE_RETENTION_KEY", "DEFAULT_LOG_RETENTION", "new_table_properties",
-           "no_hooks", "housekeep", "vacuum_candidates"]
+__all__ = [
+    "HOUSEKEEPING_INTERVAL", "COMPACT_MIN_FILES", "LOG_RETENTION_KEY", "DELETED_FILE_RETENTION_KEY", "DEFAULT_LOG_RETENTION",
+    "new_table_properties", "no_hooks", "housekeep", "vacuum_candidates",
+]
 
 # a table's housekeeping runs on the commit that makes its version a multiple of this
 HOUSEKEEPING_INTERVAL = 20
@@ -35,9 +37,10 @@ DEFAULT_LOG_RETENTION = "interval 1 days"
 
 
 def _errors() -> tuple[type[BaseException], ...]:
+    """What a failed housekeeping step raises: it runs after a commit landed, so it must never escape."""
     from deltalake.exceptions import DeltaError
 
-    return (DeltaError, OSError)
+    return (DeltaError, OSError, ValueError, RuntimeError)
 
 
 def new_table_properties() -> dict[str, str]:

@@ -327,7 +327,10 @@ class DeltaCatalog:
 
     def _housekeep(self, rel: str, table: Any) -> None:
         """`deltamaint.housekeep` on a table a commit of this catalog just went through."""
-        housekeep(table, lambda path: remove_table_file(self.io, rel, path), lambda: self._open(rel, None))
+        from deltalake import DeltaTable
+
+        housekeep(table, lambda path: remove_table_file(self.io, rel, path),
+                  lambda: DeltaTable(self._uri(rel), storage_options=self.io.delta_storage_options()))
 
     def exists(self) -> bool:
         """True when the job root has a checkpoint log."""
@@ -524,8 +527,6 @@ class DeltaCatalog:
                         commit_properties=CommitProperties(max_commit_retries=0),
                         post_commithook_properties=no_hooks(),
                     )
-                    self._housekeep(C.LOG_TABLE, table)
-                    return version + 1
                 except CommitFailedError as e:  # another process committed this version first
                     denied = read_only_error(self.io, C.LOG_TABLE, e)
                     if denied is not None:
@@ -536,6 +537,9 @@ class DeltaCatalog:
                     if denied is None:
                         raise
                     raise denied from e
+                else:
+                    self._housekeep(C.LOG_TABLE, table)  # the commit landed: housekeeping never raises
+                    return version + 1
             if on_conflict is None:
                 raise CommitConflictError(
                     f"checkpoint {rows[0]['checkpoint_id']}: another writer committed to {self.io.url(C.LOG_TABLE)} "
