@@ -9,7 +9,7 @@ and after each checkpoint the job keeps its R newest (`retain(R)`, R=0: keep eve
 A job running for weeks is older than its tables' retention windows (`delta.logRetentionDuration`,
 1 day on flinkstate's tables, and `delta.deletedFileRetentionDuration`, 7 days): the bench sets both
 to S seconds so that a run of minutes reaches that steady state (S<0: keep the tables' own).
-Times are per operation at that history length, best of 3, and the ratios to the first history
+Times are per operation at that history length, best of 3 (reads: of 7), and the ratios to the first history
 length follow (flat: near 1); the last columns are what the catalog holds on disk.
 """
 
@@ -70,6 +70,19 @@ def _best(fn, n: int = 3) -> float:
     return min(out)
 
 
+def _manifest_read(store: fs.CheckpointStore) -> None:
+    """One checkpoint's manifest rows: the catalog (its own cached Parquet reads) against delta-rs' Arrow dataset."""
+    import pyarrow.dataset as ds
+    from deltalake import DeltaTable
+
+    r = store.record()
+    table = DeltaTable(store.io.delta_uri(C.MANIFEST_TABLE))
+    mine = _best(lambda: store.catalog.manifest(r.checkpoint_id, r.attempt_id), 20)
+    theirs = _best(lambda: table.to_pyarrow_dataset().to_table(
+        filter=(ds.field("checkpoint_id") == r.checkpoint_id) & (ds.field("attempt_id") == r.attempt_id)).to_pylist(), 20)
+    print(f"manifest of one checkpoint: catalog {mine*1e3:.2f} ms, delta-rs to_pyarrow_dataset {theirs*1e3:.2f} ms "
+          f"(catalog/dataset {mine/theirs:.2f})")
+
 def main(sizes: list[int]) -> None:
     d = tempfile.mkdtemp()
     try:
@@ -88,7 +101,7 @@ def main(sizes: list[int]) -> None:
                 _grow(store, have + 1, have, retain=False)  # the commit alone (retain is its own column)
                 have += 1
 
-            rows.append((n, _best(commit), _best(lambda: store.files()), _best(lambda: store.read_state("op", "v")),
+            rows.append((n, _best(commit), _best(lambda: store.files(), 7), _best(lambda: store.read_state("op", "v"), 7),
                          _best(lambda: store.retain(RETAINED or 10**9)), *_on_disk(store)))
         base = rows[0]
         print(f"{'history':>8} {'begin+commit ms':>16} {'files() ms':>11} {'read_state ms':>14} {'retain ms':>10}   "
@@ -96,6 +109,8 @@ def main(sizes: list[int]) -> None:
         for r in rows:
             print(f"{r[0]:>8} {r[1]*1e3:>16.1f} {r[2]*1e3:>11.1f} {r[3]*1e3:>14.1f} {r[4]*1e3:>10.1f}   "
                   + f"{' '.join(f'{r[i]/base[i]:.2f}' for i in range(1, 5)):<24} {r[5]:>10} {r[6]:>10}")
+        _manifest_read(store)
+
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
