@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -153,3 +155,30 @@ def test_a_table_upgraded_to_reader_features_is_refused_by_name(store: fs.Checkp
         with pytest.raises(fs.CorruptFileError, match="deletionVectors"):
             s.retain(1)
     assert [_table(store, r).version() for r in TABLES] == versions  # nothing committed
+
+
+@pytest.mark.s3
+def test_housekeeping_and_vacuum_on_s3(s3: dict[str, Any]) -> None:
+    store = fs.open(s3["root"], s3["storage_options"])
+    model = _grow(store, 21)  # both tables pass versions 20 and 40
+
+    def keys() -> list[str]:
+        pages = s3["client"].get_paginator("list_objects_v2").paginate(Bucket=s3["bucket"])
+        return [o["Key"] for page in pages for o in page.get("Contents", [])]
+
+    def live(rel: str) -> set[str]:
+        table = DeltaTable(store.io.delta_uri(rel), storage_options=store.io.delta_storage_options())
+        return {f"job/{rel}/{p}" for p in table.get_add_actions(flatten=True).column("path").to_pylist()}
+
+    assert len(live(C.LOG_TABLE)) < COMPACT_MIN_FILES + HOUSEKEEPING_INTERVAL  # compacted
+    for rel in TABLES:
+        assert any(k.startswith(f"job/{rel}/_delta_log/") and k.endswith(".checkpoint.parquet") for k in keys())
+    before = {rel: {k for k in keys() if k.startswith(f"job/{rel}/part-")} for rel in TABLES}
+    assert len(before[C.LOG_TABLE]) > len(live(C.LOG_TABLE))  # removed files wait for their retention
+    deleted = store.collect_orphans(dt.timedelta(0))  # Delta's VACUUM, full mode, through delta-rs on S3
+    for rel in TABLES:
+        assert {k for k in keys() if k.startswith(f"job/{rel}/part-")} == live(rel)
+        assert {f"job/{p}" for p in deleted if p.startswith(rel)} == before[rel] - live(rel)
+    fresh = fs.open(s3["root"], s3["storage_options"])
+    for s in (store, fresh):
+        assert len(s.checkpoints(include_discarded=True)) == 21 and _state(s) == model
