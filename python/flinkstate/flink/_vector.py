@@ -209,13 +209,19 @@ def _char(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.
     return _string_array(all_lens, valid, utf8), _advance(pos, pos + 2, present)
 
 
-def _bytes(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
-    """BytePrimitiveArraySerializer: i32 length then the bytes."""
+def _lengths(src: Source, pos: np.ndarray, present: np.ndarray | None, what: str) -> np.ndarray:
+    """The i32 length prefix at each position (0 where the value is absent); a negative one is a ValueError."""
     n = gather(src.arr, _safe(pos, present), ">i4").astype(np.int64)
     if present is not None:
         n = np.where(present, n, 0)
     if (n < 0).any():
-        raise ValueError("a byte[] has a negative length")
+        raise ValueError(f"{what} has a negative length")
+    return n
+
+
+def _bytes(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
+    """BytePrimitiveArraySerializer: i32 length then the bytes."""
+    n = _lengths(src, pos, present, "a byte[]")
     data = src.arr[_segments(pos + 4, n)]
     offsets = np.zeros(len(pos) + 1, np.int32)
     np.cumsum(n, out=offsets[1:])
@@ -339,11 +345,7 @@ def _primitive_array(node: TypeNode) -> VReader | None:
     typ = arrow_type(node)
 
     def read(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
-        n = gather(src.arr, _safe(pos, present), ">i4").astype(np.int64)
-        if present is not None:
-            n = np.where(present, n, 0)
-        if (n < 0).any():
-            raise ValueError("an array has a negative length")
+        n = _lengths(src, pos, present, "an array")
         rows = np.repeat(np.arange(len(pos)), n)
         first = np.cumsum(n) - n
         at = (pos + 4)[rows] + (np.arange(len(rows)) - first[rows]) * w
