@@ -18,11 +18,11 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
 
 import pyarrow as pa
 
 import flinkstate as fs
+from benchutil import best
 from flinkstate.format import constants as C
 from flinkstate.format.deltamaint import DELETED_FILE_RETENTION_KEY, LOG_RETENTION_KEY
 
@@ -61,15 +61,6 @@ def _on_disk(store: fs.CheckpointStore) -> tuple[int, int]:
     return log, data
 
 
-def _best(fn, n: int = 3) -> float:
-    out = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return min(out)
-
-
 def _manifest_read(store: fs.CheckpointStore) -> None:
     """One checkpoint's manifest rows: the catalog (its own cached Parquet reads) against delta-rs' Arrow dataset."""
     import pyarrow.dataset as ds
@@ -77,8 +68,8 @@ def _manifest_read(store: fs.CheckpointStore) -> None:
 
     r = store.record()
     table = DeltaTable(store.io.delta_uri(C.MANIFEST_TABLE))
-    mine = _best(lambda: store.catalog.manifest(r.checkpoint_id, r.attempt_id), 20)
-    theirs = _best(lambda: table.to_pyarrow_dataset().to_table(
+    mine = best(lambda: store.catalog.manifest(r.checkpoint_id, r.attempt_id), 20)
+    theirs = best(lambda: table.to_pyarrow_dataset().to_table(
         filter=(ds.field("checkpoint_id") == r.checkpoint_id) & (ds.field("attempt_id") == r.attempt_id)).to_pylist(), 20)
     print(f"manifest of one checkpoint: catalog {mine*1e3:.2f} ms, delta-rs to_pyarrow_dataset {theirs*1e3:.2f} ms "
           f"(catalog/dataset {mine/theirs:.2f})")
@@ -101,8 +92,8 @@ def main(sizes: list[int]) -> None:
                 _grow(store, have + 1, have, retain=False)  # the commit alone (retain is its own column)
                 have += 1
 
-            rows.append((n, _best(commit), _best(lambda: store.files(), 7), _best(lambda: store.read_state("op", "v"), 7),
-                         _best(lambda: store.retain(RETAINED or 10**9)), *_on_disk(store)))
+            rows.append((n, best(commit), best(lambda: store.files(), 7), best(lambda: store.read_state("op", "v"), 7),
+                         best(lambda: store.retain(RETAINED or 10**9)), *_on_disk(store)))
         base = rows[0]
         print(f"{'history':>8} {'begin+commit ms':>16} {'files() ms':>11} {'read_state ms':>14} {'retain ms':>10}   "
               f"{'ratios to ' + str(base[0]):<24} {'_delta_log':>10} {'data files':>10}")

@@ -19,17 +19,9 @@ import time
 import pyarrow as pa
 
 import flinkstate as fs
+from benchutil import best
 
 D = fs.ValueStateDescriptor(name="v", key_type=pa.string(), value_type=pa.int64())
-
-
-def _best(fn, n: int = 3) -> float:
-    out = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return min(out)
 
 
 def main(checkpoints: int, keys: int) -> None:
@@ -52,14 +44,14 @@ def main(checkpoints: int, keys: int) -> None:
         build = time.perf_counter() - t0
         files_before = len(store.files())
         before = store.read_state("op", "v")
-        read_before = _best(lambda: store.read_state("op", "v"))
+        read_before = best(lambda: store.read_state("op", "v"))
         t = time.perf_counter()
         res = store.compact(progress=lambda line: print("  " + line, file=sys.stderr))
         compact_s = time.perf_counter() - t
         files_after = len(store.files())
         after = store.read_state("op", "v")
         assert sorted(before.to_pylist(), key=repr) == sorted(after.to_pylist(), key=repr), "compaction changed a read"
-        read_after = _best(lambda: store.read_state("op", "v"))
+        read_after = best(lambda: store.read_state("op", "v"))
         print(f"history: {checkpoints} checkpoints ({checkpoints - 1} deltas of {n} keys) over {keys} keys, built in {build:.1f} s")
         print(f"files: {files_before} -> {files_after}; compaction {compact_s:.2f} s (checkpoint {res.checkpoint_id}, "
               f"{sum(s.ranges for s in res.steps)} ranges, {sum(s.rows for s in res.steps)} rows)")

@@ -19,23 +19,15 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 import warnings
-from typing import Any, Callable
+from typing import Any
+
+from benchutil import best
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
-
-
-def best(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def _ensure_registered(spark: Any) -> None:

@@ -10,8 +10,6 @@ import json
 import os
 import platform
 import sys
-import time
-from typing import Callable
 
 try:
     import flinkstate.keygroups  # noqa: F401
@@ -22,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from benchutil import best
 from flinkstate.keygroups import assign_key_group, assign_key_groups
 
 GOAL_KEYS_PER_SECOND = 5_000_000
@@ -38,20 +37,11 @@ def _datasets(n: int, seed: int) -> dict[str, pa.Array]:
     }
 
 
-def _best(fn: Callable[[], object], repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def run(n: int, max_parallelism: int, loop_sample: int, repeat: int, seed: int) -> list[dict]:
     """Time both paths on each dataset and check they agree on the loop sample."""
     rows = []
     for name, arr in _datasets(n, seed).items():
-        vec_s = _best(lambda: assign_key_groups(arr, max_parallelism), repeat)
+        vec_s = best(lambda: assign_key_groups(arr, max_parallelism), repeat)
         m = min(loop_sample, n)
         sample = arr.slice(0, m)
         keys = sample.to_pylist()
@@ -61,7 +51,7 @@ def run(n: int, max_parallelism: int, loop_sample: int, repeat: int, seed: int) 
         def loop() -> None:
             loop_result[:] = [assign_key_group(k, max_parallelism, key_type) for k in keys]
 
-        loop_s = _best(loop, 1)
+        loop_s = best(loop, 1)
         if assign_key_groups(sample, max_parallelism).to_pylist() != loop_result:
             raise AssertionError(f"vectorised and scalar key groups differ for {name}")
         vec_rate = n / vec_s

@@ -22,22 +22,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (imported before timing: the decoder uses it)
-import pyarrow.parquet as pq
 
+from benchutil import parquet_read_seconds
 from flinkstate.flink import read_keyed_state, read_metadata
-
-
-def _parquet_read(tables: dict[str, object], tmp: Path, compression: str) -> float:
-    """Write every table to Parquet, then time reading them all back."""
-    paths = []
-    for i, table in enumerate(tables.values()):
-        p = tmp / f"{compression}-{i}.parquet"
-        pq.write_table(table, p, compression=compression)
-        paths.append(p)
-    t = time.process_time()
-    for p in paths:
-        pq.read_table(p)
-    return time.process_time() - t
 
 
 def main(path: str) -> None:
@@ -60,7 +47,7 @@ def main(path: str) -> None:
             total_dt += dt
             print(f"{op.label}: {n} entries decoded in {dt:.2f} s CPU ({wall:.2f} s wall) = {n / dt:,.0f} entries/s")
             for codec in ("none", "snappy"):
-                pt = _parquet_read(tables, Path(tmp), codec)
+                pt = parquet_read_seconds(tables, Path(tmp), codec)
                 print(f"  pyarrow pq.read_table, same rows ({codec}): {pt:.3f} s = {n / pt:,.0f} entries/s")
     if total_dt:
         print(f"all keyed operators: {total_n} entries in {total_dt:.2f} s = {total_n / total_dt:,.0f} entries/s")

@@ -28,6 +28,7 @@ import pyarrow.compute  # noqa: F401  (imported before timing: the decoder uses 
 import pyarrow.parquet as pq
 
 import flinkstate
+from benchutil import parquet_read_seconds
 from flinkstate.flink import read_keyed_state, read_metadata
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,19 +55,6 @@ def decode(path: str) -> tuple[dict[str, pa.Table], float, float]:
     return tables, time.process_time() - t, time.perf_counter() - w
 
 
-def parquet_read(tables: dict[str, pa.Table], tmp: Path, compression: str) -> float:
-    """Write the tables to Parquet, then CPU seconds to read them all back."""
-    paths = []
-    for i, table in enumerate(tables.values()):
-        p = tmp / f"{compression}-{i}.parquet"
-        pq.write_table(table, p, compression=compression)
-        paths.append(p)
-    t = time.process_time()
-    for p in paths:
-        pq.read_table(p)
-    return time.process_time() - t
-
-
 def lookup_bytes(path: str) -> tuple[int, int]:
     """(bytes read by a one-key lookup of long-keyed/count, bytes of long-keyed's keyed files)."""
     src = flinkstate.open(path)
@@ -91,7 +79,7 @@ def main() -> None:
     rows = [("decode a Flink canonical savepoint (flinkstate)", cpu, f"{wall:.2f} wall")]
     with tempfile.TemporaryDirectory() as tmp:
         for codec in ("none", "snappy"):
-            rows.append((f"pyarrow pq.read_table, same rows ({codec})", parquet_read(tables, Path(tmp), codec), "CPU"))
+            rows.append((f"pyarrow pq.read_table, same rows ({codec})", parquet_read_seconds(tables, Path(tmp), codec), "CPU"))
         if args.restore:
             w = time.perf_counter()
             lines = _harness().restore_and_dump(Path(args.savepoint), Path(tmp) / "dump.jsonl")
