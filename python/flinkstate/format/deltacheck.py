@@ -13,7 +13,7 @@ import json
 import os
 import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -23,7 +23,8 @@ from flinkstate.errors import CorruptFileError
 if TYPE_CHECKING:
     from flinkstate.io import FileIO
 
-__all__ = ["check_table_files", "delta_log_error", "log_listing", "remove_table_file", "table_file_error"]
+__all__ = ["check_table_files", "delta_log_error", "is_checkpoint", "log_listing", "newest_checkpoint", "remove_table_file",
+           "table_file_error"]
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet$")
@@ -136,13 +137,24 @@ def _probe_local_log(path: str) -> dict[str, tuple[int, str]] | None:
     return out
 
 
+def is_checkpoint(name: str) -> bool:
+    """True for a Delta checkpoint file name in `_delta_log` (single or multi-part)."""
+    return name.endswith(".parquet") and _CHECKPOINT.match(name) is not None
+
+
+def newest_checkpoint(names: Iterable[str]) -> str:
+    """The zero-padded version of the newest Delta checkpoint among `_delta_log` names ("" when none): every
+    entry named below it (`name < newest_checkpoint(...)`) is one a load no longer reads."""
+    return max((n[:20] for n in names if is_checkpoint(n)), default="")
+
+
 def _list_local_log(path: str) -> dict[str, tuple[int, str]]:
     """Every entry of a local `_delta_log`; those before the newest checkpoint are named with a zero size."""
     try:
         names = os.listdir(path)
     except (FileNotFoundError, NotADirectoryError):
         return {}
-    last = max((n[:20] for n in names if n.endswith(".parquet") and _CHECKPOINT.match(n)), default="")
+    last = newest_checkpoint(names)
     out: dict[str, tuple[int, str]] = {n: (-1, "") for n in names if n < last}
     for n in names:
         if n >= last and (stamp := _stamp(os.path.join(path, n))) is not None:

@@ -23,7 +23,15 @@ import pyarrow.compute as pc
 
 from flinkstate.errors import CommitConflictError, CorruptFileError
 from flinkstate.format import constants as C
-from flinkstate.format.deltacheck import check_table_files, delta_log_error, log_listing, remove_table_file, table_file_error
+from flinkstate.format.deltacheck import (
+    check_table_files,
+    delta_log_error,
+    is_checkpoint,
+    log_listing,
+    newest_checkpoint,
+    remove_table_file,
+    table_file_error,
+)
 from flinkstate.format.deltamaint import housekeep, new_table_properties, no_hooks, vacuum_candidates
 from flinkstate.format.logrows import as_table_schema, conform_rows, parse_metadata
 from flinkstate.format.datafile import FileEntry
@@ -165,10 +173,9 @@ def _parse_log_file(base: str, path: str, rows: pa.Table, log_url: str) -> tuple
 def _only_new_commits(seen: dict[str, tuple[int, str]], listing: dict[str, tuple[int, str]]) -> bool:
     """True when a `_delta_log` listing only adds commits (and checkpoints) to what a kept table has read, and
     drops only entries before its newest checkpoint (Delta's expired-log cleanup)."""
-    last = max((n[:20] for n in listing if n.endswith(".parquet") and ".checkpoint" in n), default="")
+    last = newest_checkpoint(listing)
     return all(n < last or listing.get(n) == v for n, v in seen.items()) and all(
-        n in seen or n < last or (n.endswith(".json") and n[:-5].isdigit()) or (n.endswith(".parquet") and ".checkpoint" in n)
-        for n in listing)
+        n in seen or n < last or (n.endswith(".json") and n[:-5].isdigit()) or is_checkpoint(n) for n in listing)
 
 
 def _check_protocol(io: FileIO, rel: str, table: Any) -> None:
