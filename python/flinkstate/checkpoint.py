@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +24,7 @@ from flinkstate.descriptors import (
     TimerServiceDescriptor,
     descriptor_from_dict,
 )
-from flinkstate.errors import InvalidArgumentError, StateNotFoundError
+from flinkstate.errors import CheckpointNotFoundError, CorruptFileError, InvalidArgumentError, StateNotFoundError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import (
     FileEntry,
@@ -170,6 +171,11 @@ class StateScanTask(KeyedTask):
     flatten: bool = True
     columns: list[str] | None = None
     raw: bool = False
+    origin: tuple[int, str] | None = None  # (checkpoint id, attempt id) read: a missing file is re-checked against the log
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        with _rechecked(self.io, self.origin):
+            yield from super().to_batches()
 
     def stored_rows(self) -> pa.Table | None:
         """The merged stored rows of the range (newest full + later deltas, newest wins), None when no file has any."""
@@ -218,7 +224,8 @@ class StateScan(Scan):
         for lo, hi in plan_ranges(entries, ck.max_parallelism, self.key_groups, target_rows):
             kgs = None if self.key_groups is None else sorted(k for k in self.key_groups if lo <= k <= hi)
             tasks.append(StateScanTask(ck.io, d, [e for e in entries if overlaps(e, lo, hi)], (lo, hi), ck.max_parallelism,
-                                       self.reference_ms, kgs, self.keys, self.include_expired, self.flatten, self.columns, self.raw))
+                                       self.reference_ms, kgs, self.keys, self.include_expired, self.flatten, self.columns, self.raw,
+                                       ck.origin))
         return tasks
 
 
@@ -273,6 +280,11 @@ class TimerScanTask(TimerTask):
     keys: list[Any] | None = None
     timestamp_filter: Any = None
     service_columns: bool = False
+    origin: tuple[int, str] | None = None  # (checkpoint id, attempt id) read: a missing file is re-checked against the log
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        with _rechecked(self.io, self.origin):
+            yield from super().to_batches()
 
     def service_rows(self) -> Iterator[tuple[TimerServiceDescriptor, pa.Table]]:
         import pyarrow.dataset as ds
@@ -320,7 +332,7 @@ class TimerScan(Scan):
         for lo, hi in plan_ranges(entries, ck.max_parallelism, self.key_groups, target_rows):
             kgs = None if self.key_groups is None else sorted(k for k in self.key_groups if lo <= k <= hi)
             tasks.append(TimerScanTask(ck.io, sd, [e for e in entries if overlaps(e, lo, hi)], (lo, hi), ck.max_parallelism, kgs,
-                                       self.keys, self.timestamp_filter, self.service_columns))
+                                       self.keys, self.timestamp_filter, self.service_columns, ck.origin))
         return tasks
 
 
@@ -334,6 +346,7 @@ class FilesScanTask(ScanTask):
     out_schema: pa.Schema
     descriptor: dict[str, Any] | None = None
     key_group_range: tuple[int, int] = (0, 0)
+    origin: tuple[int, str] | None = None  # (checkpoint id, attempt id) read: a missing file is re-checked against the log
 
     @property
     def schema(self) -> pa.Schema:
@@ -341,10 +354,28 @@ class FilesScanTask(ScanTask):
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         desc = None if self.descriptor is None else OperatorStateDescriptor.from_dict(self.descriptor)
-        for e in self.entries:
-            t = read_data_file(self.io, e, descriptor=desc)
-            if t.num_rows:
-                yield from _conform(t, self.out_schema).to_batches()
+        with _rechecked(self.io, self.origin):
+            for e in self.entries:
+                t = read_data_file(self.io, e, descriptor=desc)
+                if t.num_rows:
+                    yield from _conform(t, self.out_schema).to_batches()
+
+
+@contextmanager
+def _rechecked(io: FileIO, origin: tuple[int, str] | None) -> Iterator[None]:
+    """A damaged or missing file of a checkpoint that a fresh read of the log no longer retains (discarded and collected
+    by another writer while it was read) is CheckpointNotFoundError, not damage."""
+    try:
+        yield
+    except CorruptFileError as e:
+        if origin is None:
+            raise
+        from flinkstate.format.manifest import DeltaCatalog
+
+        cid, attempt = origin
+        if any(r.checkpoint_id == cid and r.attempt_id == attempt and r.status == C.STATUS_COMPLETED for r in DeltaCatalog(io).records()):
+            raise
+        raise CheckpointNotFoundError(f"checkpoint {cid} was discarded at {io.root} while it was being read ({e})") from e
 
 
 @dataclass
@@ -370,6 +401,7 @@ class StoreCheckpoint(Checkpoint):
     record: LogRecord
     metadata: CheckpointMetadata
     entries: tuple[FileEntry, ...] = field(default=())
+    committed: bool = True  # False for a writer's view of the checkpoint it is building (maintenance.writer_view)
 
     # ---- figures (as CheckpointInfo has them)
     @property
@@ -433,6 +465,11 @@ class StoreCheckpoint(Checkpoint):
         """JSON-able figures (as CheckpointInfo.to_dict)."""
         return self.info.to_dict()
 
+    @property
+    def origin(self) -> tuple[int, str] | None:
+        """(checkpoint id, attempt id) of a committed checkpoint (None for a writer's view): what its tasks re-check."""
+        return (self.record.checkpoint_id, self.record.attempt_id) if self.committed else None
+
     # ---- lookups
     @property
     def operators(self) -> dict[str, OperatorMetadata]:
@@ -470,12 +507,13 @@ class StoreCheckpoint(Checkpoint):
     def scan_operator_state(self, operator: str, name: str) -> FilesScan:
         desc = self.operator_state_descriptor(operator, name)
         return FilesScan(FilesScanTask(self.io, self.state_files(operator, name, Scope.OPERATOR), operator_state_schema(desc),
-                                       desc.to_dict()))
+                                       desc.to_dict(), origin=self.origin))
 
     def scan_coordinator(self, operator: str) -> FilesScan:
         if not self.operator(operator).has_coordinator:
             raise StateNotFoundError(f"operator {operator!r} has no coordinator state in checkpoint {self.checkpoint_id}")
-        return FilesScan(FilesScanTask(self.io, self.state_files(operator, None, Scope.COORDINATOR), coordinator_schema()))
+        return FilesScan(FilesScanTask(self.io, self.state_files(operator, None, Scope.COORDINATOR), coordinator_schema(),
+                                       origin=self.origin))
 
     @property
     def inspect(self) -> Any:

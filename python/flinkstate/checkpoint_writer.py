@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 
 from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor, same_schema, validate_name
-from flinkstate.errors import CommitConflictError, InvalidArgumentError, OperatorNotFoundError, SchemaMismatchError, StateNotFoundError
+from flinkstate.errors import (
+    CheckpointNotFoundError,
+    CommitConflictError,
+    CorruptFileError,
+    InvalidArgumentError,
+    OperatorNotFoundError,
+    SchemaMismatchError,
+    StateNotFoundError,
+)
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
 from flinkstate.format.filekind import FileKind
@@ -31,6 +39,7 @@ from flinkstate.keygroups import UPPER_BOUND_MAX_PARALLELISM, default_max_parall
 from flinkstate.metadata import CheckpointInfo, CheckpointMetadata, OperatorMetadata
 
 if TYPE_CHECKING:
+    from flinkstate.format.logrows import Collection
     from flinkstate.store import CheckpointStore
 
 __all__ = ["CheckpointWriter"]
@@ -85,8 +94,6 @@ class CheckpointWriter:
         else:
             base_rec = store.record(int(base))
         if base_rec is not None and base_rec.damage:  # never build on a checkpoint whose operators are unknown
-            from flinkstate.errors import CorruptFileError
-
             raise CorruptFileError(f"{base_rec.damage}; pass base=<an intact checkpoint id> or discard it; nothing was written")
         self.base = base_rec
         used = {r.checkpoint_id for r in all_records}
@@ -114,10 +121,17 @@ class CheckpointWriter:
         self._kept: set[str] = set()
         self._done = False
         track_writer(self)  # from here on garbage collection keeps the base and every file referenced
+        self._base_paths: frozenset[str] = frozenset()
         if base_rec is not None:
             self.operators = {u: o.copy() for u, o in CheckpointMetadata.decode_operators(base_rec.metadata).items()}
             self.properties = dict(base_rec.metadata.get("properties", {}))
-            self._entries = list(store.manifest_of(base_rec))  # never a partial list: a base pruned meanwhile is an error
+            try:
+                self._entries = list(store.manifest_of(base_rec))  # never a partial list: a base pruned meanwhile is an error
+            except CheckpointNotFoundError as e:
+                self._release()
+                raise CommitConflictError(f"checkpoint {checkpoint_id}: its base checkpoint {base_rec.checkpoint_id} was discarded "
+                                          f"by a concurrent writer while this write began at {store.root}; begin again") from e
+            self._base_paths = frozenset(e.path for e in self._entries)
         self._renamed_from: dict[str, str] = {}  # new uid -> uid in the base checkpoint
         self._seq = 0
 
@@ -430,11 +444,15 @@ class CheckpointWriter:
                     )
             self._drop_shadowed()
             new = set(self._new_paths)
-            check_carried_files(self.io, self.checkpoint_id, [e for e in self._entries if e.path not in new])
-            if self.kind == C.SAVEPOINT:
-                self._own_files()
-            else:
-                self._release_savepoint_files()
+            try:
+                check_carried_files(self.io, self.checkpoint_id, [e for e in self._entries if e.path not in new])
+                if self.kind == C.SAVEPOINT:
+                    self._own_files()
+                else:
+                    self._release_savepoint_files()
+            except CorruptFileError as e:
+                self._conflict_if_collected(self.store.catalog.log_version(), e)  # damage only if no collection explains it
+                raise
             catalog = self.store.catalog
             catalog.append_manifest(self.checkpoint_id, self.attempt_id, self._entries)
             now = dt.datetime.now(dt.timezone.utc)
@@ -483,7 +501,35 @@ class CheckpointWriter:
                 raise CommitConflictError(
                     f"checkpoint {self.checkpoint_id}: checkpoint {r.checkpoint_id} completed first at {self.store.root} "
                     "and subsumes this pending checkpoint")
+        self._conflict_if_collected(version)
         return True
+
+    def _conflict_if_collected(self, version: int | None, cause: BaseException | None = None) -> None:
+        """CommitConflictError when a garbage collection announced after this write was planned may delete a file
+        it references (FORMAT.md section 14): its base discarded, a reused file, its own savepoint folder."""
+        for c in self.store.catalog.collections(version):
+            if c.planned_version < self.planned_version:
+                continue  # announced before this write was planned: its plan saw everything this write carries
+            why = self._collected_by(c)
+            if why is not None:
+                raise CommitConflictError(
+                    f"{self.kind} {self.checkpoint_id}: a garbage collection at {self.store.root} (log version {c.planned_version + 1}, "
+                    f"after this write was planned at {self.planned_version}) may delete {why}; nothing of this attempt is visible, "
+                    "begin again") from cause
+
+    def _collected_by(self, c: Collection) -> str | None:
+        """What of this write a collection may delete (None: nothing)."""
+        if self.checkpoint_id not in c.protected and self.checkpoint_id <= (c.latest if self.kind == C.SAVEPOINT else c.line):
+            return f"the files written for {self.kind} {self.checkpoint_id} (id at or below the newest at that version)"
+        new = set(self._new_paths)
+        carried = [e for e in self._entries if e.path not in new]
+        if self.base is not None and self.base.checkpoint_id not in c.protected and any(e.path in self._base_paths for e in carried):
+            return f"files of its base checkpoint {self.base.checkpoint_id}, which was discarded"
+        reused = [e for e in carried if e.path not in self._base_paths and e.created_by_checkpoint_id <= c.line
+                  and e.path not in c.kept_paths]
+        if reused:
+            return f"{self.io.url(reused[0].path)}, a file of an earlier attempt it reuses"
+        return None
 
     def _drop_shadowed(self) -> None:
         """Stop referencing files every key group of which a newer full file replaces."""
@@ -515,9 +561,17 @@ class CheckpointWriter:
             rel = e.path.split("/", 2)[2]  # <operator>/<sub>/<file> below savepoints/sp-N/
             new = f"{C.SHARED_DIR}/{rel.rsplit('/', 1)[0]}/{_owned_name(rel, self.checkpoint_id)}"
             self._new_paths.append(new)  # tracked before the copy: GC leaves it, abort deletes it
-            self.io.copy(e.path, new)
+            self._copy(e, new)
             owned.append(_replace(e, path=new))
         self._entries = owned
+
+    def _copy(self, e: FileEntry, new: str) -> None:
+        """Copy a carried file; CorruptFileError naming it when it is gone."""
+        try:
+            self.io.copy(e.path, new)
+        except FileNotFoundError as err:
+            raise CorruptFileError(f"checkpoint {self.checkpoint_id} would carry over damaged files of its base: {self.io.url(e.path)} "
+                                   f"(written by checkpoint {e.created_by_checkpoint_id}) is missing; nothing was committed") from err
 
     def _own_files(self) -> None:
         """Copy every carried-over file into the savepoint's folder (self-contained)."""
@@ -528,19 +582,22 @@ class CheckpointWriter:
                 owned.append(e)
                 continue
             rel = e.path.split("/", 1)[1] if e.path.startswith(C.SHARED_DIR + "/") else e.path.split("/", 2)[2]
-            new = base + rel
-            self.io.copy(e.path, new)
-            self._new_paths.append(new)
+            # a fresh suffix: another attempt of this savepoint id copying the same file must not write (or delete) this copy
+            new = f"{base}{rel.rsplit('/', 1)[0]}/{_owned_name(rel, None)}"
+            self._new_paths.append(new)  # tracked before the copy: abort deletes it
+            self._copy(e, new)
             owned.append(_replace(e, path=new))
         self._entries = owned
 
 
-def _owned_name(path: str, checkpoint_id: int) -> str:
-    """A fresh name for a copy of `path` created by `checkpoint_id` (same folder layout, new id and suffix)."""
+def _owned_name(path: str, checkpoint_id: int | None) -> str:
+    """A fresh name for a copy of `path`: a new random suffix, and the id of `checkpoint_id` when given (it created it)."""
     import re
     import uuid as _uuid
 
-    name = re.sub(r"^\d{10}-", f"{checkpoint_id:010d}-", path.rsplit("/", 1)[-1])
+    name = path.rsplit("/", 1)[-1]
+    if checkpoint_id is not None:
+        name = re.sub(r"^\d{10}-", f"{checkpoint_id:010d}-", name)
     return re.sub(r"-[0-9a-f]+\.parquet$", f"-{_uuid.uuid4().hex[:12]}.parquet", name)
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "CommitConflictError",
     "KeyGroupOutOfRangeError",
     "ReadOnlyStoreError",
+    "StorageError",
     "WorkerPythonError",
     "DuplicateKeyError",
 ]
@@ -60,6 +61,11 @@ class KeyGroupOutOfRangeError(FlinkStateError, ValueError):
 
 class ReadOnlyStoreError(FlinkStateError, PermissionError):
     """The store cannot be written (read-only filesystem, permissions, bucket policy): nothing was changed."""
+
+
+class StorageError(FlinkStateError, OSError):
+    """Reading or writing the store failed for a reason that is neither damage nor a conflict (I/O, network, the Delta
+    library): the table or file and the Delta version are named; a commit that failed this way made nothing visible."""
 
 
 class WorkerPythonError(FlinkStateError, RuntimeError):

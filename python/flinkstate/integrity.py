@@ -38,9 +38,20 @@ def root_data(io: FileIO) -> list[str]:
     """What the root holds besides two freshly created, empty tables (empty list: a new root)."""
     found = [d + "/" for d in (C.SHARED_DIR, C.SAVEPOINTS_DIR) if io.list_files(d)]
     for rel in (C.LOG_TABLE, C.MANIFEST_TABLE):
-        if [p for p in io.list_files(rel) if p != f"{rel}/{_FIRST_COMMIT}"]:
+        if any(_table_content(p[len(rel) + 1:]) for p in io.list_files(rel)):
             found.append(rel)
     return found
+
+
+def _table_content(name: str) -> bool:
+    """True for a file of a Delta table that only a table in use holds: a data file, a Delta checkpoint or a commit
+    after the creating one (not the creating commit, nor the temporary file of a commit being written)."""
+    base = posixpath.basename(name)
+    if base.startswith(("_", ".")):
+        return False  # `_commit_<uuid>.json.tmp` of a commit (the creation too) in progress, `_last_checkpoint`
+    if not name.startswith("_delta_log/"):
+        return True
+    return name != _FIRST_COMMIT and (base.endswith(".json") or base.endswith(".parquet"))
 
 
 def missing_table_error(io: FileIO, rel: str) -> CorruptFileError | None:

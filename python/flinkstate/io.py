@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import os
 import posixpath
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from flinkstate.errors import InvalidArgumentError
+
+_T = TypeVar("_T")
 
 __all__ = ["FileIO", "normalize_root", "DELTA_LOCATION", "S3_ENDPOINT", "S3_KEY", "S3_SECRET", "S3_REGION", "S3_TOKEN"]
 
@@ -126,8 +129,22 @@ class FileIO:
         """Open a file; for writing, parent directories are created."""
         path = self.fs_path(rel)
         if "w" in mode and self.scheme == "file":
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            return self._in_folder(path, lambda: self.fs.open(path, mode))
         return self.fs.open(path, mode)
+
+    def _in_folder(self, path: str, act: Callable[[], _T]) -> _T:
+        """Create a local file's folder and act; again when another process's clean-up (`remove_empty_dirs`) removed
+        the folder, still empty, in between."""
+        folder = os.path.dirname(path)
+        for _ in range(5):
+            try:
+                os.makedirs(folder, exist_ok=True)  # (raises too when a parent it just made is removed before the next level)
+                return act()
+            except FileNotFoundError:
+                if os.path.isdir(folder):
+                    raise
+        os.makedirs(folder, exist_ok=True)
+        return act()
 
     def read_bytes(self, rel: str, offset: int = 0, length: int | None = None) -> bytes:
         """Bytes [offset, offset+length) of a file (to its end when length is None): ranged reads on object stores; counted."""
@@ -164,7 +181,10 @@ class FileIO:
         path = self.fs_path(rel)
         if not self.fs.exists(path):
             return False
-        self.fs.rm(path)
+        try:
+            self.fs.rm(path)
+        except FileNotFoundError:
+            return False  # another process deleted it first
         return True
 
     def remove_empty_dirs(self, rel_dir: str) -> None:
@@ -184,7 +204,10 @@ class FileIO:
         """Copy one file inside the root."""
         src, dst = self.fs_path(src_rel), self.fs_path(dst_rel)
         if self.scheme == "file":
-            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            if not os.path.exists(src):
+                raise FileNotFoundError(f"{self.url(src_rel)} does not exist")
+            self._in_folder(dst, lambda: self.fs.copy(src, dst))
+            return
         self.fs.copy(src, dst)
 
     def list_files(self, rel_dir: str) -> list[str]:

@@ -195,7 +195,8 @@ def writer_view(w: CheckpointWriter) -> StoreCheckpoint:
     info = CheckpointInfo(checkpoint_id=w.checkpoint_id, kind=w.kind, status=C.STATUS_COMPLETED, created_at=created,
                           max_parallelism=w.max_parallelism, files=len(entries), rows=0, bytes=rec.bytes,
                           base_checkpoint_id=rec.base_checkpoint_id, format_version=C.FORMAT_VERSION)
-    return StoreCheckpoint(w.io, rec, CheckpointMetadata(info=info, operators=dict(w.operators), properties=dict(w.properties)), entries)
+    return StoreCheckpoint(w.io, rec, CheckpointMetadata(info=info, operators=dict(w.operators), properties=dict(w.properties)), entries,
+                           committed=False)
 
 
 def _targets(ck: StoreCheckpoint, operator: str | None, state: str | None, ttl_only: bool) -> list[tuple[str, str, str]]:

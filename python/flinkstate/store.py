@@ -206,6 +206,9 @@ class CheckpointStore(ReadApi):
 
     def discard(self, checkpoint_ids: list[int]) -> list[str]:
         """Discard checkpoints (not savepoints) and delete shared files no retained checkpoint uses."""
+        if (isinstance(checkpoint_ids, (str, bytes)) or not isinstance(checkpoint_ids, (list, tuple))
+                or any(isinstance(c, bool) or not isinstance(c, int) for c in checkpoint_ids)):
+            raise InvalidArgumentError(f"checkpoint_ids must be a list of checkpoint ids (integers), got {checkpoint_ids!r}")
         _refuse_gc_if_damaged(self)
         from flinkstate.registry import discard_checkpoints
 
@@ -223,8 +226,15 @@ class CheckpointStore(ReadApi):
         garbage; returns the deleted paths."""
         if isinstance(num_retained, bool) or not isinstance(num_retained, int) or num_retained < 1:
             raise InvalidArgumentError(f"num_retained must be an int >= 1, got {num_retained!r}")
-        cps = [c.checkpoint_id for c in self.checkpoints() if c.kind == C.CHECKPOINT]
-        return self.discard(cps[:-num_retained] if len(cps) > num_retained else [])
+
+        def beyond(retained: list[LogRecord]) -> list[int]:  # chosen at the log version the discard is planned on
+            cps = [r.checkpoint_id for r in retained if r.kind == C.CHECKPOINT]
+            return cps[:-num_retained] if len(cps) > num_retained else []
+
+        _refuse_gc_if_damaged(self)
+        from flinkstate.registry import discard_checkpoints
+
+        return discard_checkpoints(self, beyond)
 
     def compact(self, operator: str | None = None, state: str | None = None, *, policy: CompactionPolicy | None = None,
                 progress: Progress | None = None, run: Runner | None = None) -> MaintenanceResult:

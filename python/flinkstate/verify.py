@@ -87,7 +87,41 @@ def verify_store(store: CheckpointStore, checkpoint_id: int | None = None) -> Ve
         problem = _check_file(store, entry, desc, mp)
         if problem is not None:
             report.damaged.append(Damage(store.io.url(path), tuple(users[path]), problem))
+    if checkpoint_id is None:
+        report.damaged += _lost_log_commits(store)
     return report
+
+
+def _lost_log_commits(store: CheckpointStore) -> list[Damage]:
+    """Checkpoints whose COMPLETED row sits in a log data file no log version references while their own data files
+    are there: the `_delta_log` commit that recorded them is gone (or the writer was killed in the instant between
+    writing the row and committing it). A writer that lost a commit race deleted its files, so it is not reported."""
+    import pyarrow.compute as pc
+
+    catalog = store.catalog
+    in_log = {(r.checkpoint_id, r.attempt_id) for r in catalog.records()}
+    out = []
+    manifest = None
+    for path, rows in catalog.unreferenced_rows(C.LOG_TABLE):
+        for r in rows.filter(pc.equal(rows.column("event"), C.EVENT_COMPLETED)).to_pylist():
+            if (r["checkpoint_id"], r["attempt_id"]) in in_log:
+                continue  # a lost race of a commit that then landed, or a compacted copy
+            if manifest is None:
+                manifest = catalog.manifest_table().select(["attempt_id", "path", "created_by_checkpoint_id"])
+            own = manifest.filter(pc.and_(pc.equal(manifest.column("attempt_id"), r["attempt_id"]),
+                                          pc.equal(manifest.column("created_by_checkpoint_id"), r["checkpoint_id"])))
+            present = [p for p in own.column("path").to_pylist() if store.io.exists(p)]
+            if not present:
+                continue
+            url = store.io.url(f"{C.LOG_TABLE}/{path}")
+            out.append(Damage(url, (int(r["checkpoint_id"]),), (
+                f"{r['kind']} {r['checkpoint_id']} (attempt {r['attempt_id']}) completed in the log data file {url}, which no "
+                f"version of the log {store.io.url(C.LOG_TABLE)} references, and its {len(present)} data files are there "
+                f"(e.g. {store.io.url(present[0])}): the _delta_log commit file that recorded it is missing (deleted or rolled "
+                "back), or its writer was killed between writing that file and committing it. Restore the commit file from a "
+                "copy of the root before writing here: a new checkpoint would take its id and garbage collection would delete "
+                "its files")))
+    return out
 
 
 def _check_file(store: CheckpointStore, entry: FileEntry, desc: Any, max_parallelism: int) -> str | None:

@@ -397,7 +397,11 @@ def test_orphans_of_killed_attempts_are_collected(store: fs.CheckpointStore) -> 
     assert store.collect_orphans(dt.timedelta(0)) == log_orphans
     assert not store.io.exists(log_orphans[0])
     after = {p for rel in (C.LOG_TABLE, C.MANIFEST_TABLE) for p in store.io.list_files(rel) if "_delta_log" not in p}
-    assert after == referenced - set(log_orphans)
+    log = DeltaTable(store.io.delta_uri(C.LOG_TABLE), storage_options=store.io.delta_storage_options())
+    now_in_log = {f"{C.LOG_TABLE}/{p}" for p in pa.table(log.get_add_actions(flatten=True)).column("path").to_pylist()}
+    assert referenced - after == set(log_orphans)  # exactly the orphan went
+    assert after - referenced <= now_in_log  # what is new: the log commit announcing the collection of the killed savepoint
+    assert [e["event"] for e in store.catalog.log_events().to_pylist()].count(C.EVENT_COLLECTING) == 1
     assert {c.checkpoint_id: store.read_state("sessions", "count", c.checkpoint_id).to_pylist() for c in store.checkpoints()} == views
     assert store.checkpoint(3).kind == "savepoint" and store.files(3)
 

@@ -486,7 +486,7 @@ def test_every_log_row_and_metadata_document_matches_the_schemas(gc_job: dict[st
     root = gc_job["root"]  # checkpoints 1, 2, 3 discarded (not the savepoint): DISCARDED rows
     rows = _delta_rows(root, C.LOG_TABLE)
     events = {(r["event"], r["kind"]) for r in rows}
-    assert events == {("COMPLETED", "checkpoint"), ("COMPLETED", "savepoint"), ("DISCARDED", "checkpoint")}
+    assert events == {("COMPLETED", "checkpoint"), ("COMPLETED", "savepoint"), ("DISCARDED", "checkpoint"), ("COLLECTING", "checkpoint")}
     discarded = {r["checkpoint_id"] for r in rows if r["event"] == C.EVENT_DISCARDED}
     manifest_ids = {e["checkpoint_id"] for e in _delta_rows(root, C.MANIFEST_TABLE)}
     attempts = {(e["checkpoint_id"], e["attempt_id"]) for e in _delta_rows(root, C.MANIFEST_TABLE)}
@@ -496,6 +496,12 @@ def test_every_log_row_and_metadata_document_matches_the_schemas(gc_job: dict[st
     for r in rows:
         doc = _log_json(r)
         assert_valid("log-row", doc)
+        if r["event"] == C.EVENT_COLLECTING:  # what the collection may delete, announced before it deleted anything
+            collection = json.loads(r["metadata"])
+            errors = list(jsonschema.Draft202012Validator(SCHEMAS["log-row"]["$defs"]["collection"]).iter_errors(collection))
+            assert not errors, errors[:3]
+            assert collection["latest"] == r["checkpoint_id"] and r["files"] > 0
+            assert set(collection["protected"]) >= {x["checkpoint_id"] for x in kept}
         if r["event"] == C.EVENT_COMPLETED and (r["checkpoint_id"], r["attempt_id"]) in attempts:  # rows: all or none
             meta = json.loads(r["metadata"])
             assert_valid("checkpoint-metadata", meta)
@@ -503,7 +509,7 @@ def test_every_log_row_and_metadata_document_matches_the_schemas(gc_job: dict[st
             files = [e for e in _delta_rows(root, C.MANIFEST_TABLE) if (e["checkpoint_id"], e["attempt_id"]) == (r["checkpoint_id"], r["attempt_id"])]
             assert r["bytes"] == sum(e["bytes"] for e in files)
             assert r["rows"] == sum(e["rows"] for e in files if e["kind"] not in C.DELTA_KINDS)
-    meta = json.loads(next(r["metadata"] for r in rows if r["checkpoint_id"] == 5))
+    meta = json.loads(next(r["metadata"] for r in rows if r["checkpoint_id"] == 5 and r["event"] == C.EVENT_COMPLETED))
     ops = meta["operators"]
     assert set(ops) == {"sessions", "source"} and ops["source"]["has_coordinator"] and meta["properties"] == {"job": "schema-tests"}
     assert {d["kind"] for d in ops["sessions"]["keyed_states"]} == {"value", "list", "map", "reducing", "aggregating"}

@@ -44,6 +44,8 @@ CHECKPOINT = "checkpoint"
 SAVEPOINT = "savepoint"
 EVENT_COMPLETED = "COMPLETED"
 EVENT_DISCARDED = "DISCARDED"
+# a garbage collection's deletions, announced in the log before any file goes (FORMAT.md section 14)
+EVENT_COLLECTING = "COLLECTING"
 STATUS_COMPLETED = "completed"
 STATUS_DISCARDED = "discarded"
 

@@ -2,7 +2,8 @@
 
 Every HOUSEKEEPING_INTERVAL versions of a table, the process whose commit reaches it:
 - compacts the table's data files into one when it holds COMPACT_MIN_FILES or more (the log gets a
-  file per commit; the manifest's are pruned to the retained checkpoints by garbage collection),
+  file per commit; the manifest's are pruned to the retained checkpoints by garbage collection) by an overwrite
+  committed on the version it read (`compact`),
 - deletes the data files removed longer than `delta.deletedFileRetentionDuration` ago (Delta's VACUUM in
   lite mode), and writes a Delta checkpoint (a load reads it and only the commits after it); the removes
   the checkpoint drops as expired by its own clock are deleted too, so no removed file is forgotten,
@@ -20,7 +21,7 @@ from typing import Any
 
 __all__ = [
     "HOUSEKEEPING_INTERVAL", "COMPACT_MIN_FILES", "LOG_RETENTION_KEY", "DELETED_FILE_RETENTION_KEY", "DEFAULT_LOG_RETENTION",
-    "new_table_properties", "no_hooks", "housekeep", "vacuum_candidates",
+    "new_table_properties", "no_hooks", "only_on_read_version", "housekeep", "compact", "vacuum_candidates",
 ]
 
 # a table's housekeeping runs on the commit that makes its version a multiple of this
@@ -56,19 +57,27 @@ def no_hooks() -> Any:
     return PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 
 
-def housekeep(table: Any, remove: Callable[[str], object], reload: Callable[[], Any]) -> None:
+def only_on_read_version() -> Any:
+    """Commit properties of a rewrite (compaction, delete) that must land on the version it read or not at all."""
+    from deltalake import CommitProperties
+
+    return CommitProperties(max_commit_retries=0)
+
+
+def housekeep(table: Any, remove: Callable[[str], object], reload: Callable[[], Any], rows: Callable[[], Any]) -> None:
     """Compact, vacuum, checkpoint and clean a table whose version just reached a multiple of HOUSEKEEPING_INTERVAL.
 
     `table` is the DeltaTable the commit went through (at the new version); `remove` deletes one of its data
-    files (a path relative to the table); `reload` loads the table afresh. Best effort: each step is an
-    optimisation only, the table stays valid without it, and a concurrent writer's commit simply wins.
+    files (a path relative to the table); `reload` loads the table afresh; `rows` reads its rows at that version
+    (in its schema). Best effort: each step is an optimisation only, the table stays valid without it, and a
+    concurrent writer's commit simply wins.
     """
     if table.version() % HOUSEKEEPING_INTERVAL:
         return
     try:
         if table.get_add_actions().num_rows >= COMPACT_MIN_FILES:
-            # a commit of its own (a rewrite: no row changes); a writer planned on the version before rebases over it
-            table.optimize.compact(post_commithook_properties=no_hooks())
+            compact(table, rows())
+        listed = set(vacuum_candidates(table, dt.timedelta(0), full=False))  # every remove the log still holds
         listed = set(vacuum_candidates(table, dt.timedelta(0), full=False))  # every remove the log still holds
         expired = vacuum_candidates(table, None, full=False)
         for path in expired:
@@ -80,6 +89,19 @@ def housekeep(table: Any, remove: Callable[[str], object], reload: Callable[[], 
         table.cleanup_metadata()
     except _errors():
         return
+
+
+def compact(table: Any, rows: Any) -> None:
+    """Rewrite a table's rows as one data file, in one commit on the version they were read at or not at all.
+
+    A Delta overwrite, not delta-rs' OPTIMIZE: OPTIMIZE marks its removes as no data change, which delta-rs lets two
+    concurrent compactions of the same files both commit (every row then counted twice). An overwrite's removes
+    conflict with any concurrent commit; a writer planned on the version before rebases over it (its rows are kept).
+    """
+    from deltalake import write_deltalake
+
+    write_deltalake(table, rows, mode="overwrite", commit_properties=only_on_read_version(),
+                    post_commithook_properties=no_hooks())
 
 
 def vacuum_candidates(table: Any, retention: dt.timedelta | None, *, full: bool) -> list[str]:

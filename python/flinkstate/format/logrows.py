@@ -8,11 +8,42 @@ is reported for its checkpoint alone.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["parse_metadata", "conform_rows", "as_table_schema"]
+__all__ = ["Collection", "parse_metadata", "parse_collection", "conform_rows", "as_table_schema"]
+
+
+@dataclass(frozen=True)
+class Collection:
+    """A garbage collection as its COLLECTING log row announces it: what it may delete, planned at one log version.
+
+    A writer whose commit lands after it re-checks its files against it: the files of a checkpoint not in
+    `protected`, files whose last use is at or below `line` other than `kept_paths`, and folders of savepoint
+    attempts with ids at or below `latest` may be deleted by it.
+    """
+
+    attempt_id: str
+    planned_version: int  # the log version the collection was planned on (it committed at planned_version + 1)
+    line: int  # the newest checkpoint id (kind checkpoint) at that version
+    latest: int  # the newest id of any kind at that version
+    protected: frozenset[int]  # checkpoints whose files it keeps: retained after its discards, or pinned
+    kept_paths: frozenset[str]  # files pinned for reuse by pending snapshots of the collecting process
+
+
+def parse_collection(row: dict[str, Any]) -> Collection:
+    """The Collection a COLLECTING row describes (ValueError/KeyError/TypeError when its metadata is not one)."""
+    doc = json.loads(row["metadata"])
+    return Collection(
+        attempt_id=str(row["attempt_id"]),
+        planned_version=int(doc["planned_log_version"]),
+        line=int(doc["line"]),
+        latest=int(doc["latest"]),
+        protected=frozenset(int(c) for c in doc["protected"]),
+        kept_paths=frozenset(str(p) for p in doc["kept_paths"]),
+    )
 
 
 def parse_metadata(row: dict[str, Any], log_url: str) -> tuple[dict[str, Any], str | None]:

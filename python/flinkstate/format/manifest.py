@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flinkstate.errors import CommitConflictError, CorruptFileError
+from flinkstate.errors import CommitConflictError, CorruptFileError, FlinkStateError, StorageError
 from flinkstate.format import constants as C
 from flinkstate.format.deltacheck import (
     check_table_files,
@@ -32,8 +32,8 @@ from flinkstate.format.deltacheck import (
     remove_table_file,
     table_file_error,
 )
-from flinkstate.format.deltamaint import housekeep, new_table_properties, no_hooks, vacuum_candidates
-from flinkstate.format.logrows import as_table_schema, conform_rows, parse_metadata
+from flinkstate.format.deltamaint import housekeep, new_table_properties, no_hooks, only_on_read_version, vacuum_candidates
+from flinkstate.format.logrows import Collection, as_table_schema, conform_rows, parse_collection, parse_metadata
 from flinkstate.format.datafile import FileEntry
 from flinkstate.integrity import check_commit_file, missing_table_error, read_only_error
 from flinkstate.io import FileIO
@@ -276,7 +276,9 @@ class DeltaCatalog:
         if table is None:
             err = missing_table_error(self.io, rel)
             if err is not None:
-                raise err
+                table = self._table(rel, version)  # a concurrent first writer of a new root may have created it since
+                if table is None:
+                    raise err
         return table
 
     def _read(self, table: Any, rel: str, checkpoint_id: int | None = None, columns: list[str] | None = None) -> pa.Table:
@@ -337,7 +339,8 @@ class DeltaCatalog:
         from deltalake import DeltaTable
 
         housekeep(table, lambda path: remove_table_file(self.io, rel, path),
-                  lambda: DeltaTable(self._uri(rel), storage_options=self.io.delta_storage_options()))
+                  lambda: DeltaTable(self._uri(rel), storage_options=self.io.delta_storage_options()),
+                  lambda: as_table_schema(self._read(table, rel), table))
 
     def exists(self) -> bool:
         """True when the job root has a checkpoint log."""
@@ -372,11 +375,27 @@ class DeltaCatalog:
                     self._records.popitem(last=False)
         return list(cached)
 
-    def log_events(self) -> pa.Table:
-        """The raw log rows (checkpoint_id, attempt_id, event, files, bytes), for checks that must not trust parsing."""
-        t = self._existing(C.LOG_TABLE)
+    def log_events(self, version: int | None = None) -> pa.Table:
+        """The raw log rows (checkpoint_id, attempt_id, event, files, bytes) at a log version (default the newest),
+        for checks that must not trust parsing."""
+        t = self._existing(C.LOG_TABLE, version)
         cols = ["checkpoint_id", "attempt_id", "event", "files", "bytes"]
         return LOG_SCHEMA.empty_table().select(cols) if t is None else self._read(t, C.LOG_TABLE, columns=cols)
+
+    def collections(self, version: int | None = None) -> list[Collection]:
+        """The garbage collections the log announces (COLLECTING rows) at a log version (default the newest)."""
+        t = self._existing(C.LOG_TABLE, version)
+        if t is None:
+            return []
+        rows = self._read(t, C.LOG_TABLE, columns=["attempt_id", "event", "metadata"])
+        out = []
+        for r in rows.filter(pc.equal(rows.column("event"), C.EVENT_COLLECTING)).to_pylist():
+            try:
+                out.append(parse_collection(r))
+            except (KeyError, TypeError, ValueError) as e:
+                raise CorruptFileError(f"the checkpoint log {self.io.url(C.LOG_TABLE)} is damaged: the {C.EVENT_COLLECTING} row of "
+                                       f"garbage collection {r['attempt_id']} does not say what it deletes ({type(e).__name__}: {e})") from e
+        return out
 
     def check_files(self, rel: str) -> None:
         """CorruptFileError naming every data file the current version of a Delta table references
@@ -400,6 +419,21 @@ class DeltaCatalog:
             except _delta_errors() as e:
                 raise delta_log_error(self.io, rel, e) from e
         return [f"{rel}/{p}" for p in candidates if remove_table_file(self.io, rel, p)]
+
+    def unreferenced_rows(self, rel: str) -> list[tuple[str, pa.Table]]:
+        """(path relative to the table, rows) of each data file in a table's folder that its current version neither uses
+        nor removed: a write that lost a commit race, a writer killed before its commit, or a `_delta_log` commit file lost."""
+        with self._lock:
+            t = self._existing(rel)
+            if t is None:
+                return []
+            try:
+                every = set(vacuum_candidates(t, dt.timedelta(0), full=True))
+                removed = set(vacuum_candidates(t, dt.timedelta(0), full=False))
+            except _delta_errors() as e:
+                raise delta_log_error(self.io, rel, e) from e
+        base = self._uri(rel)
+        return [(p, self._data_file(rel, base, p)) for p in sorted(every - removed) if p.endswith(".parquet")]
 
     def manifest(self, checkpoint_id: int, attempt_id: str) -> list[FileEntry]:
         """The files a completed checkpoint uses."""
@@ -442,7 +476,7 @@ class DeltaCatalog:
                 return
             try:
                 table.delete(predicate="attempt_id IN (" + ", ".join(f"'{a}'" for a in ids) + ")",
-                             post_commithook_properties=no_hooks())
+                             post_commithook_properties=no_hooks(), commit_properties=only_on_read_version())
             except _delta_errors() as e:
                 denied = read_only_error(self.io, C.MANIFEST_TABLE, e)
                 if denied is not None:
@@ -458,7 +492,7 @@ class DeltaCatalog:
         missing = [t for t in tables if self._table(t[0]) is None]
         for rel, _, _ in missing:
             err = missing_table_error(self.io, rel)  # never recreate a table of a root that holds data
-            if err is not None:
+            if err is not None and self._table(rel) is None:  # (data written by the concurrent first writer that created it)
                 raise err
         for rel, schema, name in missing:
             try:
@@ -470,7 +504,8 @@ class DeltaCatalog:
                     description=f"{name} (flinkstate format v{C.FORMAT_VERSION})",
                     configuration=new_table_properties(),
                     storage_options=self.io.delta_storage_options(),
-                    commit_properties=CommitProperties(custom_metadata={C.DELTA_FORMAT_VERSION_KEY: str(C.FORMAT_VERSION)}),
+                    commit_properties=CommitProperties(custom_metadata={C.DELTA_FORMAT_VERSION_KEY: str(C.FORMAT_VERSION)},
+                                                       max_commit_retries=0),  # a lost creation race fails, never a second create commit
                 )
             except _delta_errors() as e:
                 if self._table(rel) is None:  # not a lost race: a real failure
@@ -486,19 +521,40 @@ class DeltaCatalog:
             cols["attempt_id"].append(attempt_id)
             for k in ("operator", "state", "kind", "path", "key_group_start", "key_group_end", "created_by_checkpoint_id", "seq", "rows", "bytes", "checksum"):
                 cols[k].append(getattr(e, k))
+        from deltalake.exceptions import CommitFailedError
+
+        failure: BaseException | None = None
         with self._lock:  # the kept table moves to the new version: no refresh of it in between
-            target = self._table(C.MANIFEST_TABLE)
-            table = as_table_schema(pa.table(cols, schema=MANIFEST_SCHEMA), target)
-            try:
-                write_deltalake(target if target is not None else self._uri(C.MANIFEST_TABLE), table, mode="append",
-                                storage_options=self.io.delta_storage_options(), post_commithook_properties=no_hooks())
-            except _delta_errors() as e:
-                denied = read_only_error(self.io, C.MANIFEST_TABLE, e)
-                if denied is None:
-                    raise
-                raise denied from e
-            if target is not None:
-                self._housekeep(C.MANIFEST_TABLE, target)
+            for _ in range(_MAX_REBASES):
+                target = self._table(C.MANIFEST_TABLE)
+                table = as_table_schema(pa.table(cols, schema=MANIFEST_SCHEMA), target)
+                try:
+                    write_deltalake(target if target is not None else self._uri(C.MANIFEST_TABLE), table, mode="append",
+                                    storage_options=self.io.delta_storage_options(), post_commithook_properties=no_hooks())
+                except CommitFailedError as e:  # a concurrent prune or compaction of the manifest: an append just goes again
+                    denied = read_only_error(self.io, C.MANIFEST_TABLE, e)
+                    if denied is not None:
+                        raise denied from e
+                    failure = e
+                    continue
+                except (*_delta_errors(), OSError) as e:
+                    raise self._write_error(C.MANIFEST_TABLE, target, f"checkpoint {checkpoint_id}", e) from e
+                if target is not None:
+                    self._housekeep(C.MANIFEST_TABLE, target)
+                return
+        raise CommitConflictError(f"checkpoint {checkpoint_id}: the manifest {self.io.url(C.MANIFEST_TABLE)} kept changing under "
+                                  f"concurrent commits ({_MAX_REBASES} tries); nothing of this attempt is visible") from failure
+
+    def _write_error(self, rel: str, table: Any, what: str, e: BaseException) -> FlinkStateError:
+        """The typed error for a failed Delta write that is not a lost race: read-only store, or StorageError naming
+        the table and the version the write was made on."""
+        denied = read_only_error(self.io, rel, e)
+        if denied is not None:
+            return denied
+        version = "none (new table)" if table is None else str(int(table.version()))
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        return StorageError(f"{what}: writing the Delta table {self.io.url(rel)} on its version {version} failed "
+                            f"({type(e).__name__}: {first}); nothing of this write is visible")
 
     def commit_log(self, row: dict[str, Any] | list[dict[str, Any]], planned_version: int,
                    on_conflict: Callable[[int], bool] | None = None) -> int:
@@ -539,11 +595,8 @@ class DeltaCatalog:
                     if denied is not None:
                         raise denied from e
                     failure = e
-                except _delta_errors() as e:
-                    denied = read_only_error(self.io, C.LOG_TABLE, e)
-                    if denied is None:
-                        raise
-                    raise denied from e
+                except (*_delta_errors(), OSError) as e:
+                    raise self._write_error(C.LOG_TABLE, table, f"checkpoint {rows[0]['checkpoint_id']}", e) from e
                 else:
                     self._housekeep(C.LOG_TABLE, table)  # the commit landed: housekeeping never raises
                     return version + 1
