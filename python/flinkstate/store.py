@@ -130,7 +130,7 @@ class CheckpointStore(ReadApi):
         try:
             return CheckpointMetadata(
                 info=_info(r),
-                operators=CheckpointMetadata.decode_operators(r.metadata),
+                operators=CheckpointMetadata.decode_operators(r.metadata, r.max_parallelism),
                 properties=dict(r.metadata.get("properties", {})),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
