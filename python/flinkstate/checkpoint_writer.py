@@ -117,9 +117,10 @@ class CheckpointWriter:
         self._new_paths: list[str] = []
         self._kept: set[str] = set()
         self._done = False
+        base_operators = {} if base_rec is None else store.metadata_of(base_rec).operators  # typed error if they do not decode
         track_writer(self)  # from here on garbage collection keeps the base and every file referenced
         if base_rec is not None:
-            self.operators = {u: o.copy() for u, o in CheckpointMetadata.decode_operators(base_rec.metadata, base_rec.max_parallelism).items()}
+            self.operators = {u: o.copy() for u, o in base_operators.items()}
             self.properties = dict(base_rec.metadata.get("properties", {}))
             self._entries = list(store.manifest_of(base_rec))  # never a partial list: a base pruned meanwhile is an error
         self._renamed_from: dict[str, str] = {}  # new uid -> uid in the base checkpoint

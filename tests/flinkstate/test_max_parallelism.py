@@ -241,3 +241,19 @@ def test_the_embedded_backend_writes_its_operator_next_to_others(store: fs.Check
     fresh = fs.open(str(Path(store.root.removeprefix("file://")).parent / "fresh"))
     be.checkpoint(fresh, "backend-op").result(timeout=60)
     assert fresh.checkpoint().max_parallelism == 32  # a new root: the backend's is also the default
+
+
+def test_a_v2_document_without_an_operators_max_parallelism_is_damaged(store: fs.CheckpointStore) -> None:
+    """From v2 on the value is required: a document missing it is refused by name, never read with a guessed one."""
+    rec = store.record()
+    doc = json.loads(json.dumps(rec.metadata))
+    del doc["operators"]["wide"]["max_parallelism"]
+    row = {"checkpoint_id": 2, "attempt_id": rec.attempt_id, "event": "COMPLETED", "kind": "checkpoint", "event_time": rec.created_at,
+           "created_at": rec.created_at, "max_parallelism": 128, "format_version": 2, "base_checkpoint_id": 1, "files": 0, "rows": 0,
+           "bytes": 0, "metadata": json.dumps(doc)}
+    store.catalog.commit_log(row, store.catalog.log_version())  # type: ignore[arg-type]
+    with pytest.raises(CorruptFileError, match=r"checkpoint 2 is damaged.*operator 'wide' records no max parallelism"):
+        store.read_state("small", "count")
+    with pytest.raises(CorruptFileError, match="checkpoint 2 is damaged"):
+        store.begin()
+    assert store.read_state("wide", "count", 1, keys=[599]).column("value").to_pylist() == [5990]
