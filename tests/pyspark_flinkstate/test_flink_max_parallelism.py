@@ -45,6 +45,12 @@ def test_three_max_parallelisms_import_change_export_restore(spark, tmp_path: Pa
     assert {f"{op} maxParallelism {mp}" for op, mp in MAXP.items()} <= set(baseline)
     assert sum(line.startswith("derived timer ") for line in baseline) == 37 and len(baseline) > 120
 
+    src = fs.open(str(savepoint))  # read in place: key lookups hash with each operator's own max parallelism
+    for uid, key in (("derived", 5), ("derived256", "k5"), ("explicit", 5)):
+        assert src.read_state(uid, "count", keys=[key]).column("key").to_pylist() == [key]
+        rows = spark.read.format("flinkstate").options(operator=uid, state="count").load(str(savepoint)).where(f"key = {key!r}").collect()
+        assert [r.key for r in rows] == [key]
+
     root = tmp_path / "root"
     assert main(["import", str(savepoint), str(root)]) == 0
     store = fs.open(str(root))
