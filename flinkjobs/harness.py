@@ -178,9 +178,32 @@ def restore_and_dump(savepoint: Path, out_file: Path, backend: str = "hashmap", 
                      uids: tuple[str, ...] = (), timeout: float = 600, version: str | None = None) -> list[str]:
     """Restore savepoint in RestoreDumpJob on Flink `version` (StateGenJob's states; uids = long-keyed, string-keyed overrides); its dump lines."""
     args = [str(Path(savepoint).resolve()), str(Path(out_file).resolve()), backend, str(parallelism), *uids]
-    proc = subprocess.run(java_command("RestoreDumpJob", args, version), capture_output=True, text=True, timeout=timeout)
+    _run_java("RestoreDumpJob", args, "restore job", timeout, version)
+    return Path(out_file).read_text(encoding="utf-8").splitlines()
+
+
+def _run_java(main: str, args: list[str], what: str, timeout: float, version: str | None = None) -> None:
+    """Run class main of the compiled jobs; RuntimeError with the end of its output when it fails."""
+    proc = subprocess.run(java_command(main, args, version), capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
-        raise RuntimeError(f"Flink {resolve(version)} restore job failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        raise RuntimeError(f"Flink {resolve(version)} {what} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+
+
+def max_parallelism_savepoint(out: Path, n: int = 300, timeout: float = 900) -> Path:
+    """MaxParallelismJob on Flink 2.3: three operators of max parallelism 128 (derived), 256 (derived from parallelism 86)
+    and 4096 (set explicitly); returns the CANONICAL savepoint OUT/savepoint."""
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out / "savepoint", ignore_errors=True)
+    _run_java("MaxParallelismJob", ["gen", str(out), str(n)], "max-parallelism job", timeout)
+    return out / "savepoint"
+
+
+def max_parallelism_restore(savepoint: Path, out_file: Path, backend: str, parallelism: tuple[int, int, int],
+                            timeout: float = 900) -> list[str]:
+    """Restore MaxParallelismJob's operators at (derived, derived256, explicit) parallelisms; the dump's lines."""
+    args = ["restore", str(Path(savepoint).resolve()), str(Path(out_file).resolve()), backend, *map(str, parallelism)]
+    _run_java("MaxParallelismJob", args, "max-parallelism restore", timeout)
     return Path(out_file).read_text(encoding="utf-8").splitlines()
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from flinkstate.changes import operator_max_parallelism
 from flinkstate.checkpoint import StoreCheckpoint
 from flinkstate.errors import CheckpointNotFoundError, InvalidArgumentError, StateNotFoundError
 from flinkstate.format.datafile import FileEntry
@@ -107,10 +108,10 @@ def resolve(options: Any) -> Resolved:
         return _resolve_changes(store, opts, res)
     ck = res.checkpoint = store.checkpoint(opts.checkpoint_id)  # one load of the log: everything below reads ck
     res.checkpoint_id = ck.checkpoint_id
-    res.max_parallelism = ck.max_parallelism
     res.created_at_ms = ck.created_at_ms
     operator = _need(opts.operator, "operator", sorted(ck.operators), f"operators in checkpoint {ck.checkpoint_id}")
     op = ck.operator(operator)
+    res.max_parallelism = ck.max_parallelism_of(operator)  # key groups are the operator's own
     if table == "state":
         name = _need(opts.state, "state", sorted(op.keyed_states), f"keyed states of operator {operator!r}")
         res.desc = ck.state_descriptor(operator, name).to_dict()
@@ -143,8 +144,8 @@ def _resolve_changes(store: CheckpointStore, opts: ReadOptions, res: Resolved) -
             )
     ck_to, ck_from = store.checkpoint(to_rec.checkpoint_id), store.checkpoint(from_id)
     from_rec = ck_from.record
-    res.checkpoint_id, res.max_parallelism, res.created_at_ms = ck_to.checkpoint_id, ck_to.max_parallelism, ck_to.created_at_ms
-    res.from_checkpoint_id, res.from_max_parallelism = ck_from.checkpoint_id, ck_from.max_parallelism
+    res.checkpoint_id, res.created_at_ms = ck_to.checkpoint_id, ck_to.created_at_ms
+    res.from_checkpoint_id = ck_from.checkpoint_id
     ops_to = ck_to.operators
     ops_from = ck_from.operators
     operator = _need(opts.operator, "operator", sorted(set(ops_to) | set(ops_from)), "operators")
@@ -156,6 +157,7 @@ def _resolve_changes(store: CheckpointStore, opts: ReadOptions, res: Resolved) -
         )
     states = sorted(set(ops_to[operator].keyed_states if operator in ops_to else {}) | set(ops_from[operator].keyed_states if operator in ops_from else {}))
     name = _need(opts.state, "state", states, f"keyed states of operator {operator!r}")
+    res.from_max_parallelism, res.max_parallelism = operator_max_parallelism(ck_from, ck_to, operator)
     in_to = operator in ops_to and name in ops_to[operator].keyed_states
     in_from = operator in ops_from and name in ops_from[operator].keyed_states
     if not in_to and not in_from:

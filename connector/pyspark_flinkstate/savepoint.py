@@ -4,11 +4,12 @@
     sw.with_state("sessions", "count", df)          # add or replace a keyed state
     sw.remove_operator("old-op")
     sw.rename_operator("a", "b")
-    sw.set_max_parallelism(256)                     # every key re-assigned to its new key group
+    sw.set_max_parallelism(256)                     # every operator: each key re-assigned to its new key group
+    sw.set_max_parallelism(4096, "sessions")        # one operator (Flink gives every operator its own)
     info = sw.write(savepoint=True)                 # one commit: a checkpoint or savepoint
 
 States are written as full files, one per key-group range: rows are shuffled by Spark so
-that each range is written by one task (Flink's ranges for the new max parallelism). The
+that each range is written by one task (Flink's ranges for the operator's max parallelism). The
 files land first; the one Delta commit at the end makes everything visible at once, and a
 failure deletes what was written.
 """
@@ -55,7 +56,7 @@ class SavepointWriter:
         self.store = flinkstate.open(path, storage_options)
         self.base = base
         self._ops: list[tuple[str, tuple[Any, ...]]] = []
-        self._max_parallelism: int | None = None
+        self._max_parallelism: int | None = None  # every operator's (and the default): set when the write begins
 
     # ------------------------------------------------------------------ composing
     def with_state(self, operator: str, state: str, df: Any, *, state_kind: str | None = None, ttl_ms: int | None = None) -> SavepointWriter:
@@ -78,13 +79,18 @@ class SavepointWriter:
         self._ops.append(("rename", (old, new)))
         return self
 
-    def set_max_parallelism(self, max_parallelism: int) -> SavepointWriter:
-        """Change max parallelism: every keyed state and timer is re-assigned to its new key group."""
+    def set_max_parallelism(self, max_parallelism: int, operator: str | None = None) -> SavepointWriter:
+        """Change max parallelism: of one operator (its uid at this point of the changes: set it before `with_state` of
+        that operator), or of every operator and the default new operators get (operator None, applied first).
+        Every keyed state and timer of an operator whose value changes is re-assigned to its new key group."""
         from flinkstate.keygroups import UPPER_BOUND_MAX_PARALLELISM
 
         if isinstance(max_parallelism, bool) or not isinstance(max_parallelism, int) or not 1 <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
             raise InvalidArgumentError(f"max parallelism must be an integer in [1, {UPPER_BOUND_MAX_PARALLELISM}], got {max_parallelism!r}")
-        self._max_parallelism = max_parallelism
+        if operator is None:
+            self._max_parallelism = max_parallelism
+        else:
+            self._ops.append(("max_parallelism", (max_parallelism, operator)))
         return self
 
     # ------------------------------------------------------------------ commit
@@ -119,6 +125,8 @@ class SavepointWriter:
                     w.remove_operator(args[0])
                 elif what == "remove_state":
                     w.remove_state(*args)
+                elif what == "max_parallelism":
+                    w.set_max_parallelism(*args)
                 elif what == "state":
                     operator, state, df, state_kind, ttl_ms = args
                     self._put_df(w, operator, state, df, state_kind, ttl_ms)
@@ -139,7 +147,7 @@ class SavepointWriter:
         existing = op.keyed_states.get(state) if op is not None else None
         desc = existing if existing is not None and state_kind in (None, existing.kind) else _new_descriptor(o, schema)
         flattened = _check_columns(desc, schema, f"operator {operator!r} state {state!r}", False)
-        mp = w.max_parallelism
+        mp = w.max_parallelism_of(operator)
         p = self._ranges_count(mp)
         io, kind, cid, dd = w.io, w.kind, w.checkpoint_id, desc.to_dict()
 
@@ -187,7 +195,8 @@ class SavepointWriter:
         return max(1, min(mp, 2 * par))
 
     def _rescale(self, w: CheckpointWriter) -> None:
-        """Re-assign every carried keyed state and timer service to the new key groups (Spark job per state).
+        """Re-assign every carried keyed state and timer service of the operators whose max parallelism changed to
+        their new key groups (Spark job per state).
 
         States this write replaced (under whatever uid renames gave them since) are kept as written.
         """
@@ -195,7 +204,8 @@ class SavepointWriter:
         if base is None:
             return
         ck = self.store.checkpoint(base.checkpoint_id)
-        for uid, op in list(w.operators.items()):
+        for uid in w.rescaled_operators():
+            op = w.operators[uid]
             src = w.base_uid(uid)
             for name, desc in list(op.keyed_states.items()):
                 if w.rewritten(uid, "keyed", name):
@@ -216,7 +226,7 @@ class SavepointWriter:
         """
         import uuid
 
-        mp = w.max_parallelism
+        mp = w.max_parallelism_of(uid)
         p = self._ranges_count(mp)
         io: FileIO = w.io
         scratch = f"{C.META_DIR}/tmp/{uuid.uuid4().hex}"

@@ -128,9 +128,9 @@ class FlinkStateStreamWriter(_Base):  # type: ignore[misc,valid-type]
 
         plan = plan_write(self.opts, self.schema, self.overwrite)  # the id and base of this batch's checkpoint
         store = flinkstate.open(plan.io.root, plan.io.storage_options or None)
-        w = store.begin(kind=plan.kind, checkpoint_id=plan.checkpoint_id, base=plan.base_checkpoint_id,
-                        max_parallelism=plan.max_parallelism, at_log_version=plan.planned_version)
+        w = store.begin(kind=plan.kind, checkpoint_id=plan.checkpoint_id, base=plan.base_checkpoint_id, at_log_version=plan.planned_version)
         try:
+            w.declare_max_parallelism(plan.operator, plan.max_parallelism)
             done = committed_batch_id(store, query_id, plan.planned_version)
             if done is not None and done >= batch_id:
                 w.abort()

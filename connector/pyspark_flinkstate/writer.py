@@ -147,6 +147,20 @@ def _check_columns(desc: Any, schema: pa.Schema, what: str, tombstones: bool) ->
     return flattened
 
 
+def plan_max_parallelism(w: Any, operator: str, requested: int | None) -> int:
+    """The max parallelism a write of one operator uses: the operator's own; an operator the checkpoint does not have
+    yet takes option maxParallelism, else the checkpoint's default. A requested value unlike the operator's is refused."""
+    if operator not in w.operators:
+        return requested if requested is not None else w.max_parallelism
+    own = w.max_parallelism_of(operator)
+    if requested is not None and requested != own:
+        raise InvalidArgumentError(
+            f"option maxParallelism={requested} differs from operator {operator!r}'s max parallelism {own}; change it with "
+            f"pyspark_flinkstate.SavepointWriter(...).set_max_parallelism({requested}, operator={operator!r})"
+        )
+    return own
+
+
 def plan_write(options: Any, spark_schema: Any, overwrite: bool) -> WritePlan:
     """Check a write against the store and pin its checkpoint (runs on the driver)."""
     import flinkstate
@@ -161,12 +175,7 @@ def plan_write(options: Any, spark_schema: Any, overwrite: bool) -> WritePlan:
     w = store.begin(kind="savepoint" if o.savepoint else "checkpoint", checkpoint_id=o.checkpoint_id)
     try:
         base = w.base
-        if base is not None and o.max_parallelism is not None and o.max_parallelism != base.max_parallelism:
-            raise InvalidArgumentError(
-                f"option maxParallelism={o.max_parallelism} differs from the checkpoint's {base.max_parallelism}; "
-                "change max parallelism with pyspark_flinkstate.SavepointWriter(...).set_max_parallelism()"
-            )
-        mp = base.max_parallelism if base is not None else (o.max_parallelism or w.max_parallelism)
+        mp = plan_max_parallelism(w, o.operator, o.max_parallelism)
         op = w.operators.get(o.operator)
         existing = op.keyed_states.get(o.state) if op is not None else None
         what = f"operator {o.operator!r} state {o.state!r}"
@@ -365,13 +374,13 @@ def commit_planned(plan: Any, entries: list[FileEntry], register: Callable[[Any,
 
     store = flinkstate.open(plan.io.root, plan.io.storage_options or None)
     try:
-        w = store.begin(kind=plan.kind, checkpoint_id=plan.checkpoint_id, base=plan.base_checkpoint_id,
-                        max_parallelism=plan.max_parallelism, at_log_version=plan.planned_version)
+        w = store.begin(kind=plan.kind, checkpoint_id=plan.checkpoint_id, base=plan.base_checkpoint_id, at_log_version=plan.planned_version)
     except BaseException:
         delete_entries(plan.io, entries)
         raise
     try:
         w.adopt(entries)
+        w.declare_max_parallelism(plan.operator, plan.max_parallelism)  # as planned: other operators keep theirs
         register(w, store)
     except BaseException:
         w.abort()

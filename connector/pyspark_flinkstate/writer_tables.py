@@ -148,15 +148,15 @@ def plan_tables_write(o: WriteOptions, schema: pa.Schema, overwrite: bool) -> Ta
     """Check a timers / operatorState write against the store and pin its checkpoint (driver)."""
     import flinkstate
 
+    from pyspark_flinkstate.writer import plan_max_parallelism
+
     if o.operation == "delete" and overwrite:
         raise InvalidArgumentError("option operation=delete removes timers and needs mode('append'); mode('overwrite') replaces them all")
     store = flinkstate.open(o.path, o.storage_options or None)
     w = store.begin(kind="savepoint" if o.savepoint else "checkpoint", checkpoint_id=o.checkpoint_id)
     try:
         base = w.base
-        if base is not None and o.max_parallelism is not None and o.max_parallelism != base.max_parallelism:
-            raise InvalidArgumentError(f"option maxParallelism={o.max_parallelism} differs from the checkpoint's {base.max_parallelism}")
-        mp = base.max_parallelism if base is not None else (o.max_parallelism or w.max_parallelism)
+        mp = plan_max_parallelism(w, o.operator, o.max_parallelism)
         op = w.operators.get(o.operator)
         has_subtask = False
         if o.table == "timers":

@@ -23,9 +23,11 @@ from flinkstate.format.datafile import FileEntry, primary_key_columns, state_sch
 from flinkstate.format.merge import flat_key_columns, overlaps
 
 if TYPE_CHECKING:
+    from flinkstate.scan import Checkpoint
     from flinkstate.store import CheckpointStore
 
-__all__ = ["CHANGE_TYPE", "UPSERT", "DELETE", "diff_tables", "diff_state", "changed_key_group_ranges", "state_changes"]
+__all__ = ["CHANGE_TYPE", "UPSERT", "DELETE", "diff_tables", "diff_state", "changed_key_group_ranges", "state_changes",
+           "operator_max_parallelism"]
 
 CHANGE_TYPE = "change_type"
 UPSERT = "upsert"
@@ -200,4 +202,14 @@ def state_changes(store: CheckpointStore, operator: str, state: str, from_checkp
         old_entries: list[FileEntry] | None = ck_from.state_files(operator, state)
     except LookupError:  # StateNotFoundError, OperatorNotFoundError
         old_entries = None
-    return diff_state(store.io, desc, old_entries, new_entries, ck_from.max_parallelism, ck_to.max_parallelism)
+    return diff_state(store.io, desc, old_entries, new_entries, *operator_max_parallelism(ck_from, ck_to, operator))
+
+
+def operator_max_parallelism(ck_from: Checkpoint, ck_to: Checkpoint, operator: str) -> tuple[int, int]:
+    """An operator's max parallelism in two checkpoints (one lacking the operator takes the other's)."""
+    old = ck_from.max_parallelism_of(operator) if operator in ck_from.operators else None
+    new = ck_to.max_parallelism_of(operator) if operator in ck_to.operators else None
+    old, new = (old if old is not None else new), (new if new is not None else old)
+    if old is None or new is None:
+        return ck_from.max_parallelism, ck_to.max_parallelism
+    return old, new

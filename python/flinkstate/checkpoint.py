@@ -221,9 +221,10 @@ class StateScan(Scan):
         entries = ck.state_files(self.operator, self.state)
         d = self.descriptor.to_dict()
         tasks: list[ScanTask] = []
-        for lo, hi in plan_ranges(entries, ck.max_parallelism, self.key_groups, target_rows):
+        mp = ck.max_parallelism_of(self.operator)
+        for lo, hi in plan_ranges(entries, mp, self.key_groups, target_rows):
             kgs = None if self.key_groups is None else sorted(k for k in self.key_groups if lo <= k <= hi)
-            tasks.append(StateScanTask(ck.io, d, [e for e in entries if overlaps(e, lo, hi)], (lo, hi), ck.max_parallelism,
+            tasks.append(StateScanTask(ck.io, d, [e for e in entries if overlaps(e, lo, hi)], (lo, hi), mp,
                                        self.reference_ms, kgs, self.keys, self.include_expired, self.flatten, self.columns, self.raw,
                                        ck.origin))
         return tasks
@@ -329,9 +330,10 @@ class TimerScan(Scan):
         entries = [e for e in ck.entries if e.operator == self.operator and e.state in names and FileKind(e.kind).scope == Scope.TIMERS]
         sd = [s.to_dict() for s in self.services]
         tasks: list[ScanTask] = []
-        for lo, hi in plan_ranges(entries, ck.max_parallelism, self.key_groups, target_rows):
+        mp = ck.max_parallelism_of(self.operator)
+        for lo, hi in plan_ranges(entries, mp, self.key_groups, target_rows):
             kgs = None if self.key_groups is None else sorted(k for k in self.key_groups if lo <= k <= hi)
-            tasks.append(TimerScanTask(ck.io, sd, [e for e in entries if overlaps(e, lo, hi)], (lo, hi), ck.max_parallelism, kgs,
+            tasks.append(TimerScanTask(ck.io, sd, [e for e in entries if overlaps(e, lo, hi)], (lo, hi), mp, kgs,
                                        self.keys, self.timestamp_filter, self.service_columns, ck.origin))
         return tasks
 
@@ -415,7 +417,7 @@ class StoreCheckpoint(Checkpoint):
 
     @property
     def max_parallelism(self) -> int:
-        return self.record.max_parallelism
+        return self.record.max_parallelism  # the default; each operator's own: max_parallelism_of
 
     @property
     def created_at_ms(self) -> int:
@@ -486,7 +488,7 @@ class StoreCheckpoint(Checkpoint):
              ttl_reference: int | None = None, include_expired: bool = False, flatten: bool = True,
              columns: Sequence[str] | None = None, raw: bool = False) -> StateScan:
         desc = self.state_descriptor(operator, state)
-        allowed = _key_groups_of(keys, key_groups, desc.key_type, self.max_parallelism)
+        allowed = _key_groups_of(keys, key_groups, desc.key_type, self.max_parallelism_of(operator))
         scan = StateScan(self, operator, state, self.created_at_ms if ttl_reference is None else int(ttl_reference),
                          None if keys is None else list(keys), allowed, include_expired, flatten,
                          None if columns is None else list(columns), raw)
@@ -500,7 +502,7 @@ class StoreCheckpoint(Checkpoint):
     def scan_timers(self, operator: str, service: str | None = None, *, keys: Sequence[Any] | None = None,
                     key_groups: Sequence[int] | None = None, timestamp_filter: Any = None, service_columns: bool = False) -> TimerScan:
         services = self.timer_services_of(operator, service)
-        allowed = _key_groups_of(keys, key_groups, services[0].key_type, self.max_parallelism)
+        allowed = _key_groups_of(keys, key_groups, services[0].key_type, self.max_parallelism_of(operator))
         return TimerScan(self, operator, services, None if keys is None else list(keys), allowed, timestamp_filter,
                          service_columns or service is None)
 

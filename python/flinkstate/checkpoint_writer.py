@@ -47,6 +47,13 @@ __all__ = ["CheckpointWriter"]
 Scope = Literal["keyed", "timers", "operator", "coordinator"]
 
 
+def _valid_max_parallelism(value: Any) -> int:
+    """value when it is a max parallelism Flink allows, else InvalidArgumentError."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= UPPER_BOUND_MAX_PARALLELISM:
+        raise InvalidArgumentError(f"max_parallelism must be an integer in [1, {UPPER_BOUND_MAX_PARALLELISM}], got {value!r}")
+    return value
+
+
 def _same_types(a: Any, b: Any) -> bool:
     return same_schema(a, b)  # a TTL config change (not on/off) is not a schema change
 
@@ -108,11 +115,8 @@ class CheckpointWriter:
             raise InvalidArgumentError(f"checkpoint id {checkpoint_id} must be greater than the newest committed id {max(used)} at {store.root}")
         self.checkpoint_id = checkpoint_id
         base_mp = base_rec.max_parallelism if base_rec else None
-        mp = max_parallelism if max_parallelism is not None else (base_mp or default_max_parallelism(1))
-        if isinstance(mp, bool) or not isinstance(mp, int) or not 1 <= mp <= UPPER_BOUND_MAX_PARALLELISM:
-            raise InvalidArgumentError(f"max_parallelism must be an integer in [1, {UPPER_BOUND_MAX_PARALLELISM}], got {mp!r}")
-        self.max_parallelism = mp
-        self.rescaled = base_mp is not None and base_mp != mp
+        mp = _valid_max_parallelism(max_parallelism if max_parallelism is not None else (base_mp or default_max_parallelism(1)))
+        self.max_parallelism = mp  # the checkpoint's default: an operator added without its own gets it
         self._rewritten: set[tuple[str, str, str]] = set()
         self.operators: dict[str, OperatorMetadata] = {}
         self.properties: dict[str, str] = {}
@@ -120,10 +124,11 @@ class CheckpointWriter:
         self._new_paths: list[str] = []
         self._kept: set[str] = set()
         self._done = False
+        base_operators = {} if base_rec is None else store.metadata_of(base_rec).operators  # typed error if they do not decode
         track_writer(self)  # from here on garbage collection keeps the base and every file referenced
         self._base_paths: frozenset[str] = frozenset()
         if base_rec is not None:
-            self.operators = {u: o.copy() for u, o in CheckpointMetadata.decode_operators(base_rec.metadata).items()}
+            self.operators = {u: o.copy() for u, o in base_operators.items()}
             self.properties = dict(base_rec.metadata.get("properties", {}))
             try:
                 self._entries = list(store.manifest_of(base_rec))  # never a partial list: a base pruned meanwhile is an error
@@ -134,6 +139,10 @@ class CheckpointWriter:
             self._base_paths = frozenset(e.path for e in self._entries)
         self._renamed_from: dict[str, str] = {}  # new uid -> uid in the base checkpoint
         self._seq = 0
+        # each base operator's max parallelism (by its uid here): an operator whose value changes is rescaled
+        self._base_max_parallelism: dict[str, int] = {u: o.max_parallelism for u, o in self.operators.items() if o.max_parallelism is not None}
+        if max_parallelism is not None:
+            self.set_max_parallelism(mp)  # every operator takes the max parallelism begin was given
 
     # ------------------------------------------------------------------ context manager
     def __enter__(self) -> CheckpointWriter:
@@ -155,7 +164,7 @@ class CheckpointWriter:
         if op is None:
             if not create:
                 raise OperatorNotFoundError(f"operator {operator!r} is not in the base checkpoint; operators: {sorted(self.operators)}")
-            op = self.operators[operator] = OperatorMetadata(uid=operator)
+            op = self.operators[operator] = OperatorMetadata(uid=operator, max_parallelism=self.max_parallelism)
         return op
 
     def _next_seq(self) -> int:
@@ -213,7 +222,7 @@ class CheckpointWriter:
             ranges = [key_group_range]
         entries = write_state_files(
             self.io, operator, descriptor, table, checkpoint_id=self.checkpoint_id, checkpoint_kind=self.kind,
-            max_parallelism=self.max_parallelism, delta=mode == "delta", ranges=ranges, seq=self._next_seq(),
+            max_parallelism=self.max_parallelism_of(operator), delta=mode == "delta", ranges=ranges, seq=self._next_seq(),
         )
         self.add_state_files(operator, descriptor, entries, mode=mode, key_group_range=key_group_range, allow_schema_change=True)
         return entries
@@ -311,7 +320,7 @@ class CheckpointWriter:
             ranges = [key_group_range]
         entries = write_timer_files(
             self.io, operator, descriptor, table, checkpoint_id=self.checkpoint_id, checkpoint_kind=self.kind,
-            max_parallelism=self.max_parallelism, delta=mode == "delta", ranges=ranges, seq=self._next_seq(),
+            max_parallelism=self.max_parallelism_of(operator), delta=mode == "delta", ranges=ranges, seq=self._next_seq(),
         )
         self.add_timer_files(operator, descriptor, entries, mode=mode, key_group_range=key_group_range)
         return entries
@@ -359,9 +368,51 @@ class CheckpointWriter:
     # ------------------------------------------------------------------ structure
     def set_parallelism(self, operator: str, parallelism: int) -> None:
         """Record the parallelism an operator ran with (informational)."""
-        if isinstance(parallelism, bool) or not isinstance(parallelism, int) or not 1 <= parallelism <= self.max_parallelism:
-            raise InvalidArgumentError(f"parallelism of operator {operator!r} must be in [1, {self.max_parallelism}], got {parallelism!r}")
+        mp = self.max_parallelism_of(operator)
+        if isinstance(parallelism, bool) or not isinstance(parallelism, int) or not 1 <= parallelism <= mp:
+            raise InvalidArgumentError(f"parallelism of operator {operator!r} must be in [1, {mp}] (its max parallelism), got {parallelism!r}")
         self._op(operator).parallelism = parallelism
+
+    def max_parallelism_of(self, operator: str) -> int:
+        """An operator's max parallelism in this checkpoint: its own, or the default for an operator not here yet."""
+        op = self.operators.get(operator)
+        return self.max_parallelism if op is None or op.max_parallelism is None else op.max_parallelism
+
+    def set_max_parallelism(self, max_parallelism: int, operator: str | None = None) -> None:
+        """Set one operator's max parallelism (None: every operator's, and the default of operators added later).
+
+        An operator of the base whose value changes is rescaled: each of its keyed states and timer services must be
+        written in full in this checkpoint (`rewrite.rescale_into` re-keys what the caller does not write); set it
+        before writing the operator's keyed state or timers.
+        """
+        _valid_max_parallelism(max_parallelism)
+        new = set(self._new_paths)
+        for uid in list(self.operators) if operator is None else [operator]:
+            op = self._op(uid)
+            if op.max_parallelism == max_parallelism:
+                continue
+            written = [e.path for e in self._entries if e.operator == uid and e.path in new and FileKind(e.kind).scope.value in ("keyed", "timers")]
+            if written:
+                raise InvalidArgumentError(f"checkpoint {self.checkpoint_id}: operator {uid!r} already has keyed state or timers written for max "
+                                           f"parallelism {op.max_parallelism} in it ({written[0]}); set its max parallelism first")
+            op.max_parallelism = max_parallelism
+        if operator is None:
+            self.max_parallelism = max_parallelism
+
+    def declare_max_parallelism(self, operator: str, max_parallelism: int) -> None:
+        """The max parallelism a writer of one operator (a state backend, a Spark job) uses for it; in a checkpoint
+        without a base it is also the default. Other operators keep theirs."""
+        self.set_max_parallelism(max_parallelism, None if self.base is None else operator)
+
+    def rescaled_operators(self) -> list[str]:
+        """The operators (uids here) whose max parallelism differs from the one they have in the base."""
+        return [uid for uid, op in self.operators.items()
+                if uid in self._base_max_parallelism and self._base_max_parallelism[uid] != self.max_parallelism_of(uid)]
+
+    @property
+    def rescaled(self) -> bool:
+        """Whether this checkpoint changes the max parallelism of an operator of its base."""
+        return bool(self.rescaled_operators())
 
     def set_property(self, key: str, value: str) -> None:
         """A free-form checkpoint property (stored in the log's metadata)."""
@@ -382,6 +433,7 @@ class CheckpointWriter:
         """Drop an operator and all its state from the new checkpoint."""
         self._op(operator, create=False)
         del self.operators[operator]
+        self._base_max_parallelism.pop(operator, None)
         self._entries = [e for e in self._entries if e.operator != operator]
         self._rewritten = {r for r in self._rewritten if r[0] != operator}
 
@@ -393,6 +445,8 @@ class CheckpointWriter:
             raise InvalidArgumentError(f"cannot rename operator {old!r} to {new!r}: {new!r} already exists")
         self.operators[new] = op.copy(uid=new)
         del self.operators[old]
+        if old in self._base_max_parallelism:
+            self._base_max_parallelism[new] = self._base_max_parallelism.pop(old)
         self._entries = [_replace(e, operator=new) if e.operator == old else e for e in self._entries]
         self._renamed_from[new] = self._renamed_from.pop(old, old)
         # what was rewritten in full under the old uid stays rewritten under the new one
@@ -432,16 +486,7 @@ class CheckpointWriter:
         if self._done:
             raise InvalidArgumentError(f"checkpoint {self.checkpoint_id}: this writer already committed or aborted")
         try:
-            if self.rescaled:
-                missing = []
-                for uid, op in self.operators.items():
-                    missing += [f"{uid}/{n}" for n in op.keyed_states if (uid, "keyed", n) not in self._rewritten]
-                    missing += [f"{uid}/{n} (timers)" for n in op.timer_services if (uid, "timers", n) not in self._rewritten]
-                if missing:
-                    raise InvalidArgumentError(
-                        f"checkpoint {self.checkpoint_id}: max parallelism changed to {self.max_parallelism} but these states "
-                        f"were not rewritten in full: {missing}"
-                    )
+            self._check_rescaled()
             self._drop_shadowed()
             new = set(self._new_paths)
             try:
@@ -478,6 +523,22 @@ class CheckpointWriter:
         self._done = True
         self._release()
         return self.store.info(self.checkpoint_id)
+
+    def _check_rescaled(self) -> None:
+        """Every keyed state and timer service of a rescaled operator must have been rewritten: none of its files
+        written for the old max parallelism may remain (InvalidArgumentError naming them otherwise)."""
+        rescaled = set(self.rescaled_operators())
+        if not rescaled:
+            return
+        new = set(self._new_paths)
+        missing = sorted({f"{e.operator}/{e.state}" + (" (timers)" if FileKind(e.kind).scope.value == "timers" else "")
+                          for e in self._entries if e.operator in rescaled and e.path not in new
+                          and FileKind(e.kind).scope.value in ("keyed", "timers")})
+        if missing:
+            changes = ", ".join(f"{u}: {self._base_max_parallelism[u]} -> {self.max_parallelism_of(u)}" for u in sorted(rescaled))
+            raise InvalidArgumentError(
+                f"checkpoint {self.checkpoint_id}: max parallelism changed ({changes}) but these states were not rewritten in full: {missing}"
+            )
 
     def _release(self) -> None:
         from flinkstate.registry import untrack_writer
@@ -544,7 +605,7 @@ class CheckpointWriter:
                 keep += entries
                 continue
             ordered = order_entries(entries)
-            keep += [ordered[pos] for pos in live_positions(ordered, newest_full_order(ordered, self.max_parallelism))]
+            keep += [ordered[pos] for pos in live_positions(ordered, newest_full_order(ordered, self.max_parallelism_of(entries[0].operator)))]
         self._entries = keep
 
     def _release_savepoint_files(self) -> None:

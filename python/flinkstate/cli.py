@@ -140,7 +140,7 @@ def describe(store: CheckpointStore, checkpoint_id: int | None) -> dict[str, Any
         if op.has_coordinator:
             s = stats.get((uid, None, "coordinator"), _no_files())
             states.append({"name": "(coordinator)", "type": "coordinator", "kind": "coordinator", "key_type": None, "namespace_type": None, "value_type": "binary", "ttl": None, **s})
-        ops.append({"uid": uid, "parallelism": op.parallelism, "states": states})
+        ops.append({"uid": uid, "parallelism": op.parallelism, "max_parallelism": op.max_parallelism, "states": states})
     return {"checkpoint": meta.info.to_dict(), "properties": meta.properties, "operators": ops}
 
 
@@ -184,11 +184,11 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
     c = doc["checkpoint"]
     out.write(
         f"{c['kind']} {c['checkpoint_id']} at {store.root}\n"
-        f"  created {c['created_at']}, max parallelism {c['max_parallelism']}, {c['files']} files, {_fmt_bytes(c['bytes'])}, format v{c['format_version']}\n"
+        f"  created {c['created_at']}, default max parallelism {c['max_parallelism']}, {c['files']} files, {_fmt_bytes(c['bytes'])}, format v{c['format_version']}\n"
     )
     for op in doc["operators"]:
-        par = "" if op["parallelism"] is None else f" (parallelism {op['parallelism']})"
-        out.write(f"\noperator {op['uid']}{par}\n")
+        par = "" if op["parallelism"] is None else f"parallelism {op['parallelism']}, "
+        out.write(f"\noperator {op['uid']} ({par}max parallelism {op['max_parallelism']})\n")
         rows = []
         for s in op["states"]:
             ttl = "-" if s["ttl"] is None else f"{s['ttl']['ttl_ms']} ms {s['ttl']['update_type']}"

@@ -32,7 +32,7 @@ STATES_SCHEMA = pa.schema([("checkpoint_id", pa.int64()), ("operator", pa.string
                            ("value_type", pa.string()), ("ttl", pa.int64()), ("files", pa.int64()), ("rows", pa.int64()),
                            ("bytes", pa.int64())])
 OPERATORS_SCHEMA = pa.schema([("checkpoint_id", pa.int64()), ("operator", pa.string()), ("parallelism", pa.int32()),
-                              ("keyed_states", pa.int32()), ("timer_services", pa.int32()), ("operator_states", pa.int32()),
+                              ("max_parallelism", pa.int32()), ("keyed_states", pa.int32()), ("timer_services", pa.int32()), ("operator_states", pa.int32()),
                               ("has_coordinator", pa.bool_()), ("files", pa.int64()), ("rows", pa.int64()), ("bytes", pa.int64()),
                               ("flink_version", pa.string())])
 
@@ -99,7 +99,8 @@ class CheckpointInspect:
         return pa.Table.from_pylist(out, schema=STATES_SCHEMA)
 
     def operators(self) -> pa.Table:
-        """One row per operator: parallelism, states of each kind, coordinator, files, rows, bytes, and the Flink release(s) that wrote it."""
+        """One row per operator: parallelism, max parallelism, states of each kind, coordinator, files, rows, bytes, and the
+        Flink release(s) that wrote it."""
         ck = self.checkpoint
         totals: dict[str, list[int]] = {}
         for e in ck.entries:
@@ -112,7 +113,7 @@ class CheckpointInspect:
         for uid, op in sorted(ck.operators.items()):
             f, r, b = totals.get(uid, [0, 0, 0])
             rows.append({"checkpoint_id": ck.checkpoint_id, "operator": uid, "parallelism": op.parallelism,
-                         "keyed_states": len(op.keyed_states), "timer_services": len(op.timer_services),
+                         "max_parallelism": ck.max_parallelism_of(uid), "keyed_states": len(op.keyed_states), "timer_services": len(op.timer_services),
                          "operator_states": len(op.operator_states), "has_coordinator": op.has_coordinator,
                          "files": f, "rows": r, "bytes": b, "flink_version": written_by})
         return pa.Table.from_pylist(rows, schema=OPERATORS_SCHEMA)

@@ -254,8 +254,9 @@ def _plan(ck: StoreCheckpoint, targets: list[tuple[str, str, str]], *, checkpoin
     """One job per key-group range due (every range of a TTL state for expiry), in scan order: the ranges of the
     state's full files (of its deltas when it has none), a range above `target_rows` split in Flink's sub-ranges."""
     jobs = []
-    every = range(ck.max_parallelism)  # every key group asked for: the scan keeps the full files' ranges apart (no combining)
     for uid, scope, name in targets:
+        mp = ck.max_parallelism_of(uid)
+        every = range(mp)  # every key group asked for: the scan keeps the full files' ranges apart (no combining)
         if scope == "timers":
             scan: Any = ck.scan_timers(uid, name, key_groups=every)
             desc = ck.timer_service(uid, name).to_dict()
@@ -264,9 +265,9 @@ def _plan(ck: StoreCheckpoint, targets: list[tuple[str, str, str]], *, checkpoin
             desc = ck.state_descriptor(uid, name).to_dict()
         for task in scan.plan(target_rows):
             lo, hi = task.key_group_range
-            if expire_at is None and not _due(policy, *_chain(task.entries, lo, hi, ck.max_parallelism)):
+            if expire_at is None and not _due(policy, *_chain(task.entries, lo, hi, mp)):
                 continue
-            jobs.append(RangeJob(ck.io, uid, name, scope, desc, task, checkpoint_id, ck.max_parallelism, seq, expire_at, ck.kind))
+            jobs.append(RangeJob(ck.io, uid, name, scope, desc, task, checkpoint_id, mp, seq, expire_at, ck.kind))
     return jobs
 
 

@@ -14,6 +14,7 @@ from flinkstate.descriptors import (
 )
 from flinkstate.errors import OperatorNotFoundError
 from flinkstate.format.constants import FORMAT_VERSION
+from flinkstate.keygroups import UPPER_BOUND_MAX_PARALLELISM
 
 __all__ = ["CheckpointInfo", "OperatorMetadata", "CheckpointMetadata"]
 
@@ -26,7 +27,7 @@ class CheckpointInfo:
     kind: str  # "checkpoint" or "savepoint"
     status: str  # "completed" or "discarded"
     created_at: dt.datetime
-    max_parallelism: int
+    max_parallelism: int  # the checkpoint's default: what an operator added without its own gets (each operator has its own)
     files: int
     rows: int
     bytes: int
@@ -59,6 +60,9 @@ class OperatorMetadata:
     operator_states: dict[str, OperatorStateDescriptor] = field(default_factory=dict)
     has_coordinator: bool = False
     parallelism: int | None = None
+    #: key groups of this operator's keyed state and timers (Flink gives every operator its own); None only while a
+    #: writer builds an operator: a stored checkpoint always has it (format v1: the checkpoint's max parallelism)
+    max_parallelism: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form stored in the checkpoint log."""
@@ -68,14 +72,18 @@ class OperatorMetadata:
             "operator_states": [d.to_dict() for d in self.operator_states.values()],
             "has_coordinator": self.has_coordinator,
             "parallelism": self.parallelism,
+            "max_parallelism": self.max_parallelism,
         }
 
     @classmethod
     def from_dict(cls, uid: str, d: dict[str, Any]) -> OperatorMetadata:
-        """Inverse of `to_dict`."""
+        """Inverse of `to_dict` (a document of format v1 gets its max parallelism from `CheckpointMetadata.decode_operators`)."""
         ks = [descriptor_from_dict(x) for x in d.get("keyed_states", [])]
         ts = [TimerServiceDescriptor.from_dict(x) for x in d.get("timer_services", [])]
         os_ = [OperatorStateDescriptor.from_dict(x) for x in d.get("operator_states", [])]
+        own = d.get("max_parallelism")
+        if own is not None and (isinstance(own, bool) or not isinstance(own, int) or not 1 <= own <= UPPER_BOUND_MAX_PARALLELISM):
+            raise ValueError(f"operator {uid!r} has max parallelism {own!r}, not an integer in [1, {UPPER_BOUND_MAX_PARALLELISM}]")
         return cls(
             uid=uid,
             keyed_states={x.name: x for x in ks},
@@ -83,6 +91,7 @@ class OperatorMetadata:
             operator_states={x.name: x for x in os_},
             has_coordinator=bool(d.get("has_coordinator", False)),
             parallelism=d.get("parallelism"),
+            max_parallelism=own,
         )
 
     def copy(self, uid: str | None = None) -> OperatorMetadata:
@@ -94,6 +103,7 @@ class OperatorMetadata:
             operator_states=dict(self.operator_states),
             has_coordinator=self.has_coordinator,
             parallelism=self.parallelism,
+            max_parallelism=self.max_parallelism,
         )
 
 
@@ -122,6 +132,18 @@ class CheckpointMetadata:
         }
 
     @staticmethod
-    def decode_operators(doc: dict[str, Any]) -> dict[str, OperatorMetadata]:
-        """Operators from the stored JSON document."""
-        return {uid: OperatorMetadata.from_dict(uid, d) for uid, d in doc.get("operators", {}).items()}
+    def decode_operators(doc: dict[str, Any], max_parallelism: int) -> dict[str, OperatorMetadata]:
+        """Operators from the stored JSON document of a checkpoint whose log row records `max_parallelism`.
+
+        Format v1 has one max parallelism per checkpoint (the log row's): every operator gets it. From v2 on
+        each operator records its own (KeyError when one does not: the document is damaged).
+        """
+        version = doc.get("format_version", 1)
+        out = {}
+        for uid, d in doc.get("operators", {}).items():
+            if version < 2:
+                d = {**d, "max_parallelism": max_parallelism}
+            elif d.get("max_parallelism") is None:
+                raise KeyError(f"operator {uid!r} records no max parallelism (format v{version} requires one)")
+            out[uid] = OperatorMetadata.from_dict(uid, d)
+        return out

@@ -74,7 +74,12 @@ class Checkpoint(ABC):
     @property
     @abstractmethod
     def max_parallelism(self) -> int:
-        """Key groups of its keyed state."""
+        """The checkpoint's default max parallelism (an operator added without its own gets it); see `max_parallelism_of`."""
+
+    def max_parallelism_of(self, operator: str) -> int:
+        """Key groups of one operator's keyed state and timers: Flink gives every operator its own max parallelism."""
+        own = self.operator(operator).max_parallelism
+        return self.max_parallelism if own is None else own
 
     @property
     @abstractmethod

@@ -106,7 +106,7 @@ class CheckpointStore(ReadApi):
 
         r = self.record(checkpoint_id)
         entries = tuple(order_entries(self.manifest_of(r)))
-        return StoreCheckpoint(self.io, r, self._metadata(r), entries)
+        return StoreCheckpoint(self.io, r, self.metadata_of(r), entries)
 
     def manifest_of(self, r: LogRecord) -> list[FileEntry]:
         """A checkpoint's manifest rows, all of them: a checkpoint discarded (and its rows pruned) meanwhile is
@@ -124,13 +124,14 @@ class CheckpointStore(ReadApi):
 
     def metadata(self, checkpoint_id: int | None = None) -> CheckpointMetadata:
         """Operators and descriptors of one checkpoint (default the latest)."""
-        return self._metadata(self.record(checkpoint_id))
+        return self.metadata_of(self.record(checkpoint_id))
 
-    def _metadata(self, r: LogRecord) -> CheckpointMetadata:
+    def metadata_of(self, r: LogRecord) -> CheckpointMetadata:
+        """Operators and descriptors of a log record; CorruptFileError naming the checkpoint when they do not decode."""
         try:
             return CheckpointMetadata(
                 info=_info(r),
-                operators=CheckpointMetadata.decode_operators(r.metadata),
+                operators=CheckpointMetadata.decode_operators(r.metadata, r.max_parallelism),
                 properties=dict(r.metadata.get("properties", {})),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:

@@ -81,7 +81,9 @@ def verify_store(store: CheckpointStore, checkpoint_id: int | None = None) -> Ve
         report.checkpoints.append(cid)
         for e in files:
             users.setdefault(e.path, []).append(cid)
-            todo.setdefault(e.path, (e, _descriptor(meta, e), meta.info.max_parallelism))
+            op = meta.operators.get(e.operator)
+            mp = meta.info.max_parallelism if op is None or op.max_parallelism is None else op.max_parallelism
+            todo.setdefault(e.path, (e, _descriptor(meta, e), mp))
     for path, (entry, desc, mp) in sorted(todo.items()):
         report.files_checked += 1
         problem = _check_file(store, entry, desc, mp)
@@ -129,7 +131,7 @@ def _check_file(store: CheckpointStore, entry: FileEntry, desc: Any, max_paralle
     from flinkstate.format.datafile import read_data_file
 
     try:
-        table = read_data_file(store.io, entry, descriptor=desc)
+        table = read_data_file(store.io, entry, descriptor=desc, max_parallelism=max_parallelism)
     except CorruptFileError as e:
         return str(e)
     if FileKind(entry.kind).scope in (Scope.KEYED, Scope.TIMERS) and table.num_rows:

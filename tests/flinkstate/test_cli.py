@@ -63,7 +63,7 @@ def test_describe_shows_operators_states_types_ttl_and_sizes(root: str) -> None:
     rc, text = run("describe", root)
     assert rc == 0
     assert "checkpoint 2" in text and "max parallelism 128" in text
-    assert "operator sessions (parallelism 2)" in text
+    assert "operator sessions (parallelism 2, max parallelism 128)" in text
     count_line = next(l for l in text.splitlines() if l.startswith("count"))
     assert count_line.split()[:4] == ["count", "value", "string", "int64"]
     assert "3600000 ms OnCreateAndWrite" in count_line

@@ -143,13 +143,14 @@ def test_checkpoint_written_by_an_unknown_format_version_is_refused(populated: f
     import json as _json
 
     rec = populated.record()
+    future = fs.FORMAT_VERSION + 1
     row = {
         "checkpoint_id": 3, "attempt_id": "future", "event": "COMPLETED", "kind": "checkpoint",
-        "event_time": rec.created_at, "created_at": rec.created_at, "max_parallelism": 32, "format_version": 2,
-        "base_checkpoint_id": 2, "files": 0, "rows": 0, "bytes": 0, "metadata": _json.dumps({"format_version": 2, "operators": {}}),
+        "event_time": rec.created_at, "created_at": rec.created_at, "max_parallelism": 32, "format_version": future,
+        "base_checkpoint_id": 2, "files": 0, "rows": 0, "bytes": 0, "metadata": _json.dumps({"format_version": future, "operators": {}}),
     }
     populated.catalog.commit_log(row, populated.catalog.log_version())  # type: ignore[arg-type]
-    with pytest.raises(fs.CorruptFileError, match="checkpoint 3 was written in format version 2"):
+    with pytest.raises(fs.CorruptFileError, match=f"checkpoint 3 was written in format version {future}"):
         populated.read_state("sessions", "count")
     assert populated.read_state("sessions", "count", 2).num_rows == 3
 

@@ -1,4 +1,4 @@
-"""Format v1: real checkpoints validated against schemas/v1/*.schema.json and the claims of FORMAT.md.
+"""The format: real checkpoints validated against schemas/v<N>/*.schema.json and the claims of FORMAT.md.
 
 A module fixture builds a job root with the store API: every keyed state kind (nested types,
 TTL, namespaces, struct keys), full files, deltas with tombstones, a partial full rewrite,
@@ -7,7 +7,9 @@ a lost commit race, a savepoint and a checkpoint on top of it. Every data file (
 JSON description), every manifest row, every log row and every metadata document is then
 validated against the JSON Schemas, and the physical claims of the specification (sort
 order, key groups, merge rule, TTL list shape, GC rule, Arrow type encoding) are checked on
-the files themselves. Negative tests show the schemas reject what they must.
+the files themselves. Negative tests show the schemas reject what they must. Every object is
+validated against the schemas of its own format version (a release writes the newest, `C.FORMAT_VERSION`,
+and reads every earlier one: the checked-in v1 root of tests/fixtures/backend-v1 validates against v1).
 """
 
 from __future__ import annotations
@@ -47,9 +49,10 @@ from flinkstate.keygroups import assign_key_group, assign_key_groups, key_group_
 from flinkstate.ttl import StateTtlConfig
 
 ROOT = Path(__file__).resolve().parents[2]
-SCHEMA_DIR = ROOT / "schemas" / "v1"
 SCHEMA_NAMES = ("data-file", "manifest-row", "log-row", "checkpoint-metadata")
+VERSIONS = C.SUPPORTED_FORMAT_VERSIONS
 MAXP = 16
+SOURCE_MAXP = 64  # the operator "source" has its own max parallelism (format v2)
 BIG_ROWS = 70_000  # > one row group of 65536 rows
 
 # ---------------------------------------------------------------------------------------
@@ -57,29 +60,30 @@ BIG_ROWS = 70_000  # > one row group of 65536 rows
 # ---------------------------------------------------------------------------------------
 
 
-def _load(name: str) -> dict[str, Any]:
-    return json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text())
+def _load(version: int, name: str) -> dict[str, Any]:
+    return json.loads((ROOT / "schemas" / f"v{version}" / f"{name}.schema.json").read_text())
 
 
-SCHEMAS = {n: _load(n) for n in SCHEMA_NAMES}
+ALL_SCHEMAS = {v: {n: _load(v, n) for n in SCHEMA_NAMES} for v in VERSIONS}
+SCHEMAS = ALL_SCHEMAS[C.FORMAT_VERSION]  # what this release writes
 REGISTRY: Registry = Registry().with_resources(
-    [(s["$id"], Resource.from_contents(s)) for s in SCHEMAS.values()]
+    [(s["$id"], Resource.from_contents(s)) for by_name in ALL_SCHEMAS.values() for s in by_name.values()]
 )
 
 
-def validator(name: str) -> jsonschema.Draft202012Validator:
+def validator(name: str, version: int = C.FORMAT_VERSION) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(
-        SCHEMAS[name], registry=REGISTRY, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+        ALL_SCHEMAS[version][name], registry=REGISTRY, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
     )
 
 
-def assert_valid(name: str, doc: Any) -> None:
-    errors = sorted(validator(name).iter_errors(doc), key=lambda e: list(e.absolute_path))
-    assert not errors, f"{name}: " + "; ".join(f"{list(e.absolute_path)}: {e.message}" for e in errors[:5]) + f"\n{json.dumps(doc, default=str)[:2000]}"
+def assert_valid(name: str, doc: Any, version: int = C.FORMAT_VERSION) -> None:
+    errors = sorted(validator(name, version).iter_errors(doc), key=lambda e: list(e.absolute_path))
+    assert not errors, f"{name} v{version}: " + "; ".join(f"{list(e.absolute_path)}: {e.message}" for e in errors[:5]) + f"\n{json.dumps(doc, default=str)[:2000]}"
 
 
-def assert_invalid(name: str, doc: Any) -> None:
-    assert not validator(name).is_valid(doc), f"{name} accepted: {json.dumps(doc, default=str)[:1000]}"
+def assert_invalid(name: str, doc: Any, version: int = C.FORMAT_VERSION) -> None:
+    assert not validator(name, version).is_valid(doc), f"{name} v{version} accepted: {json.dumps(doc, default=str)[:1000]}"
 
 
 # ---------------------------------------------------------------------------------------
@@ -155,6 +159,7 @@ def _build(store: fs.CheckpointStore) -> dict[str, Any]:
             "record_type": ["state", "event", "event"], "subtask": pa.array([None, 0, 1], pa.int32()),
             "seq": pa.array([0, 1, 2], pa.int64()), "payload": [b"enumerator-state", b"split-request", b"\x00\x01"],
         }))
+        w.set_max_parallelism(SOURCE_MAXP, "source")
         w.set_parallelism("sessions", 2)
         w.set_parallelism("source", 2)
         w.set_property("job", "schema-tests")
@@ -239,11 +244,13 @@ def _log_json(row: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("name", SCHEMA_NAMES)
-def test_schema_documents_are_valid_draft_2020_12(name: str) -> None:
-    jsonschema.Draft202012Validator.check_schema(SCHEMAS[name])
-    assert SCHEMAS[name]["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert SCHEMAS[name]["$id"].endswith(f"/v1/{name}.schema.json")
+def test_schema_documents_are_valid_draft_2020_12(name: str, version: int) -> None:
+    schema = ALL_SCHEMAS[version][name]
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["$id"].endswith(f"/v{version}/{name}.schema.json")
 
 
 def test_spec_names_every_column_kind_and_metadata_key() -> None:
@@ -476,7 +483,7 @@ def test_delta_tables_have_the_documented_schemas(job: dict[str, Any]) -> None:
         assert got == cols, rel
         assert t.metadata().partition_columns == []
         first = json.loads((root / rel / "_delta_log" / "00000000000000000000.json").read_text().splitlines()[0])
-        assert first["commitInfo"][C.DELTA_FORMAT_VERSION_KEY] == "1"
+        assert first["commitInfo"][C.DELTA_FORMAT_VERSION_KEY] == str(C.FORMAT_VERSION)
         for schema_name, schema_rows in (("manifest-row", C.MANIFEST_TABLE), ("log-row", C.LOG_TABLE)):
             # checksum came later in v1: optional, so manifests written before it stay valid
             assert [c for c, _, _ in expected[schema_rows] if c != "checksum"] == SCHEMAS[schema_name]["required"]
@@ -512,8 +519,42 @@ def test_every_log_row_and_metadata_document_matches_the_schemas(gc_job: dict[st
     meta = json.loads(next(r["metadata"] for r in rows if r["checkpoint_id"] == 5 and r["event"] == C.EVENT_COMPLETED))
     ops = meta["operators"]
     assert set(ops) == {"sessions", "source"} and ops["source"]["has_coordinator"] and meta["properties"] == {"job": "schema-tests"}
+    assert {u: o["max_parallelism"] for u, o in ops.items()} == {"sessions": MAXP, "source": SOURCE_MAXP}
+    assert {r["max_parallelism"] for r in rows} == {MAXP}  # the log row: the checkpoint's default
     assert {d["kind"] for d in ops["sessions"]["keyed_states"]} == {"value", "list", "map", "reducing", "aggregating"}
     assert {d["mode"] for o in ops.values() for d in o["operator_states"]} == {"list", "union", "broadcast"}
+
+
+def test_a_v1_root_matches_the_v1_schemas_and_a_checkpoint_on_it_the_newest(tmp_path: Path) -> None:
+    """The checked-in root of release 0.1.0 (format v1) validates against schemas/v1; a checkpoint written on top of it
+    validates against the newest version's schemas while the v1 files it carries keep validating against v1."""
+    root = tmp_path / "v1"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "backend-v1", root)
+    store = fs.open(str(root))
+    old_files = _data_files(root)
+    for p in old_files:
+        d = describe_data_file(store.io, p)
+        assert d["format_version"] == 1
+        assert_valid("data-file", d, 1)
+        assert_invalid("data-file", d)
+    for r in _delta_rows(root, C.LOG_TABLE):
+        assert_valid("log-row", _log_json(r), 1)
+        assert_valid("checkpoint-metadata", json.loads(r["metadata"]), 1)
+        assert_invalid("checkpoint-metadata", json.loads(r["metadata"]))  # no max parallelism per operator
+    for m in _delta_rows(root, C.MANIFEST_TABLE):
+        assert_valid("manifest-row", {k: v for k, v in m.items() if k != "checksum" or v is not None}, 1)
+    with store.begin() as w:
+        w.set_max_parallelism(256, "added")
+        w.put_state("added", BIG, pa.table({"key": pa.array([1, 2], pa.int64()), "value": pa.array([1, 2], pa.int32())}))
+    new = [r for r in _delta_rows(root, C.LOG_TABLE) if r["checkpoint_id"] == 3]
+    assert len(new) == 1 and new[0]["format_version"] == C.FORMAT_VERSION
+    assert_valid("log-row", _log_json(new[0]))
+    meta = json.loads(new[0]["metadata"])
+    assert {u: o["max_parallelism"] for u, o in meta["operators"].items()} == {"fixture-op": 32, "added": 256}
+    for p in _data_files(root):
+        d = describe_data_file(store.io, p)
+        assert d["format_version"] == (1 if p in old_files else C.FORMAT_VERSION)
+        assert_valid("data-file", d, d["format_version"])
 
 
 def test_stored_arrow_types_decode_to_the_declared_types(job: dict[str, Any]) -> None:
@@ -560,12 +601,13 @@ def test_savepoints_are_self_contained_and_gc_spares_them(gc_job: dict[str, Any]
 
 def test_unknown_data_file_version_is_refused_with_a_typed_error(tmp_path: Path) -> None:
     io = FileIO(str(tmp_path))
+    future = str(C.FORMAT_VERSION + 1)
     table = pa.table({"key_group": pa.array([0], pa.int32()), "key": ["a"], "value": [1]})
-    table = table.replace_schema_metadata({C.META_FORMAT_VERSION: "2", C.META_FILE_KIND: "full"})
+    table = table.replace_schema_metadata({C.META_FORMAT_VERSION: future, C.META_FILE_KIND: "full"})
     with io.open("f.parquet", "wb") as f:
         pq.write_table(table, f)
     e = FileEntry(path="f.parquet", operator="op", state="s", kind="full", key_group_start=0, key_group_end=0, created_by_checkpoint_id=1, rows=1, bytes=1)
-    with pytest.raises(CorruptFileError, match="format version 2"):
+    with pytest.raises(CorruptFileError, match=f"format version {future}"):
         read_data_file(io, e)
 
 
@@ -635,9 +677,9 @@ def test_data_file_schema_rejects_wrong_descriptions(samples: dict[str, Any]) ->
         _drop_column(timers, "timestamp"),
         _drop_column(coord, "seq"),
         _drop_column(bcast, "key"),  # broadcast state needs its key column
-        _with(full_value, ["metadata", C.META_FORMAT_VERSION], 1),  # version must be the string "1"
-        _with(full_value, ["metadata", C.META_FORMAT_VERSION], "2"),  # not a v1 file
-        _with(full_value, ["format_version"], "1"),
+        _with(full_value, ["metadata", C.META_FORMAT_VERSION], C.FORMAT_VERSION),  # the version is a string
+        _with(full_value, ["metadata", C.META_FORMAT_VERSION], str(C.FORMAT_VERSION - 1)),  # an earlier version's file
+        _with(full_value, ["format_version"], str(C.FORMAT_VERSION)),
         _with(full_value, ["metadata", C.META_FORMAT_VERSION], _DELETE),
         _with(full_value, ["metadata", C.META_MAX_PARALLELISM], _DELETE),
         _with(full_value, ["metadata", C.META_STATE_KIND], "set"),
@@ -671,7 +713,7 @@ def test_data_file_schema_rejects_a_real_unsorted_snappy_file(tmp_path: Path) ->
     table = pa.table({
         "key_group": pa.array([assign_key_group(k, MAXP) for k in keys], pa.int32()), "key": keys, "value": pa.array([1, 2, 3], pa.int64()),
     }).sort_by([("key_group", "descending")])
-    meta = {C.META_FORMAT_VERSION: "1", C.META_FILE_KIND: "full", C.META_OPERATOR: "op", C.META_STATE: "s", C.META_KG_START: "0",
+    meta = {C.META_FORMAT_VERSION: str(C.FORMAT_VERSION), C.META_FILE_KIND: "full", C.META_OPERATOR: "op", C.META_STATE: "s", C.META_KG_START: "0",
             C.META_KG_END: str(MAXP - 1), C.META_CHECKPOINT_ID: "1", C.META_STATE_KIND: "value", C.META_MAX_PARALLELISM: str(MAXP)}
     schema = pa.schema([pa.field("key_group", pa.int32(), False), pa.field("key", pa.string(), False), pa.field("value", pa.int64())], metadata=meta)
     rel = "shared/op/s/0000000001-full-kg00000-00015-0123456789ab.parquet"
@@ -717,8 +759,9 @@ def test_log_row_schema_rejects_wrong_rows(samples: dict[str, Any]) -> None:
     for b in [
         _with(row, ["event"], "STARTED"),
         _with(row, ["kind"], "snapshot"),
-        _with(row, ["format_version"], 2),
-        _with(row, ["format_version"], "1"),
+        _with(row, ["format_version"], C.FORMAT_VERSION + 1),
+        _with(row, ["format_version"], C.FORMAT_VERSION - 1),
+        _with(row, ["format_version"], str(C.FORMAT_VERSION)),
         _with(row, ["max_parallelism"], 0),
         _with(row, ["max_parallelism"], 32769),
         _with(row, ["created_at"], "yesterday"),
@@ -742,8 +785,12 @@ def test_metadata_schema_rejects_wrong_documents(samples: dict[str, Any]) -> Non
     i_bc = next(i for i, s in enumerate(ops) if s["mode"] == "broadcast")
     ks = ["operators", "sessions", "keyed_states"]
     for b in [
-        _with(meta, ["format_version"], "1"),
-        _with(meta, ["format_version"], 2),
+        _with(meta, ["format_version"], str(C.FORMAT_VERSION)),
+        _with(meta, ["format_version"], C.FORMAT_VERSION + 1),
+        _with(meta, ["format_version"], 1),  # a v1 document records no max parallelism per operator
+        _with(meta, ["operators", "sessions", "max_parallelism"], _DELETE),
+        _with(meta, ["operators", "sessions", "max_parallelism"], 0),
+        _with(meta, ["operators", "sessions", "max_parallelism"], 32769),
         _with(meta, ["operators"], _DELETE),
         _with(meta, ks + [i_val, "kind"], "set"),  # unknown state kind
         _with(meta, ks + [i_map, "user_key_type"], _DELETE),

@@ -389,7 +389,8 @@ class KeyedStateBackend:
             try:
                 # based on the latest checkpoint: what this backend does not own (other operators,
                 # other states, other key groups) is carried over by reference, as Flink keeps it
-                with store.begin(checkpoint_id=checkpoint_id, base="latest", max_parallelism=self.max_parallelism) as w:
+                with store.begin(checkpoint_id=checkpoint_id, base="latest") as w:
+                    w.declare_max_parallelism(operator, self.max_parallelism)
                     _check_delta_base(w, snap, operator)
                     snap.write(w, operator)
                 info = w.store.info(checkpoint_id)
@@ -550,9 +551,9 @@ class _CheckpointView:
         ck = self.checkpoint = store.checkpoint(checkpoint_id)
         self.operator = operator
         self.checkpoint_id = ck.checkpoint_id
-        self.max_parallelism = ck.max_parallelism
         self.is_savepoint = ck.kind == C.SAVEPOINT
         op = self.op = ck.operator(operator)
+        self.max_parallelism = ck.max_parallelism_of(operator)
         self.properties = dict(ck.metadata.properties)
         key_types = {str(d.key_type): d.key_type for d in [*op.keyed_states.values(), *op.timer_services.values()]}
         if len(key_types) > 1:

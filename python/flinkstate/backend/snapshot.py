@@ -124,10 +124,11 @@ class KeyedSnapshot:
         Full parts replace the files of the backend's key-group range; delta parts add one
         delta file each. Releases the frozen buckets when done (also on error).
         """
-        if writer.max_parallelism != self.backend.max_parallelism:
+        writer_mp = writer.max_parallelism_of(operator) if hasattr(writer, "max_parallelism_of") else writer.max_parallelism
+        if writer_mp != self.backend.max_parallelism:
             self.release()
             raise InvalidArgumentError(
-                f"checkpoint writer has max parallelism {writer.max_parallelism}, the backend {self.backend.max_parallelism}"
+                f"checkpoint writer has max parallelism {writer_mp} for operator {operator!r}, the backend {self.backend.max_parallelism}"
             )
         with self.backend._lock:
             if self._released:

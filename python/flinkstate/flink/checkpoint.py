@@ -175,8 +175,7 @@ class FlinkCheckpoint(Checkpoint):
 
     @property
     def max_parallelism(self) -> int:
-        keyed = [op.max_parallelism for op in self.meta.operators if any(s.managed_keyed is not None for s in op.subtasks)]
-        return max(keyed or [op.max_parallelism for op in self.meta.operators] or [128])
+        return self.meta.default_max_parallelism  # every operator has its own: max_parallelism_of
 
     @property
     def created_at_ms(self) -> int:
@@ -254,7 +253,7 @@ class FlinkCheckpoint(Checkpoint):
         desc = self.state_descriptor(operator, state)
         if f"{operator}/{state}" in self.refused:  # before any file is read (in Spark: on the driver)
             raise UnsupportedSerializerError(self.refused[f"{operator}/{state}"])
-        allowed = key_groups_of(self.meta, self._uid(operator), keys, key_groups, desc.key_type, self.max_parallelism)
+        allowed = key_groups_of(self.meta, self._uid(operator), keys, key_groups, desc.key_type, self.max_parallelism_of(operator))
         ref = self.created_ms if ttl_reference is None else int(ttl_reference)
         d = desc.to_dict()
         cols = None if columns is None else list(columns)
@@ -275,7 +274,7 @@ class FlinkCheckpoint(Checkpoint):
         from flinkstate.flink.mapping import key_groups_of
 
         services = self.timer_services_of(operator, service)
-        allowed = key_groups_of(self.meta, self._uid(operator), keys, key_groups, services[0].key_type, self.max_parallelism)
+        allowed = key_groups_of(self.meta, self._uid(operator), keys, key_groups, services[0].key_type, self.max_parallelism_of(operator))
         sd = [s.to_dict() for s in services]
         with_cols = service_columns or service is None
         tasks: list[ScanTask] = [
@@ -318,7 +317,8 @@ class _Fixed(ScanTask):
 def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: Mapping[str, StateTtlConfig | int],
                        unknown: list[str], options: ReadOptions | None = None, refused: dict[str, str] | None = None) -> OperatorMetadata:
     """An operator's declared state, from the serializer snapshots in its keyed-state headers and its operator states."""
-    om = OperatorMetadata(uid=name, parallelism=op.parallelism, has_coordinator=op.coordinator_state is not None)
+    om = OperatorMetadata(uid=name, parallelism=op.parallelism, has_coordinator=op.coordinator_state is not None,
+                          max_parallelism=op.max_parallelism)
     for sub in op.subtasks:
         if sub.managed_keyed is None:
             continue

@@ -1,6 +1,7 @@
 """Import a real Flink savepoint or retained checkpoint into a flinkstate root as one savepoint.
 
-Subtask by subtask (one keyed-state handle decoded at a time, so memory is bounded by the largest
+Every operator keeps the max parallelism Flink gave it (derived from its parallelism or set explicitly), so its
+key groups are unchanged. Subtask by subtask (one keyed-state handle decoded at a time, so memory is bounded by the largest
 subtask's state, not the job's), every keyed state is written as full files over that subtask's
 key-group range, with key groups unchanged; timers, split/union/broadcast operator state and
 coordinator bytes come along. Descriptors are mapped from the serializer snapshots. A savepoint does
@@ -21,9 +22,9 @@ import pyarrow as pa
 from flinkstate.descriptors import OperatorStateDescriptor, TimerServiceDescriptor
 from flinkstate.errors import CheckpointNotFoundError, InvalidArgumentError, OperatorNotFoundError
 from flinkstate.flink.canonical import TIMER_PREFIX, _verify
-from flinkstate.flink.mapping import operator_name, state_descriptor, stored_rows, subtask_decoders, unmatched_uids
+from flinkstate.flink.mapping import operator_name, state_descriptor, stored_rows, subtask_decoders, subtask_range, unmatched_uids
 from flinkstate.flink.pyflink import refuse_import
-from flinkstate.flink.metadata import CheckpointMetadata, read_metadata
+from flinkstate.flink.metadata import read_metadata
 from flinkstate.flink.operator_state import operator_state_names, read_operator_state
 from flinkstate.flink.serializers import TypeNode, arrow_type
 from flinkstate.ttl import StateTtlConfig
@@ -84,15 +85,6 @@ def resolve_flink_path(path: str | os.PathLike[str], checkpoint_id: int | None =
     return found[checkpoint_id]
 
 
-def _max_parallelism(meta: CheckpointMetadata) -> int:
-    values = {op.max_parallelism for op in meta.operators if any(s.managed_keyed is not None for s in op.subtasks)}
-    if len(values) > 1:
-        detail = ", ".join(f"{op.label}: {op.max_parallelism}" for op in meta.operators)
-        raise InvalidArgumentError(f"{meta.path}: operators have different max parallelism ({detail}); "
-                                   "a flinkstate checkpoint has one")
-    return values.pop() if values else max((op.max_parallelism for op in meta.operators), default=128)
-
-
 def import_savepoint(
     flink_path: str | os.PathLike[str],
     root: str | os.PathLike[str],
@@ -123,11 +115,16 @@ def import_savepoint(
     ttl = dict(ttl or {})
     store = flinkstate.open(root, storage_options)
     report = ImportReport(checkpoint_id=-1, source=meta.path)
-    with store.begin(kind="savepoint", max_parallelism=_max_parallelism(meta)) as w:
+    with store.begin(kind="savepoint") as w:
+        if w.base is None:  # a new root: operators added later get the savepoint's default (the base's otherwise)
+            w.set_max_parallelism(meta.default_max_parallelism)
         w.set_property("flink.source", meta.path)
         w.set_property("flink.checkpoint-id", str(meta.checkpoint_id))
         for op in meta.operators:
             name = operator_name(op, uids)
+            op_states = operator_state_names(meta, op.operator_id)
+            if op_states or op.coordinator_state is not None or any(subtask_range(s) is not None for s in op.subtasks):
+                w.set_max_parallelism(op.max_parallelism, name)  # each operator keeps its own, as Flink gave it
             counts: dict[str, int] = {}
             covered: dict[str, tuple[Any, Any, list[tuple[int, int]]]] = {}
             serializers: dict[str, Any] = {}
@@ -160,7 +157,7 @@ def import_savepoint(
                             w.put_timers(name, desc, empty, key_group_range=rng)
                         else:
                             w.put_state(name, desc, empty, key_group_range=rng)
-            for state, mode in operator_state_names(meta, op.operator_id).items():
+            for state, mode in op_states.items():
                 table = read_operator_state(meta, op.operator_id, state)
                 value_type = table.schema.field("value").type
                 key_type = table.schema.field("key").type if "key" in table.column_names else None

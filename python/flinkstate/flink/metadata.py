@@ -169,6 +169,13 @@ class CheckpointMetadata:
         """The directory (local path or URL) relative file handles are resolved against."""
         return _split_url(self.path)[0] if "://" in self.path else os.path.dirname(self.path)
 
+    @property
+    def default_max_parallelism(self) -> int:
+        """The max parallelism flinkstate gives operators added to this savepoint later (each Flink operator keeps its own):
+        the largest of its keyed operators', else of all its operators', else Flink's default 128."""
+        keyed = [op.max_parallelism for op in self.operators if any(s.managed_keyed is not None for s in op.subtasks)]
+        return max(keyed or [op.max_parallelism for op in self.operators] or [128])
+
     @cached_property
     def flink_version(self) -> FlinkVersionGuess:
         """Which Flink release(s) wrote this, and the evidence (metadata version, RocksDB files, operator-state layout)."""

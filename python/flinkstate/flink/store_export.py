@@ -111,7 +111,6 @@ def export_savepoint(
     ck = store.checkpoint(checkpoint_id)  # pinned: every state below is read from this one checkpoint
     meta = ck.metadata
     cid = meta.info.checkpoint_id
-    maxp = meta.info.max_parallelism
     ops: list[OperatorExport] = []
     for uid, op in meta.operators.items():
         keyed = None
@@ -158,7 +157,8 @@ def export_savepoint(
             coordinator = payloads[0] if payloads else None
         if keyed is None and not states and coordinator is None:
             continue
-        ops.append(OperatorExport(uid, op.parallelism or 1, maxp, keyed, states, coordinator_state=coordinator, operator_id=flink_id))
+        ops.append(OperatorExport(uid, op.parallelism or 1, ck.max_parallelism_of(uid), keyed, states, coordinator_state=coordinator,
+                                  operator_id=flink_id))  # each operator its own max parallelism, as Flink checks on restore
     if pojo_classes:
         raise StateNotFoundError(f"POJO classes given for keyed states that checkpoint {cid} does not have: {sorted(pojo_classes)}")
     return write_savepoint(os.fspath(dest), ops, checkpoint_id=cid, compression=compression, flink_version=flink_version)

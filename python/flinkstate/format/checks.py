@@ -53,8 +53,10 @@ def _path_operator(path: str) -> str | None:
     return None
 
 
-def footer_problems(entry: Any, schema: pa.Schema, num_rows: int, descriptor: Descriptor = None) -> list[str]:
-    """Format version, identity and row count in the footer, and column types against the descriptor."""
+def footer_problems(entry: Any, schema: pa.Schema, num_rows: int, descriptor: Descriptor = None,
+                    max_parallelism: int | None = None) -> list[str]:
+    """Format version, identity and row count in the footer, column types against the descriptor, and (keyed
+    and timer files) the max parallelism the key groups were assigned for against the operator's."""
     meta = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in (schema.metadata or {}).items()}
     raw = meta.get(C.META_FORMAT_VERSION, "0")
     version = int(raw) if raw.isdigit() else -1
@@ -77,6 +79,9 @@ def footer_problems(entry: Any, schema: pa.Schema, num_rows: int, descriptor: De
             out.append(f"its metadata {key}={got!r} but the manifest records {want!r}")
     if num_rows != entry.rows:
         out.append(f"it has {num_rows} rows but the manifest records {entry.rows}")
+    written_for = meta.get(C.META_MAX_PARALLELISM)
+    if max_parallelism is not None and written_for is not None and written_for != str(max_parallelism):
+        out.append(f"its key groups are for max parallelism {written_for}, the operator's is {max_parallelism}")
     out += schema_problems(schema, expected_schema(entry.kind, descriptor))
     return out
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-FORMAT_VERSION = 1
-SUPPORTED_FORMAT_VERSIONS = (1,)
+FORMAT_VERSION = 2  # v2: every operator has its own max parallelism (schemas/FORMAT.md, section 17)
+SUPPORTED_FORMAT_VERSIONS = (1, 2)
 
 # directory layout (relative to the job root)
 META_DIR = "_flinkstate"

@@ -334,8 +334,9 @@ def read_data_file(
     filter: Any = None,
     descriptor: Any = None,
     verify: bool = True,
+    max_parallelism: int | None = None,
 ) -> pa.Table:
-    """Read one data file; `filter` is a pyarrow expression.
+    """Read one data file; `filter` is a pyarrow expression; `max_parallelism` is the operator's (checked when given).
 
     With `verify` (the default) the file is fetched whole and checked against its manifest
     entry and `descriptor` (see format.checks): a damaged file raises CorruptFileError naming
@@ -357,7 +358,7 @@ def read_data_file(
     try:
         parquet = pq.ParquetFile(pa.BufferReader(data))
         schema = parquet.schema_arrow
-        problems += footer_problems(entry, schema, parquet.metadata.num_rows, descriptor)
+        problems += footer_problems(entry, schema, parquet.metadata.num_rows, descriptor, max_parallelism)
         # even if damaged: name every problem. A whole read decodes fastest through ParquetFile;
         # a filtered one goes through a dataset fragment, which skips row groups by their statistics
         if filter is None:

@@ -207,7 +207,8 @@ def _read_view(
             cols = list(columns)
             if e.kind in C.DELTA_KINDS and C.COL_TOMBSTONE not in cols:
                 cols.append(C.COL_TOMBSTONE)
-        tables.append(read_data_file(io, e, filter=expr, columns=cols, descriptor=descriptor, verify=verify))  # type: ignore[arg-type]
+        tables.append(read_data_file(io, e, filter=expr, columns=cols, descriptor=descriptor, verify=verify,  # type: ignore[arg-type]
+                                     max_parallelism=max_parallelism))
         positions.append(pos)
     if not tables:
         return None

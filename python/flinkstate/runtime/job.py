@@ -272,7 +272,7 @@ class KeyedJob:
         if _restore_from is not None:
             assert self.store is not None
             rec = self.store.record(_restore_from)
-            maxp = rec.max_parallelism
+            maxp = self.store.metadata(rec.checkpoint_id).operator(uid).max_parallelism or rec.max_parallelism
             if max_parallelism is not None and max_parallelism != maxp:
                 raise InvalidArgumentError(f"checkpoint {_restore_from} has max parallelism {maxp}; it cannot change on restore (got {max_parallelism})")
             backends = KeyedStateBackend.restore_all(
@@ -556,7 +556,8 @@ class KeyedJob:
         try:
             if len(bases) > 1 and any(s.incremental for s in snaps):
                 raise InvalidArgumentError(f"checkpoint {cid}: subtasks have different base checkpoints {bases}")
-            with self.store.begin(checkpoint_id=cid, base=base, max_parallelism=self.max_parallelism) as w:
+            with self.store.begin(checkpoint_id=cid, base=base) as w:
+                w.declare_max_parallelism(self.uid, self.max_parallelism)
                 for s in snaps:
                     files = s.write(w, self.uid)
                     stats.files += len(files)

@@ -127,7 +127,7 @@ def test_cli_import_and_describe(tmp_path: Path) -> None:
     assert "imported" in text and "savepoint 1" in text and "ttl_list" in text, text
     out = io.StringIO()
     assert main(["describe", str(tmp_path / "root")], out=out) == 0
-    assert "operator long-keyed (parallelism 2)" in out.getvalue() and "60000 ms" in out.getvalue()
+    assert "operator long-keyed (parallelism 2, max parallelism 128)" in out.getvalue() and "60000 ms" in out.getvalue()
 
 
 def test_import_of_a_job_checkpoint_folder_takes_the_latest_or_named(tmp_path: Path) -> None:
