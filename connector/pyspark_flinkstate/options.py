@@ -39,6 +39,7 @@ READ_OPTIONS = (
     "ttlReferenceTime", "fromCheckpointId", "toCheckpointId", "timerService", "storageOptions",
     "startingCheckpointId",  # streaming reads only (stream_reader.py)
     "rawValues", "rowFields",  # Flink savepoints: Kryo/Avro values as bytes; Row field names per "operator/state"
+    "ttl",  # Flink savepoints: TTL durations per "operator/state" (or "state"), "op/state=ms;state=ms"
 )
 WRITE_OPTIONS = (
     "path", "operator", "state", "checkpointId", "savepoint", "operation", "maxParallelism",
@@ -141,6 +142,7 @@ class ReadOptions:
     to_checkpoint_id: int | None = None
     raw_values: bool = False
     row_fields: str | None = None
+    ttl: str | None = None
 
     def flink_options(self) -> dict[str, Any]:
         """The options a Flink savepoint opens with (none given: none, so a flinkstate root opens as usual)."""
@@ -149,6 +151,8 @@ class ReadOptions:
             out["raw_values"] = True
         if self.row_fields:
             out["row_fields"] = self.row_fields
+        if self.ttl:
+            out["ttl"] = self.ttl
         return out
 
 
@@ -183,19 +187,21 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
         from_checkpoint_id=_int(opts, "fromCheckpointId", low=0),
         to_checkpoint_id=_int(opts, "toCheckpointId", low=0),
         raw_values=_bool(opts, "rawValues", False),
-        row_fields=_row_fields(opts),
+        row_fields=_checked(opts, "rowFields"),
+        ttl=_checked(opts, "ttl"),
     )
 
 
-def _row_fields(opts: dict[str, str]) -> str | None:
-    from flinkstate.flink.mapping import parse_row_fields
+def _checked(opts: dict[str, str], name: str) -> str | None:
+    """A Flink savepoint option keyed by "operator/state" (rowFields, ttl), its syntax checked; operators are resolved at load."""
+    from flinkstate.flink.mapping import parse_row_fields, parse_ttl
 
-    raw = opts.get("rowfields") or None
+    raw = opts.get(name.lower()) or None
     if raw is not None:
         try:
-            parse_row_fields(raw)
+            (parse_row_fields if name == "rowFields" else parse_ttl)(raw)
         except InvalidArgumentError as e:
-            raise InvalidArgumentError(f"option 'rowFields': {e}") from e
+            raise InvalidArgumentError(f"option {name!r}: {e}") from e
     return raw
 
 

@@ -8,6 +8,7 @@ the executors all see the same checkpoint even if a new one is committed meanwhi
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,7 +100,10 @@ def resolve(options: Any) -> Resolved:
             known = set()
             for ck in res.pinned:
                 known.update(ck.operators)
-            if opts.operator not in known:
+            names = {ck.name_of(opts.operator) for ck in res.pinned} & known  # a Flink operator by uid or operator id
+            if opts.operator not in known and len(names) == 1:
+                res.opts = dataclasses.replace(opts, operator=names.pop())
+            elif opts.operator not in known:
                 from flinkstate.errors import OperatorNotFoundError
 
                 raise OperatorNotFoundError(f"operator {opts.operator!r} is not in any retained checkpoint; operators: {sorted(known)}")

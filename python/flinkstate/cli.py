@@ -249,16 +249,10 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate import FLINK_DIR ROOT`: write a Flink savepoint or retained checkpoint into ROOT as one savepoint."""
-    from flinkstate.errors import InvalidArgumentError
     from flinkstate.flink.importer import import_savepoint
+    from flinkstate.flink.mapping import parse_ttl
 
-    ttl: dict[str, int] = {}
-    for item in args.ttl or []:
-        state, sep, ms = item.partition("=")
-        if not sep or not ms.strip().isdigit():
-            raise InvalidArgumentError(f"--ttl {item!r}: expected OPERATOR/STATE=MILLISECONDS or STATE=MILLISECONDS")
-        ttl[state.strip()] = int(ms)
-    report = import_savepoint(args.flink_path, args.path, flink_checkpoint_id=args.flink_checkpoint, ttl=ttl,
+    report = import_savepoint(args.flink_path, args.path, flink_checkpoint_id=args.flink_checkpoint, ttl=parse_ttl(args.ttl or ()),
                               storage_options=_storage_options(args), uids=args.uid or (), raw_values=args.raw_values)
     if args.json:
         json.dump({"root": args.path, "checkpoint_id": report.checkpoint_id, "flink_checkpoint": os.path.dirname(report.source),
@@ -450,7 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("flink_path", help="a folder holding _metadata (savepoint or chk-N), or a job's checkpoint folder")
     common(sp)
     sp.add_argument("--flink-checkpoint", type=int, default=None, metavar="N", help="chk-N of a job's checkpoint folder (default: the latest)")
-    sp.add_argument("--ttl", action="append", metavar="OPERATOR/STATE=MS", help="TTL of a state Flink kept with TTL (repeatable)")
+    sp.add_argument("--ttl", action="append", metavar="OPERATOR/STATE=MS", help="TTL of a state Flink kept with TTL, the operator "
+                    "by uid or operator id, or STATE=MS for that state of every operator (repeatable)")
     sp.add_argument("--uid", action="append", metavar="UID", help="an operator uid of the job: names the operator that Flink 1.x "
                     "metadata records only by id (repeatable)")
     sp.add_argument("--raw-values", action="store_true", help="keep Kryo/Avro values as their serialized bytes (else they stop the import)")

@@ -96,6 +96,10 @@ class Checkpoint(ABC):
         """The Flink release(s) that wrote this checkpoint ("1.19-1.20", "2.3"), None when Flink did not write it."""
         return None
 
+    def name_of(self, operator: str) -> str:
+        """The name this checkpoint lists an operator by (a Flink savepoint's also takes its uid or operator id)."""
+        return operator
+
     def operator(self, uid: str) -> OperatorMetadata:
         """One operator; OperatorNotFoundError lists the operators that exist."""
         op = self.operators.get(uid)

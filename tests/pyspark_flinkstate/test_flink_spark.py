@@ -88,3 +88,36 @@ def test_row_fields_and_raw_values_options(spark):
     raw = _read(spark, SP, operator="kryo", state="opaque", rawValues="true")
     assert raw.schema["value"].dataType.simpleString() == "binary"
     assert sorted(r.value for r in raw.collect()) == sorted(fs.open(str(SP), raw_values=True).read_state("kryo", "opaque").column("value").to_pylist())
+
+
+V1 = SP.parents[2] / "flink-1.20" / "canonical" / "savepoint"  # Flink 1.20: _metadata records operator ids, not uids
+OP_ID = "e96676d2a3621a713f8229ed21cc08b2"  # Flink's id of uid "long-keyed" (murmur3_128 of it)
+WEEK, DAY = 7 * 86_400_000, 86_400_000
+
+
+@pytest.mark.parametrize("path", [V1, SP], ids=["flink-1.20", "flink-2.3"])
+def test_ttl_option_by_uid_or_operator_id_hides_expired_entries(spark, path):
+    """`.option("ttl", "OP/ttl=MS")` with OP the uid or the operator id, the operator read by either: 8 days after the
+    last access a 7-day TTL leaves nothing live; unknown operators and states in ttl, rowFields and operator are refused by name."""
+    from fsc_helpers import error_text
+
+    last = fs.open(str(path)).read_state("long-keyed", "ttl", raw=True).column("ttl_timestamp").to_pylist()
+    for by, read_by in (("long-keyed", OP_ID), (OP_ID, "long-keyed")):
+        opts = {"operator": read_by, "state": "ttl", "ttl": f"{by}/ttl={WEEK}"}
+        assert _read(spark, path, **opts, ttlReferenceTime=max(last) + 8 * DAY).count() == 0
+        assert _read(spark, path, **opts, ttlReferenceTime=min(last) + WEEK - 1).count() == 37
+    every = _read(spark, path, **opts, ttlReferenceTime=max(last) + 8 * DAY, includeExpired="true").collect()
+    assert len(every) == 37 and all(r.expired for r in every)
+    assert _read(spark, path, operator="long-keyed", state="ttl", ttlReferenceTime=max(last) + 8 * DAY).count() == 37  # none given
+    ops = _read(spark, path, table="operators", operator="long-keyed").collect()
+    assert len(ops) == 1 and ops[0].keyed_states > 10
+    for opts, said in (({"ttl": f"nope/ttl={WEEK}"}, "ttl 'nope/ttl': 'nope' names no operator"),
+                       ({"ttl": f"long-keyed/count_ttl={WEEK}"}, "has no TTL state 'count_ttl'"),
+                       ({"ttl": f"{OP_ID}/count={WEEK}"}, "state 'count' of operator"),
+                       ({"rowFields": "nope/row=a,b"}, "row_fields 'nope/row': 'nope' names no operator"),
+                       ({"rowFields": "long-keyed/nope=a,b"}, "has no keyed state 'nope'"),
+                       ({"operator": "nope"}, "operator 'nope' is not in")):
+        with pytest.raises(Exception) as ei:
+            _read(spark, path, **{"operator": "long-keyed", "state": "count", **opts}).collect()
+        text = error_text(ei)
+        assert said in text and OP_ID in text, text[:2000]

@@ -33,6 +33,8 @@ Supported now:
 - Serializers (`serializers`, `values`): Long, Integer, Short, Byte, Double, Float, Boolean, Char,
   String, byte[], Row, Tuple, POJO, List, Map, the TTL wrapper, timers, VoidNamespace.
 - Operator state (`operator_state.read_operator_state`): split and union list state, broadcast state.
+- Operators named by uid (1.x: matched by Flink's hash of it) or by operator id, one way for reads and
+  for every option naming "operator/state" (`names`): a name matching nothing is refused, listing what exists.
 
 Writing (`savepoint_writer.write_savepoint`, `export.rewrite_flink_savepoint`, `store_export.export_savepoint`):
 canonical savepoints with `_metadata` v6 (what Flink 2.3 writes; tested: real Flink 2.3 restores them with the

@@ -20,14 +20,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinkstate.descriptors import OperatorStateDescriptor, TimerServiceDescriptor
-from flinkstate.errors import InvalidArgumentError, StateNotFoundError
+from flinkstate.errors import InvalidArgumentError, OperatorNotFoundError, StateNotFoundError
 from flinkstate.flink._io import FlinkFiles
 from flinkstate.flink.canonical import TIMER_PREFIX
-from flinkstate.flink.encode import murmur3_128
 from flinkstate.flink.errors import UnsupportedSerializerError
-from flinkstate.flink.mapping import ReadOptions, decode_subtask, operator_name, state_descriptor, stored_rows, subtask_range, subtask_states
+from flinkstate.flink.mapping import ReadOptions, decode_subtask, state_descriptor, stored_rows, subtask_range, subtask_states
 from flinkstate.flink.metadata import CheckpointMetadata as FlinkMetadata
 from flinkstate.flink.metadata import OperatorState
+from flinkstate.flink.names import KeyedFacts, ResolvedOptions, find_operator, operator_name, operators_text, resolve_options
 from flinkstate.flink.operator_state import operator_state_names, read_operator_state
 from flinkstate.flink.serializers import arrow_type
 from flinkstate.metadata import CheckpointInfo, OperatorMetadata
@@ -168,6 +168,7 @@ class FlinkCheckpoint(Checkpoint):
     uids: dict[str, str] = field(default_factory=dict)  # name here -> Flink uid or operator id
     options: ReadOptions = field(default_factory=ReadOptions)
     refused: dict[str, str] = field(default_factory=dict)  # "operator/state" -> why its values cannot be read (Kryo/Avro)
+    ttl: dict[str, StateTtlConfig | int] = field(default_factory=dict)  # TTL durations given, keyed as `names.state_key`
 
     @property
     def checkpoint_id(self) -> int:
@@ -215,16 +216,27 @@ class FlinkCheckpoint(Checkpoint):
         return CheckpointInspect(self)  # type: ignore[arg-type]
 
     def _name(self, operator: str) -> str:
-        """The name an operator goes by here; a uid also finds an operator of 1.x metadata (which records only ids)."""
-        if operator not in self.ops:
-            hashed = murmur3_128(operator.encode("utf-8")).hex()
-            if hashed in self.ops:
-                return hashed
+        """The name an operator goes by here, given that name, its uid or its operator id (`names.find_operator`)."""
+        if operator in self.ops:
+            return operator
+        op = find_operator(self.meta.operators, operator)
+        if op is not None:
+            label = op.uid or op.operator_id
+            return next((name for name, flink in self.uids.items() if flink == label), operator)
         return operator
 
+    def name_of(self, operator: str) -> str:
+        """The name this checkpoint lists an operator by, given that name, its uid or its operator id (unchanged if none)."""
+        return self._name(operator)
+
     def operator(self, uid: str) -> OperatorMetadata:
-        """One operator by its name here, or by the uid whose hash is its Flink operator id."""
-        return super().operator(self._name(uid))
+        """One operator by its name here, its uid (on 1.x: whose hash is its operator id) or its operator id."""
+        name = self._name(uid)
+        if name not in self.ops:
+            here = [op for op in self.meta.operators if (op.uid or op.operator_id) in self.uids.values()]
+            raise OperatorNotFoundError(f"operator {uid!r} is not in checkpoint {self.checkpoint_id} by name, uid or operator id; "
+                                        f"operators: {operators_text(here, self.uids)}")
+        return self.ops[name]
 
     def _uid(self, operator: str) -> str:
         self.operator(operator)  # typed error listing the operators
@@ -251,8 +263,8 @@ class FlinkCheckpoint(Checkpoint):
         from flinkstate.flink.mapping import key_groups_of
 
         desc = self.state_descriptor(operator, state)
-        if f"{operator}/{state}" in self.refused:  # before any file is read (in Spark: on the driver)
-            raise UnsupportedSerializerError(self.refused[f"{operator}/{state}"])
+        if f"{self._name(operator)}/{state}" in self.refused:  # before any file is read (in Spark: on the driver)
+            raise UnsupportedSerializerError(self.refused[f"{self._name(operator)}/{state}"])
         allowed = key_groups_of(self.meta, self._uid(operator), keys, key_groups, desc.key_type, self.max_parallelism_of(operator))
         ref = self.created_ms if ttl_reference is None else int(ttl_reference)
         d = desc.to_dict()
@@ -329,7 +341,7 @@ def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: M
                     name=service, domain=service.partition("_")[0], key_type=arrow_type(dec.key_node),
                     namespace_type=None if dec.ns_node.kind == "void" else arrow_type(dec.ns_node))
             elif dec.meta.name not in om.keyed_states:
-                om.keyed_states[dec.meta.name] = state_descriptor(dec, name, ttl, unknown, options)
+                om.keyed_states[dec.meta.name] = state_descriptor(dec, name, ttl, unknown, options, flink_op=op)
                 why = dec.unreadable or (None if options is not None and options.raw_values else dec.raw_error)
                 if why is not None and refused is not None:
                     refused[f"{name}/{dec.meta.name}"] = why
@@ -341,6 +353,19 @@ def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: M
     return om
 
 
+def _facts(meta: FlinkMetadata, ops: Mapping[str, OperatorMetadata], names: Mapping[str, str]) -> dict[str, dict[str, KeyedFacts]]:
+    """Per operator id, its keyed states as options see them (TTL or not, PyFlink or not), from the mapped descriptors."""
+    pyflink_ops = meta.options.get("pyflink_ops", ())
+    by_label = {label: name for name, label in names.items()}
+    out: dict[str, dict[str, KeyedFacts]] = {}
+    for op in meta.operators:
+        label = op.uid or op.operator_id
+        om = ops.get(by_label.get(label, ""))
+        if om is not None:
+            out[op.operator_id] = {s: KeyedFacts(ttl=d.ttl is not None, pyflink=label in pyflink_ops) for s, d in om.keyed_states.items()}
+    return out
+
+
 def load_flink_checkpoint(path: str, *, ttl: Mapping[str, StateTtlConfig | int] | None = None,
                           reference_ms: int | None = None, uids: Iterable[str] = (), pyflink: Any = None,
                           files: FlinkFiles | None = None, options: ReadOptions | None = None) -> FlinkCheckpoint:
@@ -349,22 +374,32 @@ def load_flink_checkpoint(path: str, *, ttl: Mapping[str, StateTtlConfig | int] 
     uids names operators that the metadata records only by id (Flink 1.x): each is matched by Flink's hash of the uid.
     pyflink: a `flink.pyflink.PyFlinkOptions` (types of PyFlink jobs' states, unpickle), else the defaults.
     options: Row field names and Kryo/Avro values as raw bytes (`mapping.ReadOptions`).
+    Every uid and every operator/state the options name (by uid or operator id) must match the checkpoint
+    (`names.resolve_options`): else an InvalidArgumentError naming it, before any state is read.
     """
+    import dataclasses
+
     from flinkstate.flink.metadata import read_metadata
+    from flinkstate.flink.pyflink import PyFlinkOptions
 
     meta = read_metadata(path, files)
     known = tuple(uids)
-    if pyflink is not None:
-        meta.options["pyflink"] = pyflink
+    options = options or ReadOptions()
+    pyflink = pyflink if pyflink is not None else PyFlinkOptions()
+    named: ResolvedOptions = resolve_options(meta.operators, meta.path, uids=known, ttl=ttl, row_fields=options.row_fields,
+                                             pyflink=pyflink.states)
+    options = dataclasses.replace(options, row_fields=named.row_fields)
+    meta.options["pyflink"] = dataclasses.replace(pyflink, states=named.pyflink)
     unknown: list[str] = []
     ops: dict[str, OperatorMetadata] = {}
     flink_ids: dict[str, str] = {}
     refused: dict[str, str] = {}
     for op in meta.operators:
         name = operator_name(op, known)
-        om = _operator_metadata(meta, op, name, dict(ttl or {}), unknown, options, refused)
+        om = _operator_metadata(meta, op, name, named.ttl, unknown, options, refused)
         if om.keyed_states or om.timer_services or om.operator_states or om.has_coordinator:
             ops[name] = om
             flink_ids[name] = op.uid or op.operator_id
+    named.check_states(_facts(meta, ops, flink_ids))
     created = reference_ms if reference_ms is not None else meta.files.modified_ms(meta.path)
-    return FlinkCheckpoint(meta, ops, created, tuple(unknown), flink_ids, options or ReadOptions(), refused)
+    return FlinkCheckpoint(meta, ops, created, tuple(unknown), flink_ids, options, refused, named.ttl)

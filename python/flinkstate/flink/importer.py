@@ -20,11 +20,12 @@ from typing import Any
 import pyarrow as pa
 
 from flinkstate.descriptors import OperatorStateDescriptor, TimerServiceDescriptor
-from flinkstate.errors import CheckpointNotFoundError, InvalidArgumentError, OperatorNotFoundError
+from flinkstate.errors import CheckpointNotFoundError, InvalidArgumentError
 from flinkstate.flink.canonical import TIMER_PREFIX, _verify
-from flinkstate.flink.mapping import operator_name, state_descriptor, stored_rows, subtask_decoders, subtask_range, unmatched_uids
+from flinkstate.flink.checkpoint import load_flink_checkpoint
+from flinkstate.flink.mapping import ReadOptions, parse_ttl, state_descriptor, stored_rows, subtask_decoders, subtask_range
+from flinkstate.flink.names import operator_name
 from flinkstate.flink.pyflink import refuse_import
-from flinkstate.flink.metadata import read_metadata
 from flinkstate.flink.operator_state import operator_state_names, read_operator_state
 from flinkstate.flink.serializers import TypeNode, arrow_type
 from flinkstate.ttl import StateTtlConfig
@@ -99,20 +100,19 @@ def import_savepoint(
 
     flink_path: a folder with `_metadata`, the file, or a job's checkpoint folder (its chk-N with
     N = flink_checkpoint_id, default the latest). ttl maps "operator/state" (or "state") to a
-    StateTtlConfig or a TTL in ms, for states Flink kept with TTL. uids names the operators that Flink 1.x
-    metadata records only by id (matched by Flink's hash of the uid); a uid matching no operator is refused.
+    StateTtlConfig or a TTL in ms, for states Flink kept with TTL; the operator by uid or operator id. uids
+    names the operators that Flink 1.x metadata records only by id (matched by Flink's hash of the uid).
+    A uid, or a ttl key, matching no operator or TTL state is refused before anything is written.
     Kryo/Avro values stop the import with an UnsupportedSerializerError unless raw_values keeps them as
     their serialized bytes (binary).
     """
     import flinkstate
 
-    meta = read_metadata(resolve_flink_path(flink_path, flink_checkpoint_id))
     uids = tuple(uids)
-    unmatched = unmatched_uids(meta, uids)
-    if unmatched:
-        known = ", ".join(op.label for op in meta.operators)
-        raise OperatorNotFoundError(f"uid {', '.join(map(repr, unmatched))} names no operator of {meta.path} (operators: {known})")
-    ttl = dict(ttl or {})
+    # the checkpoint's operators and state headers, with uids and ttl resolved and checked (names.resolve_options)
+    ck = load_flink_checkpoint(resolve_flink_path(flink_path, flink_checkpoint_id), ttl=parse_ttl(ttl), uids=uids,
+                               options=ReadOptions(raw_values=raw_values))
+    meta, ttl = ck.meta, ck.ttl
     store = flinkstate.open(root, storage_options)
     report = ImportReport(checkpoint_id=-1, source=meta.path)
     with store.begin(kind="savepoint") as w:
@@ -144,7 +144,7 @@ def import_savepoint(
                         w.put_timers(name, tdesc, table.drop_columns(["key_group"]), key_group_range=rng)
                         covered.setdefault(dec.meta.name, (tdesc, table.schema, []))[2].append(rng)
                     else:
-                        desc = covered[dec.meta.name][0] if dec.meta.name in covered else state_descriptor(dec, name, ttl, report.ttl_unknown)
+                        desc = covered[dec.meta.name][0] if dec.meta.name in covered else state_descriptor(dec, name, ttl, report.ttl_unknown, flink_op=op)
                         rows = stored_rows(table, desc).drop_columns(["key_group"])
                         w.put_state(name, desc, rows, key_group_range=rng)
                         covered.setdefault(dec.meta.name, (desc, rows.schema, []))[2].append(rng)

@@ -7,6 +7,7 @@ flinkstate data file stores (`ttl_timestamp` last-access times; list state one r
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,14 +25,14 @@ from flinkstate.descriptors import (
 )
 from flinkstate.errors import InvalidArgumentError
 from flinkstate.flink.canonical import _StateDecoder, decode_key_groups, decode_keyed_handle, decode_rocksdb_handle, header_bytes
-from flinkstate.flink.encode import murmur3_128
 from flinkstate.flink.errors import UnsupportedFlinkFormatError
 from flinkstate.flink.metadata import CheckpointMetadata, KeyGroupsHandle, OperatorState, SubtaskState, UnsupportedKeyedHandle
+from flinkstate.flink.names import lookup, state_key
 from flinkstate.flink.pyflink import PyFlinkDecoder, pyflink_states, row_key_groups
 from flinkstate.flink.serializers import arrow_type
 from flinkstate.ttl import MAX_TIMESTAMP, StateTtlConfig
 
-__all__ = ["ReadOptions", "parse_row_fields", "operator_name", "unmatched_uids", "state_descriptor", "stored_rows",
+__all__ = ["ReadOptions", "parse_row_fields", "parse_ttl", "state_descriptor", "stored_rows",
            "subtask_decoders", "subtask_states", "decode_subtask", "subtask_range"]
 
 _KINDS = {"VALUE": ValueStateDescriptor, "LIST": ListStateDescriptor, "REDUCING": ReducingStateDescriptor,
@@ -76,6 +77,29 @@ def parse_row_fields(spec: str | Mapping[str, Sequence[str] | str] | None) -> di
     return out
 
 
+def parse_ttl(spec: str | Iterable[str] | Mapping[str, StateTtlConfig | int] | None) -> dict[str, StateTtlConfig | int]:
+    """TTL durations per state: {"operator/state": ms or StateTtlConfig}, "operator/state=MS;state=MS", or such items (`--ttl`)."""
+    if spec is None or spec == "":
+        return {}
+    if isinstance(spec, Mapping):
+        items = list(spec.items())
+    else:
+        items = []
+        for part in (spec.split(";") if isinstance(spec, str) else spec):
+            if not part.strip():
+                continue
+            target, eq, ms = part.partition("=")
+            if not eq or not ms.strip().isdigit() or not target.strip():
+                raise InvalidArgumentError(f"ttl {part.strip()!r}: expected 'operator/state=milliseconds' or 'state=milliseconds'")
+            items.append((target.strip(), int(ms)))
+    out: dict[str, StateTtlConfig | int] = {}
+    for target, got in items:
+        if not isinstance(got, StateTtlConfig) and (isinstance(got, bool) or not isinstance(got, numbers.Integral) or got <= 0):
+            raise InvalidArgumentError(f"ttl for {target!r}: expected milliseconds (a positive integer) or a StateTtlConfig, got {got!r}")
+        out[str(target)] = got if isinstance(got, StateTtlConfig) else int(got)
+    return out
+
+
 def _named(typ: pa.DataType, names: tuple[str, ...] | None, where: str) -> pa.DataType:
     """A Row's struct type with the user's field names (positional: Flink's Row serializer keeps no names)."""
     if names is None:
@@ -94,39 +118,23 @@ def _rename_struct(col: pa.ChunkedArray, typ: pa.DataType) -> pa.ChunkedArray:
     return pa.chunked_array(chunks, typ)
 
 
-def operator_name(op: OperatorState, uids: Iterable[str] = ()) -> str:
-    """The name a Flink operator goes by here: its uid, else the one of uids Flink hashes to its id, else the id (hex)."""
-    if op.uid:
-        return op.uid
-    for uid in uids:
-        if murmur3_128(uid.encode("utf-8")).hex() == op.operator_id:
-            return uid
-    return op.operator_id
-
-
-def unmatched_uids(meta: CheckpointMetadata, uids: Iterable[str]) -> list[str]:
-    """The given uids that name no operator of meta (neither recorded nor hashing to an operator id)."""
-    names = {operator_name(op, uids) for op in meta.operators}
-    return [u for u in uids if u not in names]
-
-
-def ttl_for(ttl: Mapping[str, StateTtlConfig | int], op: str, state: str) -> StateTtlConfig | None:
-    """The TTL a user gave for "operator/state" (or "state"), as a StateTtlConfig."""
-    got = ttl.get(f"{op}/{state}", ttl.get(state))
+def ttl_for(ttl: Mapping[str, StateTtlConfig | int], op: OperatorState, state: str) -> StateTtlConfig | None:
+    """The TTL a user gave for a state of an operator (ttl resolved by `names.resolve_options`), as a StateTtlConfig."""
+    got = lookup(ttl, op, state)
     if got is None:
         return None
     return got if isinstance(got, StateTtlConfig) else StateTtlConfig(ttl_ms=int(got))
 
 
 def state_descriptor(dec: _StateDecoder, op: str, ttl: Mapping[str, StateTtlConfig | int], unknown: list[str],
-                     options: ReadOptions | None = None) -> KeyedStateDescriptor:
-    """The flinkstate descriptor of a Flink keyed state, from its serializer snapshot.
+                     options: ReadOptions | None = None, *, flink_op: OperatorState) -> KeyedStateDescriptor:
+    """The flinkstate descriptor of a Flink keyed state of flink_op (named op here), from its serializer snapshot.
 
     A savepoint does not hold TTL durations: a TTL state without one given keeps its timestamps
     under a TTL that never expires, and is named in `unknown`. Row fields are f0..fn unless
-    options name them for "operator/state".
+    options name them for "operator/state". ttl and options are keyed as `names.resolve_options` resolves them.
     """
-    names = (options or ReadOptions()).row_fields.get(f"{op}/{dec.meta.name}")
+    names = (options or ReadOptions()).row_fields.get(state_key(flink_op, dec.meta.name))
     value_type = None if dec.elem_node is None else _named(arrow_type(dec.elem_node), names, f"operator {op!r}, state {dec.meta.name!r}")
     ns = None if dec.ns_node.kind == "void" else arrow_type(dec.ns_node)
     if isinstance(dec, PyFlinkDecoder):  # a PyFlink job's state: the types it declared, its unwrapped key
@@ -136,7 +144,7 @@ def state_descriptor(dec: _StateDecoder, op: str, ttl: Mapping[str, StateTtlConf
         user_key_type = arrow_type(dec.value_node.children[0]) if dec.kind == "MAP" else None
     cfg = None
     if dec.ttl:
-        cfg = ttl_for(ttl, op, dec.meta.name)
+        cfg = ttl_for(ttl, flink_op, dec.meta.name)
         if cfg is None:
             unknown.append(f"{op}/{dec.meta.name}")
             cfg = StateTtlConfig(ttl_ms=MAX_TIMESTAMP)

@@ -19,7 +19,6 @@ import numpy as np
 
 from flinkstate.errors import OperatorNotFoundError
 from flinkstate.flink._io import DataReader, FlinkFiles, _split_url, join_url
-from flinkstate.flink.encode import murmur3_128
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
 from flinkstate.flink.version import FlinkVersionGuess, guess_flink_version
 
@@ -182,17 +181,14 @@ class CheckpointMetadata:
         return guess_flink_version(self)
 
     def operator(self, uid_or_name: str) -> OperatorState:
-        """The operator with this uid (or name, or hex operator id)."""
-        for op in self.operators:
-            if uid_or_name in (op.uid, op.operator_id):
-                return op
+        """The operator with this uid (on 1.x: whose hash is its id), hex operator id, or else name (`names.find_operator`)."""
+        from flinkstate.flink.names import find_operator
+
+        found = find_operator(self.operators, uid_or_name)
+        if found is not None:
+            return found
         for op in self.operators:
             if op.name == uid_or_name:
-                return op
-        # Metadata before v5 (Flink 1.x) records no uid: match the operator id Flink derives from it.
-        hashed = murmur3_128(uid_or_name.encode("utf-8")).hex()
-        for op in self.operators:
-            if op.uid is None and op.operator_id == hashed:
                 return op
         known = ", ".join(op.label for op in self.operators)
         raise OperatorNotFoundError(f"operator {uid_or_name!r} is not in {self.path} (operators: {known})")

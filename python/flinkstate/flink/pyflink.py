@@ -33,6 +33,7 @@ import pyarrow as pa
 from flinkstate.errors import InvalidArgumentError
 from flinkstate.flink._pyflink_vector import vector_values
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError, UnsupportedSerializerError
+from flinkstate.flink.names import lookup
 from flinkstate.flink.values import flagged_array_reader, map_entries_reader, masked_row_reader
 from flinkstate.keygroups import java_hash_code, murmur_hash
 
@@ -81,16 +82,19 @@ def map_state(key_type: PyFlinkType, value_type: PyFlinkType) -> PyFlinkState:
 
 @dataclass(frozen=True)
 class PyFlinkOptions:
-    """The declared PyFlink states ("operator/state" or "state" -> PyFlinkState) and whether to unpickle."""
+    """The declared PyFlink states ("operator/state" or "state" -> PyFlinkState) and whether to unpickle.
+
+    A checkpoint reads them with their operators resolved (`names.resolve_options`: keys "<operator id>/<state>").
+    """
 
     states: Mapping[str, PyFlinkState] = dataclasses.field(default_factory=dict)
     unpickle: bool = False
 
-    def declared(self, op: str, state: str) -> PyFlinkState | None:
-        """The declaration of a state of an operator, if any."""
-        got = self.states.get(f"{op}/{state}", self.states.get(state))
+    def declared(self, op: Any, state: str) -> PyFlinkState | None:
+        """The declaration of a state of an operator (a `metadata.OperatorState`), if any."""
+        got = lookup(self.states, op, state)
         if got is not None and not isinstance(got, PyFlinkState):
-            raise InvalidArgumentError(f"PyFlink state {op}/{state}: declare it with value_state/list_state/map_state, got {got!r}")
+            raise InvalidArgumentError(f"PyFlink state {op.label}/{state}: declare it with value_state/list_state/map_state, got {got!r}")
         return got
 
 
@@ -348,7 +352,7 @@ def pyflink_states(meta: Any, op: Any, decoders: dict[str, Any]) -> dict[str, An
             row = dec.key_node.kind == "row" and len(dec.key_node.children) == 1
             out[name] = PyFlinkTimerDecoder(dec) if row else dec
         elif is_pyflink_state(name, dec.key_node, dec.value_node, dec.kind):
-            py = PyFlinkDecoder(dec, opts.declared(label, name.removeprefix(PREFIX)), opts)
+            py = PyFlinkDecoder(dec, opts.declared(op, name.removeprefix(PREFIX)), opts)
             out[py.name] = py
         else:
             out[name] = dec

@@ -15,7 +15,7 @@ from typing import Any
 from flinkstate.errors import CheckpointNotFoundError, InvalidArgumentError
 from flinkstate.flink._io import FlinkFiles, join_url
 from flinkstate.flink.checkpoint import FlinkCheckpoint, load_flink_checkpoint
-from flinkstate.flink.mapping import ReadOptions
+from flinkstate.flink.mapping import ReadOptions, parse_ttl
 from flinkstate.metadata import CheckpointInfo, CheckpointMetadata
 from flinkstate.reads import ReadApi
 from flinkstate.ttl import StateTtlConfig
@@ -68,18 +68,20 @@ class FlinkSource(ReadApi):
     layout; one warning per open names the folders so resolved (and `describe` lists them).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, ttl: Mapping[str, StateTtlConfig | int] | None = None,
+    def __init__(self, path: str | os.PathLike[str], *, ttl: str | Mapping[str, StateTtlConfig | int] | None = None,
                  reference_ms: int | None = None, uids: Iterable[str] = (), pyflink: Mapping[str, Any] | None = None,
                  unpickle: bool = False, storage_options: dict[str, Any] | None = None, raw_values: bool = False,
                  row_fields: str | Mapping[str, Sequence[str] | str] | None = None) -> None:
         """uids names operators that Flink 1.x metadata records only by id (matched by Flink's hash of the uid);
-        raw_values: Kryo/Avro values as their serialized bytes; row_fields: names of Row fields per "operator/state"."""
+        ttl: TTL durations per "operator/state" or "state" (ms, a StateTtlConfig; or "op/state=ms;state=ms");
+        raw_values: Kryo/Avro values as their serialized bytes; row_fields: names of Row fields per "operator/state".
+        Options name an operator by uid or operator id; each must match the checkpoint when it is loaded (`names`)."""
         from flinkstate.flink.pyflink import PyFlinkOptions
 
         self.path = _norm(path)
         self.uids = tuple(uids)
         self.options = ReadOptions.of(raw_values, row_fields)
-        self.ttl = dict(ttl or {})
+        self.ttl = parse_ttl(ttl)
         # PyFlink jobs: state types per "operator/state" or "state" (flink.pyflink.value_state...); unpickle runs code
         self.pyflink = PyFlinkOptions(dict(pyflink or {}), unpickle=bool(unpickle))
         self.reference_ms = reference_ms
