@@ -187,7 +187,8 @@ def plan_write(options: Any, spark_schema: Any, overwrite: bool) -> WritePlan:
                 raise InvalidArgumentError(f"{what}: {o.state!r} is a timer service")
             desc = _new_descriptor(o, schema)
         else:
-            desc = existing
+            # ttlMs on an existing TTL state: a new duration, recorded by this checkpoint even if no row changes
+            desc = existing if not o.ttl_ms else existing.with_ttl_ms(o.ttl_ms)
             if o.state_kind is not None and o.state_kind != desc.kind:
                 raise SchemaMismatchError(f"{what} is a {desc.kind} state, not {o.state_kind}")
             if desc.kind not in ("value", "list", "map", "reducing", "aggregating"):

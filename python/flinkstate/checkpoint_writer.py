@@ -191,11 +191,29 @@ class CheckpointWriter:
             raise InvalidArgumentError(f"operator {operator!r}: {desc.name!r} is already a timer service")
         old = op.keyed_states.get(desc.name)
         if old is not None and not allow_schema_change and not _same_types(old, desc):
+            ttl = "" if old.ttl_enabled == desc.ttl_enabled else (
+                f" (TTL turned {'on' if desc.ttl_enabled else 'off'}: that changes what is stored; rewrite the state in full)")
             raise SchemaMismatchError(
                 f"operator {operator!r} state {desc.name!r}: declared as {old.kind} "
-                f"key {old.key_type} value {old.value_type}, got {desc.kind} key {desc.key_type} value {desc.value_type}"
+                f"key {old.key_type} value {old.value_type}, got {desc.kind} key {desc.key_type} value {desc.value_type}{ttl}"
             )
         return op
+
+    def declare(self, operator: str, descriptor: KeyedStateDescriptor | TimerServiceDescriptor) -> None:
+        """Record how the job that writes this checkpoint declares a state or timer service, whether or not its data
+        changes: what Flink allows to change on restore (FLIP-25: TTL duration, update type, visibility, cleanup) is
+        then this checkpoint's, and reads, `expire`, `compact`, changes and export judge it by it. A change of types
+        (or TTL turned on or off, which changes what is stored) is SchemaMismatchError, as in a put."""
+        if isinstance(descriptor, TimerServiceDescriptor):
+            op = self._op(operator)
+            old = op.timer_services.get(descriptor.name)
+            if descriptor.name in op.keyed_states:
+                raise InvalidArgumentError(f"operator {operator!r}: {descriptor.name!r} is already a keyed state")
+            if old is not None and not _same_types(old, descriptor):
+                raise SchemaMismatchError(f"operator {operator!r} timer service {descriptor.name!r}: types differ from the stored ones")
+            op.timer_services[descriptor.name] = descriptor
+            return
+        self._check_keyed(operator, descriptor, False).keyed_states[descriptor.name] = descriptor
 
     # ------------------------------------------------------------------ keyed state
     def put_state(

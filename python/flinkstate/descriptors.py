@@ -107,6 +107,16 @@ class _KeyedBase:
         """True when a TTL config is set and its update type is not Disabled."""
         return self.ttl is not None and self.ttl.enabled
 
+    def with_ttl_ms(self, ttl_ms: int) -> Any:
+        """This declaration with another TTL duration (update type, visibility and cleanup kept): a change Flink allows
+        on restore (FLIP-25). SchemaMismatchError when the state has no TTL: turning it on changes what is stored."""
+        from flinkstate.errors import SchemaMismatchError
+
+        if self.ttl is None or not self.ttl.enabled:
+            raise SchemaMismatchError(f"state {self.name!r} is declared without TTL: a TTL of {ttl_ms} ms would turn it on, which "
+                                      "changes what is stored; write the state anew with a TTL instead")
+        return dataclasses.replace(self, ttl=dataclasses.replace(self.ttl, ttl_ms=ttl_ms))
+
     def _types(self) -> dict[str, pa.DataType]:
         raise NotImplementedError
 

@@ -140,6 +140,7 @@ class KeyedSnapshot:
         out: list[FileEntry] = []
         try:
             for p in self.parts:
+                writer.declare(operator, p.desc)  # the job's declaration, also where no data changed (a TTL changed on restore)
                 if p.reused:
                     self._reuse(writer, operator, p)
                 with gc_paused():

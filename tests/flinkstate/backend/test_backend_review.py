@@ -108,6 +108,10 @@ class _BlockingWriter:
         self.entered = threading.Event()
         self.go = threading.Event()
         self.tables: dict[str, pa.Table] = {}
+        self.declared: dict[str, Any] = {}
+
+    def declare(self, operator: str, desc: Any) -> None:
+        self.declared[desc.name] = desc
 
     def put_state(self, operator: str, desc: Any, table: pa.Table, **kw: Any) -> list[Any]:
         self.tables[desc.name] = table
