@@ -42,9 +42,15 @@ __all__ = [
 TARGET_VERSIONS = {"1.18": 4, "1.19": 4, "1.20": 4, "2.0": 5, "2.1": 6, "2.2": 6, "2.3": 6}
 DEFAULT_FLINK_VERSION = "2.3"
 
-# java-serialized CheckpointProperties of a savepoint (the tail of a Flink 2.3 `_metadata` v6).
-_PROPS_FILE = os.path.join(os.path.dirname(__file__), "savepoint_properties.bin")
 _SIGN = 1 << 63
+
+
+def _savepoint_properties() -> bytes:
+    """The java-serialized CheckpointProperties every exported `_metadata` ends with (the same 745 bytes in 1.18 to 2.3):
+    package data read through importlib.resources, so an installed package finds it (tests/test_packaging.py)."""
+    from importlib.resources import files
+
+    return files("flinkstate.flink").joinpath("savepoint_properties.bin").read_bytes()
 
 
 class SavepointExistsError(FlinkStateError, FileExistsError):
@@ -308,8 +314,7 @@ def write_savepoint(dest: str, operators: list[OperatorExport], *, checkpoint_id
                 else:
                     meta += b"\x00"
                 meta += b"\x00" + struct.pack(">ii", 0, 0)
-        with open(_PROPS_FILE, "rb") as f:
-            meta += f.read()
+        meta += _savepoint_properties()
         with open(os.path.join(tmp, "_metadata"), "wb") as f:
             f.write(meta)
         if os.path.isdir(dest):
