@@ -111,6 +111,7 @@ def resolve(options: Any) -> Resolved:
     res.created_at_ms = ck.created_at_ms
     operator = _need(opts.operator, "operator", sorted(ck.operators), f"operators in checkpoint {ck.checkpoint_id}")
     op = ck.operator(operator)
+    res.max_parallelism = ck.operator_max_parallelism(operator)  # key pushdown hashes with the operator's own (Flink: per operator)
     if table == "state":
         name = _need(opts.state, "state", sorted(op.keyed_states), f"keyed states of operator {operator!r}")
         res.desc = ck.state_descriptor(operator, name).to_dict()

@@ -91,6 +91,11 @@ class Checkpoint(ABC):
         """The Flink release(s) that wrote this checkpoint ("1.19-1.20", "2.3"), None when Flink did not write it."""
         return None
 
+    def operator_max_parallelism(self, operator: str) -> int:
+        """The max parallelism (key groups) of one operator's keyed state: a Flink savepoint has one per operator."""
+        self.operator(operator)  # typed error listing the operators
+        return self.max_parallelism
+
     def operator(self, uid: str) -> OperatorMetadata:
         """One operator; OperatorNotFoundError lists the operators that exist."""
         op = self.operators.get(uid)

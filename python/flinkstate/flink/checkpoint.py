@@ -175,8 +175,13 @@ class FlinkCheckpoint(Checkpoint):
 
     @property
     def max_parallelism(self) -> int:
+        """The largest max parallelism of its keyed operators (each operator has its own: `operator_max_parallelism`)."""
         keyed = [op.max_parallelism for op in self.meta.operators if any(s.managed_keyed is not None for s in op.subtasks)]
         return max(keyed or [op.max_parallelism for op in self.meta.operators] or [128])
+
+    def operator_max_parallelism(self, operator: str) -> int:
+        """The max parallelism Flink recorded for this operator: its key groups."""
+        return self._flink_op(operator).max_parallelism
 
     @property
     def created_at_ms(self) -> int:
@@ -198,10 +203,13 @@ class FlinkCheckpoint(Checkpoint):
 
     @property
     def info(self) -> CheckpointInfo:
-        """Figures as a flinkstate checkpoint has them (files and rows are not counted for Flink state)."""
+        """Figures as a flinkstate checkpoint has them: state files and bytes from the handles; rows are not known without decoding."""
+        from flinkstate.flink.sizes import checkpoint_size
+
+        size = checkpoint_size(self.meta)
         return CheckpointInfo(checkpoint_id=self.checkpoint_id, kind=self.kind, status="completed",
                               created_at=dt.datetime.fromtimestamp(self.created_ms / 1000, dt.timezone.utc),
-                              max_parallelism=self.max_parallelism, files=0, rows=0, bytes=0)
+                              max_parallelism=self.max_parallelism, files=size.files, rows=None, bytes=size.bytes or 0)
 
     @property
     def entries(self) -> tuple[()]:
@@ -210,10 +218,10 @@ class FlinkCheckpoint(Checkpoint):
 
     @property
     def inspect(self) -> Any:
-        """Metadata tables: states(), operators() (files() is empty: Flink's files are not flinkstate data files)."""
-        from flinkstate.inspect import CheckpointInspect
+        """Metadata tables: states(), operators() with sizes from the handles (files() is empty: Flink's files are not flinkstate data files)."""
+        from flinkstate.flink.sizes import FlinkInspect
 
-        return CheckpointInspect(self)  # type: ignore[arg-type]
+        return FlinkInspect(self)  # type: ignore[arg-type]
 
     def _name(self, operator: str) -> str:
         """The name an operator goes by here; a uid also finds an operator of 1.x metadata (which records only ids)."""
@@ -254,7 +262,7 @@ class FlinkCheckpoint(Checkpoint):
         desc = self.state_descriptor(operator, state)
         if f"{operator}/{state}" in self.refused:  # before any file is read (in Spark: on the driver)
             raise UnsupportedSerializerError(self.refused[f"{operator}/{state}"])
-        allowed = key_groups_of(self.meta, self._uid(operator), keys, key_groups, desc.key_type, self.max_parallelism)
+        allowed = key_groups_of(self.meta, self._uid(operator), keys, key_groups, desc.key_type, self.operator_max_parallelism(operator))
         ref = self.created_ms if ttl_reference is None else int(ttl_reference)
         d = desc.to_dict()
         cols = None if columns is None else list(columns)
@@ -275,7 +283,7 @@ class FlinkCheckpoint(Checkpoint):
         from flinkstate.flink.mapping import key_groups_of
 
         services = self.timer_services_of(operator, service)
-        allowed = key_groups_of(self.meta, self._uid(operator), keys, key_groups, services[0].key_type, self.max_parallelism)
+        allowed = key_groups_of(self.meta, self._uid(operator), keys, key_groups, services[0].key_type, self.operator_max_parallelism(operator))
         sd = [s.to_dict() for s in services]
         with_cols = service_columns or service is None
         tasks: list[ScanTask] = [

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -47,17 +46,3 @@ def flink_fresh_rocksdb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     harness.run_job(out, 150, harness.ROCKSDB_VARIANTS)
     return out
 
-
-FULL_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "flink-rocksdb-full"
-
-
-@pytest.fixture(scope="session")
-def rocksdb_full(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The checked-in non-incremental RocksDB/ForSt savepoints and checkpoints, extracted: <line>/<variant>/{savepoint|checkpoint}."""
-    out = tmp_path_factory.mktemp("flink-rocksdb-full")
-    for archive in sorted(FULL_FIXTURES.glob("*/*/*.tar.gz")):
-        dest = out / archive.parent.parent.name / archive.parent.name
-        dest.mkdir(parents=True)
-        with tarfile.open(archive) as tar:
-            tar.extractall(dest, filter="data")
-    return out

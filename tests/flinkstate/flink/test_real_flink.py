@@ -54,3 +54,14 @@ def test_forst_backend_savepoint_and_checkpoint_match_dump(tmp_path: Path) -> No
     assert check_savepoint(tmp_path / "rocksdb" / "savepoint", tmp_path / "rocksdb" / "expected.jsonl") > 800
     chk = latest_checkpoint(tmp_path / "rocksdb-checkpoint" / "checkpoint")
     assert check_savepoint(chk, tmp_path / "rocksdb-checkpoint" / "expected.jsonl") > 800
+
+
+@pytest.mark.parametrize("backend", ["rocksdb", "forst"])
+def test_fresh_non_incremental_snapshots_match_dump(tmp_path: Path, backend: str) -> None:
+    """RocksDB and ForSt without incremental snapshots (Flink's default: every SST in the handle's private list), the
+    window operator with its own max parallelism 256: native savepoint and retained checkpoint equal the job's dump."""
+    _harness().run_job(tmp_path, 60, ("rocksdb-full", "rocksdb-full-checkpoint"),
+                       props={"window_maxp": 256, "conf": f"state.backend.type={backend}"})
+    assert check_savepoint(tmp_path / "rocksdb-full" / "savepoint", tmp_path / "rocksdb-full" / "expected.jsonl") > 1300
+    chk = latest_checkpoint(tmp_path / "rocksdb-full-checkpoint" / "checkpoint")
+    assert check_savepoint(chk, tmp_path / "rocksdb-full-checkpoint" / "expected.jsonl") > 1300

@@ -23,6 +23,7 @@ from flinkstate.flink.metadata import UnsupportedKeyedHandle
 from flinkstate.flink.rocksdb import family_sizes, handle_files
 from flinkstate.flink.sst import _entries, _footer, _handle, _Reader, _varint
 
+FULL_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "flink-rocksdb-full"
 CASES = [("1.20", "rocksdb-full"), ("1.20", "rocksdb-full-checkpoint"), ("2.3", "rocksdb-full"), ("2.3", "rocksdb-full-checkpoint"),
          ("2.3", "forst-full"), ("2.3", "forst-full-checkpoint")]
 
@@ -34,8 +35,6 @@ def snapshot_dir(base: Path, line: str, variant: str) -> Path:
 
 
 def expected(line: str, variant: str, tmp_path: Path) -> Path:
-    from conftest import FULL_FIXTURES
-
     out = tmp_path / "expected.jsonl"
     out.write_bytes(gzip.decompress((FULL_FIXTURES / line / variant / "expected.jsonl.gz").read_bytes()))
     return out
