@@ -93,7 +93,7 @@ def handle_files(handle: UnsupportedKeyedHandle, base_dir: str, where: str) -> H
     skipped = [("CURRENT", f"names {manifest}")]
     for name, stream in sorted(others.items()):
         if _OPTIONS.fullmatch(name):
-            skipped.append((name, "RocksDB's options: the keyed-state header holds the serializers"))
+            skipped.append((name, "RocksDB's options, no records (read only to tell the Flink release: flink.version)"))
         elif _MANIFEST.fullmatch(name):
             skipped.append((name, f"an older MANIFEST (CURRENT names {manifest})"))
         elif _WAL.fullmatch(name) and stream.size == 0:

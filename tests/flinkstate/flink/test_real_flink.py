@@ -65,3 +65,24 @@ def test_fresh_non_incremental_snapshots_match_dump(tmp_path: Path, backend: str
     assert check_savepoint(tmp_path / "rocksdb-full" / "savepoint", tmp_path / "rocksdb-full" / "expected.jsonl") > 1300
     chk = latest_checkpoint(tmp_path / "rocksdb-full-checkpoint" / "checkpoint")
     assert check_savepoint(chk, tmp_path / "rocksdb-full-checkpoint" / "expected.jsonl") > 1300
+
+
+def test_fresh_non_incremental_savepoint_imports_every_entry(tmp_path: Path) -> None:
+    """`flinkstate import` of a RocksDB savepoint without incremental snapshots commits every entry (it committed
+    empty states when the private SSTs were not read)."""
+    from test_import import _flink_entries, _store_entries
+
+    import flinkstate as fs
+    from flinkstate.flink import read_metadata
+    from flinkstate.flink.importer import import_savepoint
+
+    _harness().run_job(tmp_path, 60, ("rocksdb-full",))
+    sp = tmp_path / "rocksdb-full" / "savepoint"
+    import_savepoint(sp, tmp_path / "root", raw_values=True)
+    meta, store = read_metadata(str(sp)), fs.open(str(tmp_path / "root"))
+    total = 0
+    for uid in ("long-keyed", "string-keyed", "window"):
+        want = _flink_entries(meta, uid)
+        assert _store_entries(store, uid) == want, uid
+        total += sum(len(v) for v in want.values())
+    assert total > 1000
