@@ -31,13 +31,12 @@ FILES_SCHEMA = pa.schema([("checkpoint_id", pa.int64()), ("operator", pa.string(
                           ("created_by_checkpoint_id", pa.int64()), ("rows", pa.int64()), ("bytes", pa.int64())])
 STATES_SCHEMA = pa.schema([("checkpoint_id", pa.int64()), ("operator", pa.string()), ("state", pa.string()), ("state_kind", pa.string()),
                            ("key_type", pa.string()), ("namespace_type", pa.string()), ("user_key_type", pa.string()),
-                           ("value_type", pa.string()), ("ttl", pa.int64()), ("ttl_unknown", pa.bool_()), ("files", pa.int64()), ("rows", pa.int64()),
-                           ("bytes", pa.int64())])
+                           ("value_type", pa.string()), ("ttl", pa.int64()), ("ttl_unknown", pa.bool_()), ("files", pa.int64()),
+                           ("rows", pa.int64()), ("bytes", pa.int64())])
 OPERATORS_SCHEMA = pa.schema([("checkpoint_id", pa.int64()), ("operator", pa.string()), ("parallelism", pa.int32()),
-                              ("max_parallelism", pa.int32()),
-                              ("keyed_states", pa.int32()), ("timer_services", pa.int32()), ("operator_states", pa.int32()),
-                              ("has_coordinator", pa.bool_()), ("files", pa.int64()), ("rows", pa.int64()), ("bytes", pa.int64()),
-                              ("flink_version", pa.string())])
+                              ("max_parallelism", pa.int32()), ("keyed_states", pa.int32()), ("timer_services", pa.int32()),
+                              ("operator_states", pa.int32()), ("has_coordinator", pa.bool_()), ("files", pa.int64()),
+                              ("rows", pa.int64()), ("bytes", pa.int64()), ("flink_version", pa.string())])
 
 
 # (files, rows, bytes) of a state or operator; None where the checkpoint's format does not tell (Flink savepoints).
@@ -95,7 +94,10 @@ class CheckpointInspect:
 
 
     def states(self, operator: str | None = None) -> pa.Table:
-        """One row per keyed state, timer service and operator state (ttl NULL and ttl_unknown true: a TTL state whose duration is not held)."""
+        """One row per keyed state, timer service and operator state.
+
+        A TTL state whose duration the checkpoint does not hold (a Flink savepoint's) has ttl NULL and ttl_unknown true.
+        """
         ck = self.checkpoint
         sizes = self._sizes()
         none: Figures = (0, 0, 0)
@@ -115,7 +117,8 @@ class CheckpointInspect:
                 f, r, b = sizes.get((uid, name, Scope.TIMERS), none)
                 out.append({"checkpoint_id": ck.checkpoint_id, "operator": uid, "state": name, "state_kind": f"timers-{t.domain}",
                             "key_type": str(t.key_type), "namespace_type": None if t.namespace_type is None else str(t.namespace_type),
-                            "user_key_type": None, "value_type": None, "ttl": None, "ttl_unknown": False, "files": f, "rows": r, "bytes": b})
+                            "user_key_type": None, "value_type": None, "ttl": None, "ttl_unknown": False,
+                            "files": f, "rows": r, "bytes": b})
             for name, o in sorted(op.operator_states.items()):
                 f, r, b = sizes.get((uid, name, Scope.OPERATOR), none)
                 out.append({"checkpoint_id": ck.checkpoint_id, "operator": uid, "state": name, "state_kind": f"operator-{o.mode}",
@@ -124,7 +127,8 @@ class CheckpointInspect:
         return pa.Table.from_pylist(out, schema=STATES_SCHEMA)
 
     def operators(self) -> pa.Table:
-        """One row per operator: parallelism, max parallelism, states of each kind, coordinator, files, rows, bytes, and the Flink release(s) that wrote it."""
+        """One row per operator: parallelism, max parallelism, states of each kind, coordinator, files, rows, bytes, and the
+        Flink release(s) that wrote it."""
         ck = self.checkpoint
         totals = self._operator_totals()
         rows = []

@@ -27,7 +27,7 @@ from flinkstate.flink._vector import Source
 from flinkstate.flink.errors import CorruptFileError, StateAccountingError, UnsupportedFlinkFormatError, UnsupportedSerializerError
 from flinkstate.flink.heap import decode_heap_key_groups, is_heap_native
 from flinkstate.flink.metadata import CheckpointMetadata, KeyGroupsHandle, OperatorState, StreamHandle, UnsupportedKeyedHandle
-from flinkstate.flink.rocksdb import column_families, records_buffer
+from flinkstate.flink.rocksdb import FamilyAccount, column_families, records_buffer
 from flinkstate.flink.serializers import StateMeta, TypeNode, arrow_type, opaque_part, read_keyed_header
 from flinkstate.flink.values import Reader, make_reader, read_rest
 from flinkstate.keygroups import assign_key_groups
@@ -551,8 +551,8 @@ def decode_rocksdb_handle(
     declared = {m.name for m in metas}
     for cf, acc in sorted(families.items()):
         if cf not in declared and acc.entries:
-            raise StateAccountingError(f"{where}: {ctx}: column family {cf!r} holds {acc.entries} records ({', '.join(acc.files)}) "
-                                       f"but the keyed-state header declares no such state (it declares {sorted(declared)})")
+            raise StateAccountingError(f"{where}: {ctx}: column family {cf!r} holds {acc.summary()}, but the keyed-state header "
+                                       f"declares no such state (it declares {sorted(declared)})")
     for m in metas:
         dec = decoders.get(m.name)
         if dec is None:
@@ -570,18 +570,19 @@ def decode_rocksdb_handle(
             _decode_framed(src, starts, np.zeros(len(starts), np.int64), kgs, prefix, [dec])
         except KeyGroupCorrupt as e:
             raise CorruptFileError(f"{where}: {ctx}: state {m.name!r}: key group {e.kg} is corrupt: {e}") from e
-        _check_rows(dec, len(pairs), dec.row_count() - before, acc.files, f"{where}: {ctx}: state {m.name!r}")
+        _check_rows(dec, acc, dec.row_count() - before, f"{where}: {ctx}: state {m.name!r}")
     return key_type, metas, decoders
 
 
-def _check_rows(dec: _StateDecoder, records: int, rows: int, files: list[str], where: str) -> None:
+def _check_rows(dec: _StateDecoder, acc: FamilyAccount, rows: int, where: str) -> None:
     """One row per live record (a list state at least one per key): else the read would lose rows silently."""
     if dec.unreadable is not None:
         return  # its values cannot be read: reading the state raises UnsupportedSerializerError
-    if rows == records or (dec.kind == "LIST" and rows >= records):
+    live = len(acc.pairs)
+    if rows == live or (dec.kind == "LIST" and rows >= live):
         return
-    raise StateAccountingError(f"{where}: its SSTs hold {records} live entries in the subtask's key groups "
-                               f"({', '.join(files)}) but {rows} rows were decoded from them")
+    raise StateAccountingError(f"{where}: its SSTs hold {live} live entries in the subtask's key groups but {rows} rows "
+                               f"were decoded from them ({acc.summary()})")
 
 
 def _decode_framed(src: Source, starts: np.ndarray, sids: np.ndarray, kgs: np.ndarray, prefix: int,

@@ -47,6 +47,11 @@ class FamilyAccount:
     out_of_range: int = 0
     pairs: list[tuple[bytes, bytes]] = field(default_factory=list)
 
+    def summary(self) -> str:
+        """Where the column family's records went, for messages."""
+        return (f"{self.entries} records in {len(self.files)} SSTs ({', '.join(self.files)}): {self.keys} keys, {self.deleted} deleted, "
+                f"{self.out_of_range} in other subtasks' key groups, {len(self.pairs)} live")
+
 
 def _where(stream: StreamHandle, base_dir: str, name: str) -> str:
     """A handle file for messages: its path (or 'inline') and the name RocksDB gave it."""
@@ -147,7 +152,7 @@ def column_families(handle: UnsupportedKeyedHandle, base_dir: str, prefix: int, 
     for cf, records in by_cf.items():
         acc = accounts[cf]
         records.sort(key=lambda r: (r[0], -r[1]))
-        live = acc.pairs
+        pairs = acc.pairs
         i = 0
         while i < len(records):
             key = records[i][0]
@@ -177,7 +182,7 @@ def column_families(handle: UnsupportedKeyedHandle, base_dir: str, prefix: int, 
                 acc.out_of_range += 1
                 continue
             parts = ([base] if base is not None else []) + operands[::-1]
-            live.append((key, b",".join(parts)))
+            pairs.append((key, b",".join(parts)))
     return dict(accounts)
 
 
