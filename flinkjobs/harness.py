@@ -5,7 +5,8 @@ into ~/.cache/flinkstate/flink-<version> and unpacked there); the project's own 
 compiled with javac against that version's flink-dist, with the version's compat/ shim, and run
 with java 17.
 
-    python flinkjobs/harness.py OUT_DIR [N] [files|inline|snappy ...] [keys=K skeys=K rate=R parallelism=P maxp=M] [version=1.20]
+    python flinkjobs/harness.py OUT_DIR [N] [files|inline|snappy ...] [keys=K skeys=K rate=R parallelism=P maxp=M window_maxp=M]
+        [conf="key=value;key=value"] [version=1.20]
 """
 
 from __future__ import annotations
@@ -215,7 +216,7 @@ def main(argv: list[str]) -> int:
     n = int(argv[1]) if len(argv) > 1 else 100
     named = dict(a.partition("=")[::2] for a in argv[2:] if "=" in a)
     version = named.pop("version", None)
-    props = {k: int(v) for k, v in named.items()}
+    props: dict[str, object] = {k: int(v) if v.isdigit() else v for k, v in named.items()}  # conf=... stays text
     variants = tuple(a for a in argv[2:] if "=" not in a) or VARIANTS
     run_job(Path(argv[0]), n, variants, props=props, version=version)
     return 0

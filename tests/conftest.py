@@ -3,6 +3,7 @@
 - `spark`: one local SparkSession per test session (local[2]).
 - `s3`: a moto S3 server on 127.0.0.1 with a fresh bucket; yields storage options (s3fs naming).
 - `spark_cluster`: a Spark standalone master + worker started with spark-class on 127.0.0.1.
+- `rocksdb_full`: the checked-in non-incremental RocksDB/ForSt savepoints and checkpoints of real Flink, extracted.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -178,3 +180,18 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> str:
     root = str(tmp_path_factory.mktemp("job") / "root")
     build_job(root)
     return root
+
+
+FULL_FIXTURES = ROOT / "tests" / "fixtures" / "flink-rocksdb-full"
+
+
+@pytest.fixture(scope="session")
+def rocksdb_full(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/fixtures/flink-rocksdb-full extracted: <line>/<variant>/{savepoint | checkpoint} (make_flink_fixture.py rocksdb-full)."""
+    out = tmp_path_factory.mktemp("flink-rocksdb-full")
+    for archive in sorted(FULL_FIXTURES.glob("*/*/*.tar.gz")):
+        dest = out / archive.parent.parent.name / archive.parent.name
+        dest.mkdir(parents=True)
+        with tarfile.open(archive) as tar:
+            tar.extractall(dest, filter="data")
+    return out

@@ -52,7 +52,8 @@ import org.apache.flink.util.Collector;
  * Usage: StateGenJob OUT_DIR N VARIANT... where VARIANT is files | inline | snappy (CANONICAL
  * savepoints), native (a NATIVE savepoint of the HashMap backend, separate files) or checkpoint
  * (a retained HashMap checkpoint, snappy, separate files); rocksdb (a NATIVE savepoint of the
- * RocksDB backend) and rocksdb-checkpoint (a retained incremental RocksDB checkpoint).
+ * RocksDB backend) and rocksdb-checkpoint (a retained incremental RocksDB checkpoint); rocksdb-full and
+ * rocksdb-full-checkpoint the same without incremental snapshots (Flink's default: SSTs in the private list).
  * Each savepoint variant writes OUT_DIR/VARIANT/savepoint/, the checkpoint variant the job's
  * checkpoint directory OUT_DIR/checkpoint/checkpoint/ (chk-N/, shared/, taskowned/, moved away
  * from where Flink wrote it), and each OUT_DIR/VARIANT/expected.jsonl.
@@ -60,6 +61,8 @@ import org.apache.flink.util.Collector;
 public class StateGenJob {
     /** maxParallelism (system property flinkstate.maxp): above 128 keys carry a 2-byte key-group prefix. */
     static final int MAX_PARALLELISM = Integer.getInteger("flinkstate.maxp", 128);
+    /** maxParallelism of the window operator alone (system property flinkstate.window_maxp): each operator has its own. */
+    static final int WINDOW_MAX_PARALLELISM = Integer.getInteger("flinkstate.window_maxp", MAX_PARALLELISM);
     static long n;
     /** Distinct Long keys, String keys and the input rate (records/s): system properties flinkstate.keys, .skeys, .rate. */
     static final long KEYS = Long.getLong("flinkstate.keys", 37L);
@@ -446,7 +449,8 @@ public class StateGenJob {
         boolean rocks = variant.startsWith("rocksdb");
         // Each setting under its 2.x key and its 1.x key (Flink renamed them in 1.20 and 2.0; unknown keys are ignored).
         Compat.set(conf, rocks ? "rocksdb" : "hashmap", "state.backend.type", "state.backend");
-        if (rocks) Compat.set(conf, "true", "execution.checkpointing.incremental", "state.backend.incremental");
+        // rocksdb-full*: Flink's default, non-incremental snapshots (every SST in the handle's private list).
+        if (rocks) Compat.set(conf, variant.startsWith("rocksdb-full") ? "false" : "true", "execution.checkpointing.incremental", "state.backend.incremental");
         Compat.set(conf, variant.equals("inline") ? "20kb" : "0b", "execution.checkpointing.data-inline-threshold", "state.storage.fs.memory-threshold");
         boolean checkpoint = variant.endsWith("checkpoint");
         conf.setString("execution.checkpointing.snapshot-compression", variant.equals("snappy") || checkpoint ? "true" : "false");
@@ -483,7 +487,7 @@ public class StateGenJob {
         DataStream<Long> timed = real.assignTimestampsAndWatermarks(WatermarkStrategy.<Long>noWatermarks().withTimestampAssigner((v, t) -> v * 100))
             .setParallelism(1).uid("timed").name("timed");
         Compat.discard(timed.keyBy(v -> v % WKEYS, Types.LONG).window(Compat.tumbling(1000)).aggregate(new WindowSum(), Types.LONG, Types.LONG)
-            .uid("window").name("window"));
+            .uid("window").name("window").setMaxParallelism(WINDOW_MAX_PARALLELISM));
         BroadcastStream<Long> b = real.broadcast(BCAST);
         Compat.discard(real.connect(b).process(new Bcast()).uid("bcast").name("bcast"));
 
@@ -498,7 +502,7 @@ public class StateGenJob {
             String[] parts = e.getKey().split("/");
             long key = Long.parseLong(parts[0]);
             long start = Long.parseLong(parts[1]);
-            int kg = KeyGroupRangeAssignment.assignToKeyGroup(key, MAX_PARALLELISM);
+            int kg = KeyGroupRangeAssignment.assignToKeyGroup(key, WINDOW_MAX_PARALLELISM);
             String ns = ",\"namespace\":{\"start\":" + start + ",\"end\":" + (start + 1000) + "}";
             put("window/contents/" + e.getKey(), head("window", "window-contents", "value", parts[0], kg) + ns + ",\"value\":" + e.getValue() + "}");
             put("window/timer/" + e.getKey(), "{\"operator\":\"window\",\"service\":\"event_window-timers\",\"kind\":\"timer\",\"key\":" + parts[0]

@@ -445,8 +445,8 @@ class StoreCheckpoint(Checkpoint):
 
     @property
     def rows(self) -> int:
-        """Rows of its files."""
-        return self.info.rows
+        """Rows of its files (a flinkstate checkpoint always counts them)."""
+        return self.info.rows or 0
 
     @property
     def bytes(self) -> int:

@@ -80,7 +80,7 @@ def cmd_checkpoints(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"no checkpoints at {store.root}\n")
         return 0
     rows = [
-        [str(c.checkpoint_id), c.kind, c.status, c.created_at.strftime("%Y-%m-%d %H:%M:%S"), str(c.max_parallelism), str(c.files), str(c.rows),
+        [str(c.checkpoint_id), c.kind, c.status, c.created_at.strftime("%Y-%m-%d %H:%M:%S"), str(c.max_parallelism), str(c.files), "-" if c.rows is None else str(c.rows),
          _delta_rows(store, c), _fmt_bytes(c.bytes)]
         for c in cps
     ]
@@ -158,13 +158,23 @@ def _describe_flink(src: Any, args: argparse.Namespace, out: TextIO) -> int:
         out.write("Flink 1.x metadata records no operator uids: operators are listed by id; read them by uid "
                   "(the id is Flink's hash of it), or name them with --uid\n")
     for op in doc["operators"]:
-        out.write(f"\noperator {op['uid']} (id {op['operator_id']}, parallelism {op['parallelism']}, max parallelism {op['max_parallelism']})\n")
-        rows = [[n, k] for n, k in op["keyed_states"].items()] + [[n, "timers"] for n in op["timer_services"]] + \
-            [[n, f"operator-{m}"] for n, m in op["operator_states"].items()]
-        _table(rows, ["state", "kind"], out)
+        out.write(f"\noperator {op['uid']} (id {op['operator_id']}, parallelism {op['parallelism']}, max parallelism "
+                  f"{op['max_parallelism']}, {op['files']} files, {_fmt_bytes(op['bytes'])})\n")
+        rows = [[s["state"], s["state_kind"], _ttl_text(s), "-" if s["rows"] is None else str(s["rows"]), str(s["files"]),
+                 "-" if s["bytes"] is None else _fmt_bytes(s["bytes"])] for s in op["states"]]
+        _table(rows, ["state", "kind", "ttl", "rows", "files", "size"], out)
+    out.write("\n-: not told by the format without decoding (canonical and HashMap files interleave their states; "
+              "RocksDB sizes are the column families' SSTs)\n")
     if doc["ttl_unknown"]:
-        out.write("\nTTL states (a savepoint does not hold their TTL duration): " + ", ".join(doc["ttl_unknown"]) + "\n")
+        out.write("TTL states (a savepoint does not hold their TTL duration: ttl unknown): " + ", ".join(doc["ttl_unknown"]) + "\n")
     return 0
+
+
+def _ttl_text(state: dict[str, Any]) -> str:
+    """A Flink state's TTL for the describe table: its duration, 'unknown' when the savepoint does not hold it, '-' without TTL."""
+    if state["ttl_unknown"]:
+        return "unknown"
+    return "-" if state["ttl"] is None else f"{state['ttl']} ms"
 
 
 def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:

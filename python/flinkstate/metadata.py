@@ -29,7 +29,7 @@ class CheckpointInfo:
     created_at: dt.datetime
     max_parallelism: int  # the checkpoint's default: what an operator added without its own gets (each operator has its own)
     files: int
-    rows: int
+    rows: int | None  # None: not known without decoding (a Flink savepoint or checkpoint)
     bytes: int
     base_checkpoint_id: int | None = None
     format_version: int = FORMAT_VERSION

@@ -159,7 +159,6 @@ def test_crash_abandoned_newest_attempt_is_collected_once_its_id_completes(tmp_p
 
 
 def test_first_checkpoint_after_savepoint_restore_owns_everything(tmp_path: object) -> None:
-    import os
     import shutil
 
     from flinkstate.backend import KeyedStateBackend
@@ -254,7 +253,6 @@ def test_aborted_files_nobody_reused_are_collected_after_a_later_checkpoint(tmp_
 # ---------------------------------------------------------------------- the catalog at scale (issue 8 item 6)
 def test_gc_prunes_the_manifest_rows_of_discarded_checkpoints(tmp_path: object) -> None:
     """The manifest holds the retained checkpoints only: it stops growing with history, reads stay whole."""
-    from flinkstate.format import constants as C
 
     store = fs.open(str(tmp_path))
     with store.begin() as w:

@@ -121,3 +121,24 @@ def test_ttl_option_by_uid_or_operator_id_hides_expired_entries(spark, path):
             _read(spark, path, **{"operator": "long-keyed", "state": "count", **opts}).collect()
         text = error_text(ei)
         assert said in text and OP_ID in text, text[:2000]
+
+
+def test_non_incremental_rocksdb_checkpoint_and_its_metadata_tables(spark, rocksdb_full):
+    """A RocksDB checkpoint without incremental snapshots (SSTs in the private list) reads in full; the metadata tables
+    give bytes from the handles, NULL where the format does not tell, TTL durations not held flagged, and each operator's
+    own max parallelism (the window's 256 while long-keyed's 128: a key filter hashes with 128)."""
+    from fsc_helpers import latest_checkpoint
+
+    chk = latest_checkpoint(rocksdb_full / "2.3" / "rocksdb-full-checkpoint" / "checkpoint")
+    lib = fs.open(str(chk))
+    for op, state in (("long-keyed", "count"), ("long-keyed", "list"), ("string-keyed", "map"), ("window", "window-contents")):
+        assert _read(spark, chk, operator=op, state=state).count() == lib.read_state(op, state).num_rows > 0, (op, state)
+    rows = _read(spark, chk, operator="long-keyed", state="count").where("key = 7").collect()
+    assert [(r.key, r.key_group) for r in rows] == [(7, fs.assign_key_group(7, 128, __import__("pyarrow").int64()))]
+    ops = {r.operator: r for r in _read(spark, chk, table="operators").collect()}
+    assert (ops["window"].max_parallelism, ops["long-keyed"].max_parallelism) == (256, 128)
+    assert all(r.bytes > 0 and r.files > 0 and r.rows is None for r in ops.values())
+    states = {(r.operator, r.state): r for r in _read(spark, chk, table="states").collect()}
+    ttl = states[("long-keyed", "ttl")]
+    assert (ttl.ttl, ttl.ttl_unknown, ttl.rows) == (None, True, None) and ttl.bytes > 0 and ttl.files == 2
+    assert states[("opstate", "split")].rows == 60

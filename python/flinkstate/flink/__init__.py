@@ -22,11 +22,12 @@ Supported now:
 - HashMap (heap) native keyed state (`heap`, through the same `read_keyed_state`): checkpoints and
   NATIVE savepoints (KeyGroupsStateHandle, types 3 and 12), snappy compressed or not, decoded to the
   same tables as canonical; told apart from canonical streams by their per-key-group id headers.
-- RocksDB (and ForSt) native savepoints and incremental checkpoints (IncrementalRemoteKeyedStateHandle, `rocksdb`,
-  `sst`): the handle's SST files (binary-search or two-level index) read in pure Python (block-based format_version 2-5, snappy or no
-  compression, column family from the properties block), put/delete/merge records resolved per key
-  (list merge operands joined with ','), keys outside the subtask's key-group range dropped, then
-  decoded like canonical records. Absolute file paths of a checkpoint copied elsewhere are resolved
+- RocksDB (and ForSt) native savepoints and checkpoints, incremental or full (IncrementalRemoteKeyedStateHandle, `rocksdb`,
+  `sst`, `manifest`): the handle's SST files, shared and private, read in pure Python (binary-search or two-level
+  index, block-based format_version 2-5, snappy or no compression, column family from the properties block),
+  checked against their properties' record counts and against the live files the handle's MANIFEST records;
+  put/delete/merge records resolved per key (list merge operands joined with ','), keys outside the subtask's
+  key-group range dropped, then decoded like canonical records, one row per live record or a StateAccountingError. Absolute file paths of a checkpoint copied elsewhere are resolved
   against its `shared/`, `taskowned/` and `chk-N/` directories.
 - Canonical decoding is vectorised (`_framing`, `_records`, `_vector`): record starts located with
   numpy, keys and values decoded per state at once (record by record only as a fallback).

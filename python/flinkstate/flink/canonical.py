@@ -24,10 +24,10 @@ from flinkstate.flink._framing import frame_records
 from flinkstate.flink._io import DataReader, snappy_unframe
 from flinkstate.flink._records import record_plan
 from flinkstate.flink._vector import Source
-from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError, UnsupportedSerializerError
+from flinkstate.flink.errors import CorruptFileError, StateAccountingError, UnsupportedFlinkFormatError, UnsupportedSerializerError
 from flinkstate.flink.heap import decode_heap_key_groups, is_heap_native
 from flinkstate.flink.metadata import CheckpointMetadata, KeyGroupsHandle, OperatorState, StreamHandle, UnsupportedKeyedHandle
-from flinkstate.flink.rocksdb import column_families, records_buffer
+from flinkstate.flink.rocksdb import FamilyAccount, column_families, records_buffer
 from flinkstate.flink.serializers import StateMeta, TypeNode, arrow_type, opaque_part, read_keyed_header
 from flinkstate.flink.values import Reader, make_reader, read_rest
 from flinkstate.keygroups import assign_key_groups
@@ -136,6 +136,10 @@ class _StateDecoder:
             self.elem_reader = lambda buf, pos: ((_I64.unpack_from(buf, pos)[0], bytes(buf[pos + 8 :])), len(buf))
         else:
             self.elem_reader = read_rest
+
+    def row_count(self) -> int:
+        """Rows decoded so far (column chunks and rows added one by one)."""
+        return sum(len(c["key_group"]) for c in self.vector_chunks) + len(self.rows["key_group"])
 
     def flush(self, src: Source) -> None:
         """Decode the records collected from src (one file's stream) into column chunks."""
@@ -527,7 +531,11 @@ def _decode_key_group(src: Source, pos: int, kg: int, prefix: int, decoders: lis
 def decode_rocksdb_handle(
     handle: UnsupportedKeyedHandle, base_dir: str, op: OperatorState, decoders: dict[str, _StateDecoder] | None = None
 ) -> tuple[TypeNode, list[StateMeta], dict[str, _StateDecoder]]:
-    """Decode one subtask's RocksDB native/incremental state (SST files): merged records to the canonical decoders."""
+    """Decode one subtask's RocksDB/ForSt native or incremental state (SST files): merged records to the canonical decoders.
+
+    Every column family with records must be a state the header declares, and each state's live
+    records must all come out as rows: otherwise a StateAccountingError names operator, state and files.
+    """
     assert handle.meta_stream is not None
     where = handle.meta_stream.location(base_dir) if handle.meta_stream.kind != "inline" else f"inline state {handle.meta_stream.path}"
     ctx = f"operator {op.label}"
@@ -537,16 +545,23 @@ def decode_rocksdb_handle(
     if decoders is None:
         decoders = {}
     try:
-        families = column_families(handle, base_dir, prefix)
+        families = column_families(handle, base_dir, prefix, f"{where}: {ctx}")
     except (IndexError, ValueError, struct.error) as e:
         raise CorruptFileError(f"{where}: {ctx}: RocksDB state is corrupt: {e}") from e
+    declared = {m.name for m in metas}
+    for cf, acc in sorted(families.items()):
+        if cf not in declared and acc.entries:
+            raise StateAccountingError(f"{where}: {ctx}: column family {cf!r} holds {acc.summary()}, but the keyed-state header "
+                                       f"declares no such state (it declares {sorted(declared)})")
     for m in metas:
         dec = decoders.get(m.name)
         if dec is None:
             dec = decoders[m.name] = _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}")
-        pairs = families.get(m.name, [])
-        if not pairs:
+        acc = families.get(m.name)
+        if acc is None or not acc.pairs:
             continue
+        pairs = acc.pairs
+        before = dec.row_count()
         buf, offsets = records_buffer(pairs)
         src = Source(buf)
         starts = np.array(offsets, np.int64)
@@ -555,7 +570,19 @@ def decode_rocksdb_handle(
             _decode_framed(src, starts, np.zeros(len(starts), np.int64), kgs, prefix, [dec])
         except KeyGroupCorrupt as e:
             raise CorruptFileError(f"{where}: {ctx}: state {m.name!r}: key group {e.kg} is corrupt: {e}") from e
+        _check_rows(dec, acc, dec.row_count() - before, f"{where}: {ctx}: state {m.name!r}")
     return key_type, metas, decoders
+
+
+def _check_rows(dec: _StateDecoder, acc: FamilyAccount, rows: int, where: str) -> None:
+    """One row per live record (a list state at least one per key): else the read would lose rows silently."""
+    if dec.unreadable is not None:
+        return  # its values cannot be read: reading the state raises UnsupportedSerializerError
+    live = len(acc.pairs)
+    if rows == live or (dec.kind == "LIST" and rows >= live):
+        return
+    raise StateAccountingError(f"{where}: its SSTs hold {live} live entries in the subtask's key groups but {rows} rows "
+                               f"were decoded from them ({acc.summary()})")
 
 
 def _decode_framed(src: Source, starts: np.ndarray, sids: np.ndarray, kgs: np.ndarray, prefix: int,

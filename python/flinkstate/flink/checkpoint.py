@@ -178,6 +178,10 @@ class FlinkCheckpoint(Checkpoint):
     def max_parallelism(self) -> int:
         return self.meta.default_max_parallelism  # every operator has its own: max_parallelism_of
 
+    def operator_max_parallelism(self, operator: str) -> int:
+        """The max parallelism Flink recorded for this operator: its key groups."""
+        return self._flink_op(operator).max_parallelism
+
     @property
     def created_at_ms(self) -> int:
         return self.created_ms
@@ -198,10 +202,13 @@ class FlinkCheckpoint(Checkpoint):
 
     @property
     def info(self) -> CheckpointInfo:
-        """Figures as a flinkstate checkpoint has them (files and rows are not counted for Flink state)."""
+        """Figures as a flinkstate checkpoint has them: state files and bytes from the handles; rows are not known without decoding."""
+        from flinkstate.flink.sizes import checkpoint_size
+
+        size = checkpoint_size(self.meta)
         return CheckpointInfo(checkpoint_id=self.checkpoint_id, kind=self.kind, status="completed",
                               created_at=dt.datetime.fromtimestamp(self.created_ms / 1000, dt.timezone.utc),
-                              max_parallelism=self.max_parallelism, files=0, rows=0, bytes=0)
+                              max_parallelism=self.max_parallelism, files=size.files, rows=None, bytes=size.bytes or 0)
 
     @property
     def entries(self) -> tuple[()]:
@@ -210,10 +217,10 @@ class FlinkCheckpoint(Checkpoint):
 
     @property
     def inspect(self) -> Any:
-        """Metadata tables: states(), operators() (files() is empty: Flink's files are not flinkstate data files)."""
-        from flinkstate.inspect import CheckpointInspect
+        """Metadata tables: states(), operators() with sizes from the handles (files() is empty: Flink's files are not flinkstate data files)."""
+        from flinkstate.flink.sizes import FlinkInspect
 
-        return CheckpointInspect(self)  # type: ignore[arg-type]
+        return FlinkInspect(self)  # type: ignore[arg-type]
 
     def _name(self, operator: str) -> str:
         """The name an operator goes by here, given that name, its uid or its operator id (`names.find_operator`)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flinkstate.errors import CorruptFileError, FlinkStateError
 
-__all__ = ["CorruptFileError", "UnsupportedFlinkFormatError", "UnsupportedSerializerError"]
+__all__ = ["CorruptFileError", "StateAccountingError", "UnsupportedFlinkFormatError", "UnsupportedSerializerError"]
 
 
 class UnsupportedFlinkFormatError(FlinkStateError, NotImplementedError):
@@ -13,3 +13,7 @@ class UnsupportedFlinkFormatError(FlinkStateError, NotImplementedError):
 
 class UnsupportedSerializerError(FlinkStateError, NotImplementedError):
     """A serializer (Kryo, Avro, user-defined...) whose bytes cannot be decoded: names operator, state, class."""
+
+
+class StateAccountingError(CorruptFileError):
+    """What a state's files hold and what was read from them differ (names operator, state and files): never fewer rows silently."""

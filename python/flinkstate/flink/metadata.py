@@ -2,8 +2,9 @@
 
 Layout: Flink's `Checkpoints`, `MetadataV2V3SerializerBase` and `MetadataV3..V6Serializer`.
 Handles this decoder reads: inline ByteStreamStateHandle, FileStateHandle, RelativeFileStateHandle,
-KeyGroupsStateHandle (V1, V2 and savepoint) and OperatorStreamStateHandle. RocksDB incremental
-handles are parsed but refused when read; changelog handles, file-merging segments and unaligned
+KeyGroupsStateHandle (V1, V2 and savepoint) and OperatorStreamStateHandle. RocksDB/ForSt handles
+(IncrementalRemoteKeyedStateHandle: incremental or full) are parsed here with their shared and
+private file lists and read by `rocksdb`; changelog handles, file-merging segments and unaligned
 channel state are refused with UnsupportedFlinkFormatError naming them.
 """
 
@@ -101,7 +102,11 @@ class KeyGroupsHandle:
 
 @dataclass(frozen=True)
 class UnsupportedKeyedHandle:
-    """A keyed handle that is parsed but not decoded (RocksDB native/incremental), with its files."""
+    """A RocksDB/ForSt keyed handle (IncrementalRemoteKeyedStateHandle), read by `flink.rocksdb`: its header stream and files.
+
+    shared lists the SSTs of an incremental snapshot; private the SSTs of a full one (Flink's
+    default) and the MANIFEST, CURRENT and OPTIONS files of both.
+    """
 
     kind: str
     start: int

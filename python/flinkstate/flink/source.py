@@ -164,15 +164,24 @@ class FlinkSource(ReadApi):
         return CheckpointMetadata(info=ck.info, operators=ck.operators, properties={"flink.path": ck.meta.path})
 
     def describe(self, checkpoint_id: int | None = None) -> dict[str, Any]:
-        """A JSON-able description: operators (uid, operator id, parallelism, max parallelism) and their states."""
+        """A JSON-able description: operators (uid, operator id, parallelism, max parallelism, files, bytes, per-subtask
+        sizes) and their states (kind, TTL or ttl_unknown, files, rows, bytes: None where the format does not tell)."""
+        from flinkstate.flink.sizes import operator_size, subtask_sizes
+
         ck = self.checkpoint(checkpoint_id)
+        states: dict[str, list[dict[str, Any]]] = {}
+        for r in ck.inspect.states().to_pylist():
+            states.setdefault(r["operator"], []).append({k: r[k] for k in ("state", "state_kind", "ttl", "ttl_unknown", "files", "rows", "bytes")})
         ops = []
         for name, om in sorted(ck.operators.items()):
             fop = ck.meta.operator(ck.uids[name])
+            size = operator_size(ck.meta, fop)
             ops.append({"uid": name, "operator_id": fop.operator_id, "name": fop.name, "parallelism": fop.parallelism,
                         "max_parallelism": fop.max_parallelism,
                         "keyed_states": {n: d.kind for n, d in sorted(om.keyed_states.items())},
-                        "timer_services": sorted(om.timer_services), "operator_states": {n: d.mode for n, d in sorted(om.operator_states.items())}})
+                        "timer_services": sorted(om.timer_services), "operator_states": {n: d.mode for n, d in sorted(om.operator_states.items())},
+                        "files": size.files, "bytes": size.bytes, "subtasks": [t.to_dict() for t in subtask_sizes(ck.meta, fop)],
+                        "states": states.get(name, [])})
         guess = ck.meta.flink_version
         out = {"path": ck.meta.path, "metadata_version": ck.meta.version, "flink_version": guess.label,
                "flink_version_evidence": list(guess.evidence), "checkpoint": ck.info.to_dict(), "operators": ops,

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
 
-__all__ = ["SstFile", "TYPE_DELETION", "TYPE_MERGE", "TYPE_VALUE", "read_sst"]
+__all__ = ["SstFile", "TYPE_DELETION", "TYPE_MERGE", "TYPE_SINGLE_DELETION", "TYPE_VALUE", "read_sst"]
 
 _MAGIC = 0x88E241B785F4CFF7
 _LEGACY_MAGIC = 0xDB4775248B80FB57
@@ -31,11 +31,18 @@ _U64 = struct.Struct("<Q")
 
 @dataclass
 class SstFile:
-    """One SST's column family and its records: (user key, sequence, type, value) in file order."""
+    """One SST's column family and its records: (user key, sequence, type, value) in file order.
+
+    The counts are the table properties the writer recorded (`rocksdb.num.entries` counts point
+    records and range deletions); `read_sst` checks the records it read against them.
+    """
 
     column_family: str
     records: list[tuple[bytes, int, int, bytes]]
     range_deletions: int
+    entries: int | None = None
+    deletions: int | None = None
+    merges: int | None = None
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -110,14 +117,29 @@ def _handle(value: bytes) -> tuple[int, int]:
 
 
 def read_sst(data: bytes, where: str) -> SstFile:
-    """Parse one SST file: its column family name and every record of its data blocks."""
+    """Parse one SST file: its column family and every record of its data blocks, checked against its properties."""
     try:
-        return _read_sst(data, where)
+        sst = _read_sst(data, where)
     except (IndexError, ValueError, struct.error) as e:
         raise CorruptFileError(f"{where}: corrupt SST file: {e}") from e
+    kinds = [r[2] for r in sst.records]
+    deletions = kinds.count(TYPE_DELETION) + kinds.count(TYPE_SINGLE_DELETION) + sst.range_deletions
+    got = (len(sst.records) + sst.range_deletions, deletions, kinds.count(TYPE_MERGE))
+    said = (sst.entries, sst.deletions, sst.merges)
+    if any(s is not None and s != g for s, g in zip(said, got, strict=True)):
+        raise CorruptFileError(f"{where}: the SST's properties count {sst.entries} entries ({sst.deletions} deletions, {sst.merges} merge "
+                               f"operands) but its blocks hold {got[0]} ({got[1]} deletions, {got[2]} merge operands)")
+    return sst
 
 
-def _read_sst(data: bytes, where: str) -> SstFile:
+def _count(props: dict[bytes, bytes], name: bytes) -> int | None:
+    """A numeric table property (a varint); None when the writer did not record it."""
+    raw = props.get(name)
+    return None if raw is None else _varint(raw, 0)[0]
+
+
+def _footer(data: bytes, where: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The metaindex and index block handles of an SST's footer (data ends with it)."""
     if len(data) < _FOOTER:
         raise CorruptFileError(f"{where}: too short for an SST file ({len(data)} bytes)")
     footer = data[-_FOOTER:]
@@ -133,12 +155,23 @@ def _read_sst(data: bytes, where: str) -> SstFile:
     meta_size, pos = _varint(footer, pos)
     index_off, pos = _varint(footer, pos)
     index_size, pos = _varint(footer, pos)
-    r = _Reader(data, where)
-    meta = dict(_entries(r.block(meta_off, meta_size)))
+    return (meta_off, meta_size), (index_off, index_size)
+
+
+def _properties(r: _Reader, where: str) -> tuple[dict[bytes, bytes], dict[bytes, bytes]]:
+    """(properties, metaindex) of the SST r reads."""
+    metaindex, _ = _footer(r.data, where)
+    meta = dict(_entries(r.block(*metaindex)))
     props_handle = meta.get(b"rocksdb.properties")
     if props_handle is None:
         raise CorruptFileError(f"{where}: SST file without a properties block")
-    props = dict(_entries(r.block(*_handle(props_handle))))
+    return dict(_entries(r.block(*_handle(props_handle)))), meta
+
+
+def _read_sst(data: bytes, where: str) -> SstFile:
+    r = _Reader(data, where)
+    props, meta = _properties(r, where)
+    _, (index_off, index_size) = _footer(data, where)
     cf = props.get(b"rocksdb.column.family.name", b"").decode("utf-8")
     raw_type = props.get(b"rocksdb.block.based.table.index.type", b"\x00\x00\x00\x00")
     index_type = _U32.unpack_from(raw_type.ljust(4, b"\x00"), 0)[0]
@@ -158,4 +191,5 @@ def _read_sst(data: bytes, where: str) -> SstFile:
                 raise ValueError("an internal key is shorter than its 8-byte trailer")
             trailer = _U64.unpack_from(ikey, len(ikey) - 8)[0]
             records.append((ikey[:-8], trailer >> 8, trailer & 0xFF, v))
-    return SstFile(cf, records, range_dels)
+    return SstFile(cf, records, range_dels, _count(props, b"rocksdb.num.entries"), _count(props, b"rocksdb.deleted.keys"),
+                   _count(props, b"rocksdb.merge.operands"))

@@ -104,7 +104,7 @@ def _rocksdb_evidence(meta: CheckpointMetadata) -> list[tuple[set[str], str]]:
                     elif b"avoid_flush_during_shutdown=true" in text:
                         out.append(({"1.19", "1.20"}, "avoid_flush_during_shutdown=true in the OPTIONS file (Flink 1.19 and 1.20's default)"))
                     return out
-                for name, stream in h.shared:
+                for name, stream in (*h.shared, *h.private):  # SSTs: shared when incremental, private when not
                     if name.endswith(".sst") and stream is not None:
                         data = stream.read(meta.directory)
                         if len(data) >= 53 and data[-53] in (1, 4):

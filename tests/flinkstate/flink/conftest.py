@@ -45,3 +45,4 @@ def flink_fresh_rocksdb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     harness = _harness()
     harness.run_job(out, 150, harness.ROCKSDB_VARIANTS)
     return out
+
