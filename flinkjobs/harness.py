@@ -31,6 +31,10 @@ VARIANTS = ("files", "inline", "snappy")
 NATIVE_VARIANTS = ("native", "checkpoint")
 ROCKSDB_VARIANTS = ("rocksdb", "rocksdb-checkpoint")
 _JARS = ("flink-dist-", "log4j-")
+# SQL and Table API jobs (flinkjobs/sql/) also need the table jars the distribution ships beside flink-dist
+_TABLE_JARS = ("flink-table-api-java-uber-", "flink-table-planner-loader-", "flink-table-runtime-", "flink-cep-",
+               "flink-connector-files-", "flink-json-", "flink-csv-")
+SQL_DIR = HERE / "sql"
 # What Flink's own config.yaml passes on Java 17 (1.18 needs more of these than 2.x).
 JVM_FLAGS = ("-XX:+IgnoreUnrecognizedVMOptions", *(
     f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in (
@@ -64,15 +68,15 @@ def cache_dir(version: str | None = None) -> Path:
 
 
 def flink_lib(version: str | None = None) -> Path:
-    """The directory holding flink-dist and log4j jars, downloaded and unpacked once.
+    """The directory holding flink-dist, the table jars and log4j, downloaded and unpacked once.
 
     apache-flink-libraries comes as a wheel (jars under pyflink/lib/) for some releases and as a
-    source archive (jars under <name>/deps/lib/) for others; either way only flink-dist and log4j
-    are kept, and the ~300 MB download is deleted.
+    source archive (jars under <name>/deps/lib/) for others; either way only flink-dist, the table
+    jars (for SQL jobs) and log4j are kept, and the ~300 MB download is deleted.
     """
     version = resolve(version)
     lib = cache_dir(version) / "pyflink" / "lib"
-    if (lib / f"flink-dist-{version}.jar").exists():
+    if (lib / f"flink-dist-{version}.jar").exists() and all(any(lib.glob(f"{t}*.jar")) for t in _TABLE_JARS):
         return lib
     dl = cache_dir(version) / "download"
     dl.mkdir(parents=True, exist_ok=True)
@@ -87,6 +91,8 @@ def flink_lib(version: str | None = None) -> Path:
     lib.mkdir(parents=True, exist_ok=True)
     for archive in found:
         for base, read in _jars_in(archive):
+            if (lib / base).exists():
+                continue  # a cache made before the table jars were kept: only those are added
             tmp = lib / (base + ".tmp")
             tmp.write_bytes(read())
             tmp.rename(lib / base)
@@ -100,7 +106,7 @@ def _jars_in(archive: Path):
     """(file name, reader) of the flink-dist and log4j jars in a wheel or source archive."""
     def wanted(name: str) -> str | None:
         parent, _, base = name.rpartition("/")
-        ok = parent.endswith(("pyflink/lib", "deps/lib")) and base.startswith(_JARS) and base.endswith(".jar")
+        ok = parent.endswith(("pyflink/lib", "deps/lib")) and base.startswith(_JARS + _TABLE_JARS) and base.endswith(".jar")
         return base if ok else None
 
     if archive.name.endswith(".whl"):
@@ -145,6 +151,45 @@ def compile_job(version: str | None = None) -> Path:
         except OSError:  # another process compiled the same sources first
             shutil.rmtree(tmp, ignore_errors=True)
     return classes
+
+
+def compile_sql_job(version: str | None = None) -> Path:
+    """Compile flinkjobs/sql/*.java against the version's flink-dist and table jars (cached by the sources' hash)."""
+    version = resolve(version)
+    lib = flink_lib(version)
+    sources = sorted(SQL_DIR.glob("*.java"))
+    digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()[:16]
+    classes = cache_dir(version) / f"sql-classes-{digest}"
+    if not (classes / "SqlJob.class").exists():
+        tmp = classes.with_name(classes.name + f".tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        cp = os.pathsep.join(str(p) for p in sql_classpath(lib))
+        proc = subprocess.run(["javac", "-nowarn", "-cp", cp, "-d", str(tmp), *map(str, sources)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"javac of the SQL jobs against Flink {version} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        try:
+            tmp.rename(classes)
+        except OSError:  # another process compiled the same sources first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return classes
+
+
+def sql_classpath(lib: Path) -> list[Path]:
+    """flink-dist, the table API, planner loader and runtime, and log4j: what a SQL job runs on."""
+    return classpath(lib) + sorted(p for p in lib.glob("*.jar") if p.name.startswith(_TABLE_JARS))
+
+
+def run_sql_job(args: list[str], timeout: float = 900, version: str | None = None) -> str:
+    """Run flinkjobs/sql/SqlJob.java on Flink `version` with `args`; its standard output."""
+    version = resolve(version)
+    lib = flink_lib(version)
+    cp = os.pathsep.join([str(compile_sql_job(version))] + [str(p) for p in sql_classpath(lib)])
+    cmd = ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", "-cp", cp, "SqlJob", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"Flink {version} SQL job failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc.stdout
 
 
 def java_command(main: str, args: list[str], version: str | None = None, props: dict[str, object] | None = None) -> list[str]:

@@ -38,8 +38,9 @@ import org.apache.flink.util.Collector;
  * the operator list/union state and the broadcast state, as sorted distinct text lines (union and
  * broadcast state without subtask index, so dumps at different parallelisms compare equal).
  *
- * Args: SAVEPOINT OUT_FILE BACKEND(hashmap|rocksdb) PARALLELISM [LONG_UID [STRING_UID]]
- * (LONG_UID --arrow: only the operator "arrow" with arrowStates(); a seventh argument +arrow adds it to the others).
+ * Args: SAVEPOINT OUT_FILE BACKEND(hashmap|rocksdb) PARALLELISM [LONG_UID [STRING_UID [+arrow] [+kryo]]]
+ * (LONG_UID --arrow: only the operator "arrow" with arrowStates(); +arrow and +kryo add the operators "arrow" and
+ * "kryo" (StateGenJob's Kryo state) to the others).
  */
 public class RestoreDumpJob {
     static final ConcurrentSkipListSet<String> DUMP = new ConcurrentSkipListSet<>();
@@ -48,6 +49,16 @@ public class RestoreDumpJob {
 
     static String show(Object v) {
         if (v instanceof byte[]) return Arrays.toString((byte[]) v);
+        if (v instanceof StateGenJob.Opaque) {  // the Kryo-serialized generic type: its private fields, read reflectively
+            try {
+                java.lang.reflect.Field id = v.getClass().getDeclaredField("id"), text = v.getClass().getDeclaredField("text");
+                id.setAccessible(true);
+                text.setAccessible(true);
+                return "Opaque(" + id.get(v) + "," + text.get(v) + ")";
+            } catch (ReflectiveOperationException e) {
+                throw new IllegalStateException(e);
+            }
+        }
         if (v instanceof StateGenJob.Pojo) {
             StateGenJob.Pojo p = (StateGenJob.Pojo) v;
             return "Pojo(" + p.id + "," + p.name + "," + p.score + ")";
@@ -92,6 +103,14 @@ public class RestoreDumpJob {
         return l;
     }
 
+    /** StateGenJob's Kryo operator (uid "kryo", Long key): a generic type Flink serializes with Kryo, and a Long. */
+    static List<StateDescriptor<?, ?>> kryoStates() {
+        List<StateDescriptor<?, ?>> l = new ArrayList<>();
+        l.add(new ValueStateDescriptor<>("opaque", new org.apache.flink.api.java.typeutils.GenericTypeInfo<>(StateGenJob.Opaque.class)));
+        l.add(new ValueStateDescriptor<>("seen", Types.LONG));
+        return l;
+    }
+
     /** The states of the savepoint test_flink_restore writes wholly from Arrow tables (uid "arrow", String key). */
     static List<StateDescriptor<?, ?>> arrowStates() {
         List<StateDescriptor<?, ?>> l = new ArrayList<>();
@@ -114,7 +133,7 @@ public class RestoreDumpJob {
     /** Dumps every key of every declared state when the trigger arrives; timers when they fire. */
     public static class Dumper<K> extends KeyedBroadcastProcessFunction<K, Long, Long, Long> {
         final String op;
-        final int mode;  // 0 long-keyed, 1 string-keyed, 2 arrow
+        final int mode;  // 0 long-keyed, 1 string-keyed, 2 arrow, 3 kryo
 
         Dumper(String op, int mode) { this.op = op; this.mode = mode; }
 
@@ -124,7 +143,7 @@ public class RestoreDumpJob {
         @Override
         @SuppressWarnings({"unchecked", "rawtypes"})
         public void processBroadcastElement(Long v, Context ctx, Collector<Long> out) throws Exception {
-            for (StateDescriptor<?, ?> d : mode == 0 ? longStates() : mode == 1 ? stringStates() : arrowStates()) {
+            for (StateDescriptor<?, ?> d : mode == 0 ? longStates() : mode == 1 ? stringStates() : mode == 2 ? arrowStates() : kryoStates()) {
                 String name = d.getName();
                 KeyedStateFunction<Object, State> fn = (key, state) -> {
                     String p = op + " " + name + " " + show(key) + " ";
@@ -210,9 +229,14 @@ public class RestoreDumpJob {
         Compat.discard(none.map(new OpState()).uid("opstate"));
         BroadcastStream<Long> b = Compat.one(env, 1L).broadcast(BCAST);
         Compat.discard(none.connect(b).process(new Bcast()).uid("bcast"));
-        if (args.length > 6 && args[6].equals("+arrow")) {  // also the operator "arrow" bootstrapped from Arrow/Spark
+        List<String> extras = Arrays.asList(args).subList(Math.min(args.length, 6), args.length);
+        if (extras.contains("+arrow")) {  // also the operator "arrow" bootstrapped from Arrow/Spark
             BroadcastStream<Long> t3 = Compat.one(env, 1L).broadcast(TRIGGER);
             Compat.discard(none.keyBy(v -> "k" + v, Types.STRING).connect(t3).process(new Dumper<String>("arrow", 2)).uid("arrow"));
+        }
+        if (extras.contains("+kryo")) {  // also StateGenJob's Kryo operator
+            BroadcastStream<Long> t4 = Compat.one(env, 1L).broadcast(TRIGGER);
+            Compat.discard(none.keyBy(v -> v, Types.LONG).connect(t4).process(new Dumper<Long>("kryo", 3)).uid("kryo"));
         }
         env.execute("flinkstate-restore-dump");
         try (PrintWriter w = new PrintWriter(out.toFile(), StandardCharsets.UTF_8)) {

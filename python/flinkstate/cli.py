@@ -158,16 +158,27 @@ def _describe_flink(src: Any, args: argparse.Namespace, out: TextIO) -> int:
         out.write("Flink 1.x metadata records no operator uids: operators are listed by id; read them by uid "
                   "(the id is Flink's hash of it), or name them with --uid\n")
     for op in doc["operators"]:
-        out.write(f"\noperator {op['uid']} (id {op['operator_id']}, parallelism {op['parallelism']}, max parallelism "
+        named = f"{op['name']}, " if op.get("name") and op["name"] != op["uid"] else ""  # the planner's name of a SQL operator
+        out.write(f"\noperator {op['uid']} ({named}id {op['operator_id']}, parallelism {op['parallelism']}, max parallelism "
                   f"{op['max_parallelism']}, {op['files']} files, {_fmt_bytes(op['bytes'])})\n")
+        keys = sorted({_short_class(s["key_serializer"]) for s in op["states"] if s.get("key_serializer")})
+        if keys:
+            out.write(f"key serializer {', '.join(keys)}\n")
         rows = [[s["state"], s["state_kind"], _ttl_text(s), "-" if s["rows"] is None else str(s["rows"]), str(s["files"]),
-                 "-" if s["bytes"] is None else _fmt_bytes(s["bytes"])] for s in op["states"]]
-        _table(rows, ["state", "kind", "ttl", "rows", "files", "size"], out)
+                 "-" if s["bytes"] is None else _fmt_bytes(s["bytes"]), _short_class(s.get("value_serializer"))] for s in op["states"]]
+        _table(rows, ["state", "kind", "ttl", "rows", "files", "size", "value serializer"], out)
     out.write("\n-: not told by the format without decoding (canonical and HashMap files interleave their states; "
               "RocksDB sizes are the column families' SSTs)\n")
     if doc["ttl_unknown"]:
         out.write("TTL states (a savepoint does not hold their TTL duration: ttl unknown): " + ", ".join(doc["ttl_unknown"]) + "\n")
     return 0
+
+
+def _short_class(cls: str | None) -> str:
+    """A serializer snapshot class without its package and snapshot suffix (RowDataSerializer, LongSerializer, KryoSerializer)."""
+    if not cls:
+        return "-"
+    return cls.rsplit(".", 1)[-1].rsplit("$", 1)[-1].removesuffix("Snapshot")
 
 
 def _ttl_text(state: dict[str, Any]) -> str:
@@ -266,13 +277,15 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
                               storage_options=_storage_options(args), uids=args.uid or (), raw_values=args.raw_values)
     if args.json:
         json.dump({"root": args.path, "checkpoint_id": report.checkpoint_id, "flink_checkpoint": os.path.dirname(report.source),
-                   "entries": report.entries, "ttl_unknown": report.ttl_unknown}, out, indent=2)
+                   "entries": report.entries, "ttl_unknown": report.ttl_unknown, "as_bytes": report.as_bytes}, out, indent=2)
         out.write("\n")
         return 0
     out.write(f"imported {os.path.dirname(report.source)} into {args.path} as savepoint {report.checkpoint_id}: "
               f"{report.total} entries\n")
     rows = [[op, state, str(n)] for op, states in report.entries.items() for state, n in states.items()]
     _table(rows, ["operator", "state", "entries"], out)
+    for state, serializers in report.as_bytes.items():
+        out.write(f"kept as bytes: {state}: {serializers} (reads give the serialized values; export writes them back as they were)\n")
     if report.ttl_unknown:
         out.write("TTL states whose duration a savepoint does not hold (kept with their last-access times, never expiring; "
                   "set with --ttl OPERATOR/STATE=MS): " + ", ".join(report.ttl_unknown) + "\n")
@@ -458,7 +471,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "by uid or operator id, or STATE=MS for that state of every operator (repeatable)")
     sp.add_argument("--uid", action="append", metavar="UID", help="an operator uid of the job: names the operator that Flink 1.x "
                     "metadata records only by id (repeatable)")
-    sp.add_argument("--raw-values", action="store_true", help="keep Kryo/Avro values as their serialized bytes (else they stop the import)")
+    sp.add_argument("--raw-values", action="store_true", default=True,
+                    help="keep values the decoders cannot type (Kryo, Avro, custom, SQL RowData) as their serialized bytes (the default)")
+    sp.add_argument("--refuse-undecodable", dest="raw_values", action="store_false",
+                    help="refuse states whose values the decoders cannot type instead of keeping their bytes")
     sp.set_defaults(func=cmd_import)
 
     sp = sub.add_parser("retain", help="keep the newest N checkpoints (savepoints are never touched); delete the files nothing retained uses",

@@ -32,7 +32,8 @@ FILES_SCHEMA = pa.schema([("checkpoint_id", pa.int64()), ("operator", pa.string(
 STATES_SCHEMA = pa.schema([("checkpoint_id", pa.int64()), ("operator", pa.string()), ("state", pa.string()), ("state_kind", pa.string()),
                            ("key_type", pa.string()), ("namespace_type", pa.string()), ("user_key_type", pa.string()),
                            ("value_type", pa.string()), ("ttl", pa.int64()), ("ttl_unknown", pa.bool_()), ("files", pa.int64()),
-                           ("rows", pa.int64()), ("bytes", pa.int64())])
+                           ("rows", pa.int64()), ("bytes", pa.int64()), ("key_serializer", pa.string()),
+                           ("value_serializer", pa.string())])
 OPERATORS_SCHEMA = pa.schema([("checkpoint_id", pa.int64()), ("operator", pa.string()), ("parallelism", pa.int32()),
                               ("max_parallelism", pa.int32()), ("keyed_states", pa.int32()), ("timer_services", pa.int32()),
                               ("operator_states", pa.int32()), ("has_coordinator", pa.bool_()), ("files", pa.int64()),
@@ -112,19 +113,25 @@ class CheckpointInspect:
                             "namespace_type": None if d.namespace_type is None else str(d.namespace_type),
                             "user_key_type": str(d.user_key_type) if d.kind == "map" else None,  # type: ignore[union-attr]
                             "value_type": str(d.value_type), "ttl": ttl, "ttl_unknown": unknown,  # type: ignore[union-attr]
-                            "files": f, "rows": r, "bytes": b})
+                            "files": f, "rows": r, "bytes": b, **self._serializers(uid, name)})
             for name, t in sorted(op.timer_services.items()):
                 f, r, b = sizes.get((uid, name, Scope.TIMERS), none)
                 out.append({"checkpoint_id": ck.checkpoint_id, "operator": uid, "state": name, "state_kind": f"timers-{t.domain}",
                             "key_type": str(t.key_type), "namespace_type": None if t.namespace_type is None else str(t.namespace_type),
                             "user_key_type": None, "value_type": None, "ttl": None, "ttl_unknown": False,
-                            "files": f, "rows": r, "bytes": b})
+                            "files": f, "rows": r, "bytes": b, **self._serializers(uid, name)})
             for name, o in sorted(op.operator_states.items()):
                 f, r, b = sizes.get((uid, name, Scope.OPERATOR), none)
                 out.append({"checkpoint_id": ck.checkpoint_id, "operator": uid, "state": name, "state_kind": f"operator-{o.mode}",
                             "key_type": None if o.key_type is None else str(o.key_type), "namespace_type": None, "user_key_type": None,
-                            "value_type": str(o.value_type), "ttl": None, "ttl_unknown": False, "files": f, "rows": r, "bytes": b})
+                            "value_type": str(o.value_type), "ttl": None, "ttl_unknown": False, "files": f, "rows": r, "bytes": b,
+                            **self._serializers(uid, name)})
         return pa.Table.from_pylist(out, schema=STATES_SCHEMA)
+
+    def _serializers(self, uid: str, name: str) -> dict[str, str | None]:
+        """key_serializer and value_serializer columns: a Flink savepoint's serializer snapshot classes (NULL otherwise)."""
+        key, value = self.checkpoint.serializers_of(uid, name)
+        return {"key_serializer": key, "value_serializer": value}
 
     def operators(self) -> pa.Table:
         """One row per operator: parallelism, max parallelism, states of each kind, coordinator, files, rows, bytes, and the

@@ -100,6 +100,11 @@ class Checkpoint(ABC):
         """The name this checkpoint lists an operator by (a Flink savepoint's also takes its uid or operator id)."""
         return operator
 
+    def serializers_of(self, operator: str, state: str) -> tuple[str | None, str | None]:
+        """The Flink serializer snapshot classes of a state's key and values (None, None: the checkpoint holds no
+        Flink serializers, as a flinkstate checkpoint's Arrow types are its declaration)."""
+        return None, None
+
     def operator(self, uid: str) -> OperatorMetadata:
         """One operator; OperatorNotFoundError lists the operators that exist."""
         op = self.operators.get(uid)

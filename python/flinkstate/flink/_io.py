@@ -27,12 +27,13 @@ _SNAPPY_MAGIC = b"sNaPpY"
 class DataReader:
     """A cursor over a buffer reading java.io.DataInputStream encodings; EOF is a CorruptFileError naming `where`."""
 
-    __slots__ = ("buf", "pos", "where")
+    __slots__ = ("buf", "pos", "where", "skips")
 
     def __init__(self, buf: bytes | memoryview, pos: int = 0, where: str = "<bytes>") -> None:
         self.buf = memoryview(buf) if not isinstance(buf, memoryview) else buf
         self.pos = pos
         self.where = where
+        self.skips: dict[int, int] | None = None  # start -> end of serializer snapshots found by a resync (serializers)
 
     def _need(self, n: int) -> int:
         p = self.pos

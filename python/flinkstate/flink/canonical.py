@@ -61,6 +61,11 @@ class KeyedState:
     meta: dict[str, StateMeta] = field(default_factory=dict)
 
 
+def _type_of(node: TypeNode) -> str:
+    """" (type <class>)" of a Kryo/Avro serializer, "" where the snapshot does not name it."""
+    return f" (type {node.names[0]})" if node.names else ""
+
+
 class _StateDecoder:
     """Accumulates the decoded entries of one state across key groups."""
 
@@ -126,16 +131,34 @@ class _StateDecoder:
         self.plan = None
         o = other or value
         assert o is not None
-        if other is not None or self.kind == "LIST" or self.elem_node.kind != "opaque":
-            self.unreadable = (f"{ctx}: serializer {o.cls} (type {o.names[0]}) cannot be decoded, nor read as raw bytes: only "
+        if other is not None or self.kind == "LIST" or self.elem_node.kind not in ("opaque", "unknown"):
+            self.unreadable = (f"{ctx}: serializer {o.cls}{_type_of(o)} cannot be decoded, nor read as raw bytes: only "
                                "a whole value, map value or TTL value is length-framed (not list elements, keys or nested values)")
             return
-        self.raw_error = (f"{ctx}: serializer {o.cls} (type {o.names[0]}) cannot be decoded; read with raw_values=True "
+        self.raw_error = (f"{ctx}: serializer {o.cls}{_type_of(o)} cannot be decoded; read with raw_values=True "
                           "(Spark: .option('rawValues', 'true')) to get its values as raw serialized bytes")
         if self.ttl:
             self.elem_reader = lambda buf, pos: ((_I64.unpack_from(buf, pos)[0], bytes(buf[pos + 8 :])), len(buf))
         else:
             self.elem_reader = read_rest
+
+    def kept_as_bytes(self) -> str | None:
+        """The serializers of this state whose values are read as their serialized bytes (Kryo, Avro and unknown classes,
+        the table runtime's BinaryRowData), as "class, class"; None when every part is decoded."""
+        found: list[str] = []
+
+        def walk(node: TypeNode | None) -> None:
+            if node is None:
+                return
+            if node.kind in ("opaque", "unknown", "rowdata", "arraydata") and node.cls not in found:
+                found.append(node.cls + (f" ({node.names[0]})" if node.kind == "opaque" and node.names else ""))
+                return
+            for c in node.children:
+                walk(c)
+
+        for node in (self.key_node, self.ns_node, self.value_node):
+            walk(node)
+        return ", ".join(found) or None
 
     def row_count(self) -> int:
         """Rows decoded so far (column chunks and rows added one by one)."""
@@ -321,7 +344,8 @@ def decode_keyed_handle(
     where = handle.stream.location(base_dir) if handle.stream.kind != "inline" else f"inline state {handle.stream.path}"
     ctx = f"operator {op.label}"
     r = DataReader(data, where=where)
-    compressed, key_type, metas = read_keyed_header(r, ctx)
+    starts = handle.offsets[handle.offsets > 0]
+    compressed, key_type, metas = read_keyed_header(r, ctx, int(starts.min()) if len(starts) else len(data))
     prefix = 1 if op.max_parallelism <= 128 else 2
     if decoders is None:
         decoders = {}
@@ -539,7 +563,8 @@ def decode_rocksdb_handle(
     assert handle.meta_stream is not None
     where = handle.meta_stream.location(base_dir) if handle.meta_stream.kind != "inline" else f"inline state {handle.meta_stream.path}"
     ctx = f"operator {op.label}"
-    compressed, key_type, metas = read_keyed_header(DataReader(handle.meta_stream.read(base_dir), where=where), ctx)
+    header = handle.meta_stream.read(base_dir)
+    compressed, key_type, metas = read_keyed_header(DataReader(header, where=where), ctx, len(header))
     del compressed  # SST blocks carry their own compression
     prefix = 1 if op.max_parallelism <= 128 else 2
     if decoders is None:

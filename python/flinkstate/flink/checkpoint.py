@@ -28,7 +28,7 @@ from flinkstate.flink.mapping import ReadOptions, decode_subtask, state_descript
 from flinkstate.flink.metadata import CheckpointMetadata as FlinkMetadata
 from flinkstate.flink.metadata import OperatorState
 from flinkstate.flink.names import KeyedFacts, ResolvedOptions, find_operator, operator_name, operators_text, resolve_options
-from flinkstate.flink.operator_state import operator_state_names, read_operator_state
+from flinkstate.flink.operator_state import operator_state_names, operator_state_serializers, read_operator_state
 from flinkstate.flink.serializers import arrow_type
 from flinkstate.metadata import CheckpointInfo, OperatorMetadata
 from flinkstate.checkpoint import KeyedTask, TimerTask
@@ -169,6 +169,10 @@ class FlinkCheckpoint(Checkpoint):
     options: ReadOptions = field(default_factory=ReadOptions)
     refused: dict[str, str] = field(default_factory=dict)  # "operator/state" -> why its values cannot be read (Kryo/Avro)
     ttl: dict[str, StateTtlConfig | int] = field(default_factory=dict)  # TTL durations given, keyed as `names.state_key`
+    serializers: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # "operator/state" -> key, value snapshot classes
+
+    def serializers_of(self, operator: str, state: str) -> tuple[str | None, str | None]:
+        return self.serializers.get(f"{self._name(operator)}/{state}", (None, None))
 
     @property
     def checkpoint_id(self) -> int:
@@ -177,10 +181,6 @@ class FlinkCheckpoint(Checkpoint):
     @property
     def max_parallelism(self) -> int:
         return self.meta.default_max_parallelism  # every operator has its own: max_parallelism_of
-
-    def operator_max_parallelism(self, operator: str) -> int:
-        """The max parallelism Flink recorded for this operator: its key groups."""
-        return self._flink_op(operator).max_parallelism
 
     @property
     def created_at_ms(self) -> int:
@@ -334,7 +334,8 @@ class _Fixed(ScanTask):
 
 
 def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: Mapping[str, StateTtlConfig | int],
-                       unknown: list[str], options: ReadOptions | None = None, refused: dict[str, str] | None = None) -> OperatorMetadata:
+                       unknown: list[str], options: ReadOptions | None = None, refused: dict[str, str] | None = None,
+                       serializers: dict[str, tuple[str | None, str]] | None = None) -> OperatorMetadata:
     """An operator's declared state, from the serializer snapshots in its keyed-state headers and its operator states."""
     om = OperatorMetadata(uid=name, parallelism=op.parallelism, has_coordinator=op.coordinator_state is not None,
                           max_parallelism=op.max_parallelism)
@@ -342,6 +343,10 @@ def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: M
         if sub.managed_keyed is None:
             continue
         for dec in subtask_states(meta, op, sub).values():
+            if serializers is not None:
+                value = dec.meta.serializers["VALUE_SERIALIZER"]
+                serializers.setdefault(f"{name}/{dec.meta.name.removeprefix(TIMER_PREFIX) if dec.timer else dec.meta.name}",
+                                       (dec.key_node.cls, value.cls))
             if dec.timer:
                 service = dec.meta.name.removeprefix(TIMER_PREFIX)
                 om.timer_services[service] = TimerServiceDescriptor(
@@ -352,6 +357,9 @@ def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: M
                 why = dec.unreadable or (None if options is not None and options.raw_values else dec.raw_error)
                 if why is not None and refused is not None:
                     refused[f"{name}/{dec.meta.name}"] = why
+    if serializers is not None:
+        for state, cls in operator_state_serializers(meta, op.operator_id).items():
+            serializers[f"{name}/{state}"] = (None, cls)
     for state, mode in operator_state_names(meta, op.operator_id).items():
         t = read_operator_state(meta, op.operator_id, state)
         om.operator_states[state] = OperatorStateDescriptor(
@@ -401,12 +409,13 @@ def load_flink_checkpoint(path: str, *, ttl: Mapping[str, StateTtlConfig | int] 
     ops: dict[str, OperatorMetadata] = {}
     flink_ids: dict[str, str] = {}
     refused: dict[str, str] = {}
+    serializers: dict[str, tuple[str | None, str]] = {}
     for op in meta.operators:
         name = operator_name(op, known)
-        om = _operator_metadata(meta, op, name, named.ttl, unknown, options, refused)
+        om = _operator_metadata(meta, op, name, named.ttl, unknown, options, refused, serializers)
         if om.keyed_states or om.timer_services or om.operator_states or om.has_coordinator:
             ops[name] = om
             flink_ids[name] = op.uid or op.operator_id
     named.check_states(_facts(meta, ops, flink_ids))
     created = reference_ms if reference_ms is not None else meta.files.modified_ms(meta.path)
-    return FlinkCheckpoint(meta, ops, created, tuple(unknown), flink_ids, options, refused, named.ttl)
+    return FlinkCheckpoint(meta, ops, created, tuple(unknown), flink_ids, options, refused, named.ttl, serializers)

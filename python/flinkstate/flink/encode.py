@@ -59,6 +59,9 @@ def encode_utf(s: str) -> bytes:
 def write_type(out: bytearray, node: TypeNode) -> None:
     """A `writeVersionedSnapshot` of this serializer, as Flink 2.3 writes it."""
     kind = node.kind
+    if node.snapshot:  # table runtime and unknown classes: the snapshot exactly as it was read
+        out += node.snapshot
+        return
     if kind in _CLS:
         out += encode_utf(_CLS[kind]) + struct.pack(">i", 3)
         return
@@ -154,8 +157,16 @@ def make_writer(node: TypeNode, ctx: str) -> Writer:
         return lambda out, v: out.extend(struct.pack(">i", ordinals[v]))
     if kind == "timewindow":
         return lambda out, v: out.extend(struct.pack(">qq", v["start"], v["end"]))
-    if kind == "opaque":  # raw serialized bytes, written back as they were read
+    if kind in ("opaque", "unknown"):  # raw serialized bytes, written back as they were read
         return lambda out, v: out.extend(bytes(v))
+    if kind in ("rowdata", "arraydata"):  # BinaryRowData/BinaryArrayData bytes: i32 size, then the bytes
+        return lambda out, v: out.extend(struct.pack(">i", len(v)) + bytes(v))
+    if kind == "stringdata":
+        return _write_string_data
+    if kind == "timestampdata":
+        return _write_timestamp_data if node.params[0] <= 3 else _write_timestamp_data_nanos
+    if kind == "decimaldata":
+        return _decimal_data_writer(node.params[0], node.params[1])
     if kind == "garray":
         component = make_writer(node.children[0], ctx)
 
@@ -187,6 +198,44 @@ def make_writer(node: TypeNode, ctx: str) -> Writer:
                     vw(out, x)
         return wm
     raise UnsupportedSerializerError(f"{ctx}: values of serializer {node.cls} cannot be encoded")
+
+
+def _write_string_data(out: bytearray, v: str) -> None:
+    raw = v.encode("utf-8", "surrogatepass")
+    out += struct.pack(">i", len(raw)) + raw
+
+
+def _epoch_nanos(v: Any) -> int:
+    """A timestamp value (naive datetime, pandas Timestamp or epoch integer in the column's unit) as epoch nanoseconds."""
+    import datetime as dt
+
+    if isinstance(v, dt.datetime):
+        delta = v.replace(tzinfo=None) - dt.datetime(1970, 1, 1)
+        return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000 + getattr(v, "nanosecond", 0)
+    return int(v)
+
+
+def _write_timestamp_data(out: bytearray, v: Any) -> None:
+    out += struct.pack(">q", _epoch_nanos(v) // 1_000_000)
+
+
+def _write_timestamp_data_nanos(out: bytearray, v: Any) -> None:
+    ns = _epoch_nanos(v)
+    out += struct.pack(">qi", ns // 1_000_000, ns % 1_000_000)
+
+
+def _decimal_data_writer(precision: int, scale: int) -> Writer:
+    import decimal
+
+    def write(out: bytearray, v: Any) -> None:
+        unscaled = int(decimal.Decimal(v).scaleb(scale).to_integral_value())
+        if precision <= 18:
+            out += struct.pack(">q", unscaled)
+        else:
+            raw = unscaled.to_bytes(max(1, (unscaled.bit_length() + 8) // 8), "big", signed=True)
+            out += struct.pack(">i", len(raw)) + raw
+
+    return write
 
 
 def _struct_writer(node: TypeNode, ctx: str) -> Writer:

@@ -39,14 +39,29 @@ SERIALIZERS_PROPERTY = "flink.serializers."
 
 
 def node_to_json(n: TypeNode) -> dict[str, Any]:
-    """A parsed serializer snapshot as JSON (kind, class, nested serializers, field names)."""
-    return {"kind": n.kind, "cls": n.cls, "children": [node_to_json(c) for c in n.children], "names": list(n.names),
-            "legacy_row": n.legacy_row}
+    """A parsed serializer snapshot as JSON (kind, class, nested serializers, field names, and the bytes an export writes
+    back: a Kryo/Avro payload, a table-runtime or unknown snapshot, base64)."""
+    import base64
+
+    d: dict[str, Any] = {"kind": n.kind, "cls": n.cls, "children": [node_to_json(c) for c in n.children], "names": list(n.names),
+                         "legacy_row": n.legacy_row}
+    for name in ("payload", "snapshot"):
+        if getattr(n, name):
+            d[name] = base64.b64encode(getattr(n, name)).decode("ascii")
+    if n.params:
+        d["params"] = list(n.params)
+    if n.logical:
+        d["logical"] = list(n.logical)
+    return d
 
 
 def node_from_json(d: dict[str, Any]) -> TypeNode:
     """Inverse of `node_to_json`."""
-    return TypeNode(d["kind"], d["cls"], tuple(node_from_json(c) for c in d["children"]), tuple(d["names"]), bool(d["legacy_row"]))
+    import base64
+
+    return TypeNode(d["kind"], d["cls"], tuple(node_from_json(c) for c in d["children"]), tuple(d["names"]), bool(d["legacy_row"]),
+                    payload=base64.b64decode(d.get("payload", "")), logical=tuple(d.get("logical", ())),
+                    snapshot=base64.b64decode(d.get("snapshot", "")), params=tuple(d.get("params", ())))
 
 
 _MODES = {"SPLIT_DISTRIBUTE": "list", "UNION": "union", "BROADCAST": "broadcast"}
@@ -60,6 +75,7 @@ class ImportReport:
     source: str
     entries: dict[str, dict[str, int]] = field(default_factory=dict)
     ttl_unknown: list[str] = field(default_factory=list)
+    as_bytes: dict[str, str] = field(default_factory=dict)  # "operator/state" -> serializers whose values are kept as bytes
 
     @property
     def total(self) -> int:
@@ -94,7 +110,7 @@ def import_savepoint(
     ttl: Mapping[str, StateTtlConfig | int] | None = None,
     storage_options: dict[str, Any] | None = None,
     uids: Iterable[str] = (),
-    raw_values: bool = False,
+    raw_values: bool = True,
 ) -> ImportReport:
     """Write a Flink savepoint/checkpoint into root as one savepoint.
 
@@ -103,7 +119,9 @@ def import_savepoint(
     StateTtlConfig or a TTL in ms, for states Flink kept with TTL; the operator by uid or operator id. uids
     names the operators that Flink 1.x metadata records only by id (matched by Flink's hash of the uid).
     A uid, or a ttl key, matching no operator or TTL state is refused before anything is written.
-    Kryo/Avro values stop the import with an UnsupportedSerializerError unless raw_values keeps them as
+    Values of serializers the decoders cannot type (Kryo, Avro, custom; the table runtime's RowData) are kept as their
+    serialized bytes (`report.as_bytes` names them; export writes them back as they were); raw_values=False refuses
+    such states with an UnsupportedSerializerError instead, as earlier releases did. Before: they stopped it unless kept as
     their serialized bytes (binary).
     """
     import flinkstate
@@ -136,6 +154,9 @@ def import_savepoint(
                     serializers.setdefault("key", node_to_json(dec.key_node))
                     serializers.setdefault(dec.meta.name, {k: node_to_json(v) for k, v in dec.meta.serializers.items()})
                     table = dec.table(raw_values)
+                    kept = dec.kept_as_bytes()
+                    if kept:
+                        report.as_bytes[f"{name}/{dec.meta.name}"] = kept
                     _verify(table, op, meta.path, dec.meta.name)
                     if dec.timer:
                         service = dec.meta.name.removeprefix(TIMER_PREFIX)  # event_user-timers, processing_window-timers, ...

@@ -223,7 +223,7 @@ def subtask_states(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskStat
     ctx = f"operator {op.label}"
     where = stream.location(meta.directory) if stream.kind != "inline" else f"inline state {stream.path}"
     data = stream.read(meta.directory) if isinstance(h, UnsupportedKeyedHandle) else header_bytes(h, meta.directory)  # the header only
-    _, key_type, metas = read_keyed_header(DataReader(data, where=where), ctx)
+    _, key_type, metas = read_keyed_header(DataReader(data, where=where), ctx, len(data))  # the header only: its end is the data's
     prefix = 1 if op.max_parallelism <= 128 else 2
     return pyflink_states(meta, op, {m.name: _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}") for m in metas})
 

@@ -33,7 +33,8 @@ def _subtask_streams(meta: CheckpointMetadata, op: OperatorState):
         data = h.stream.read(meta.directory)
         where = h.stream.location(meta.directory) if h.stream.kind != "inline" else f"inline state {h.stream.path}"
         r = DataReader(data, where=where)
-        compressed, ops, bcast = read_operator_header(r, f"operator {op.label} subtask {sub.index}")
+        starts = [int(o.min()) for _, o in h.states.values() if len(o)]
+        compressed, ops, bcast = read_operator_header(r, f"operator {op.label} subtask {sub.index}", min(starts, default=len(data)))
         yield sub.index, h, data, where, compressed, {m.name: m for m in ops + bcast}
 
 
@@ -113,3 +114,10 @@ def read_operator_state(meta: CheckpointMetadata, uid: str, name: str) -> pa.Tab
         cols["key"] = pa.array(keys, arrow_type(state_meta.serializers["KEY_SERIALIZER"]))
     cols["value"] = pa.array(values, arrow_type(state_meta.serializers["VALUE_SERIALIZER"]))
     return pa.table(cols)
+
+
+def operator_state_serializers(meta: CheckpointMetadata, uid: str) -> dict[str, str]:
+    """The value serializer snapshot class of each operator state of an operator (from its first subtask's header)."""
+    for _, _, _, _, _, metas in _subtask_streams(meta, meta.operator(uid)):
+        return {name: m.serializers["VALUE_SERIALIZER"].cls for name, m in metas.items() if "VALUE_SERIALIZER" in m.serializers}
+    return {}

@@ -171,7 +171,8 @@ class FlinkSource(ReadApi):
         ck = self.checkpoint(checkpoint_id)
         states: dict[str, list[dict[str, Any]]] = {}
         for r in ck.inspect.states().to_pylist():
-            states.setdefault(r["operator"], []).append({k: r[k] for k in ("state", "state_kind", "ttl", "ttl_unknown", "files", "rows", "bytes")})
+            states.setdefault(r["operator"], []).append({k: r[k] for k in ("state", "state_kind", "ttl", "ttl_unknown", "files", "rows", "bytes",
+                                                                          "key_serializer", "value_serializer")})
         ops = []
         for name, om in sorted(ck.operators.items()):
             fop = ck.meta.operator(ck.uids[name])

@@ -19,6 +19,8 @@ from flinkstate.flink.serializers import TypeNode
 __all__ = ["Reader", "make_reader", "read_java_string", "read_rest"]
 
 Reader = Callable[[bytes, int], tuple[Any, int]]
+_I64 = struct.Struct(">q")
+_TS_NANOS = struct.Struct(">qi")
 
 _FIXED = {
     "long": struct.Struct(">q"), "int": struct.Struct(">i"), "short": struct.Struct(">h"), "byte": struct.Struct(">b"),
@@ -90,6 +92,45 @@ def _read_void(buf: bytes, pos: int) -> tuple[None, int]:
     return None, pos + 1
 
 
+def _read_string_data(buf: bytes, pos: int) -> tuple[str, int]:
+    """StringDataSerializer: i32 length, then UTF-8."""
+    raw, end = _read_bytes(buf, pos)
+    return raw.decode("utf-8", "surrogatepass"), end
+
+
+def _read_timestamp_data(buf: bytes, pos: int) -> tuple[int, int]:
+    """TimestampDataSerializer, precision <= 3: epoch milliseconds (an Arrow timestamp[ms] value)."""
+    if pos + 8 > len(buf):
+        raise IndexError("timestamp runs past the end of its record")
+    return _I64.unpack_from(buf, pos)[0], pos + 8
+
+
+def _read_timestamp_data_nanos(buf: bytes, pos: int) -> tuple[int, int]:
+    """TimestampDataSerializer, precision > 3: epoch milliseconds and nanoseconds of the millisecond (timestamp[ns])."""
+    if pos + 12 > len(buf):
+        raise IndexError("timestamp runs past the end of its record")
+    ms, nanos = _TS_NANOS.unpack_from(buf, pos)
+    return ms * 1_000_000 + nanos, pos + 12
+
+
+def _decimal_data_reader(precision: int, scale: int) -> Reader:
+    """DecimalDataSerializer: the unscaled value as an i64 (precision <= 18) or as i32 length + two's complement bytes."""
+    import decimal
+
+    def read(buf: bytes, pos: int) -> tuple[Any, int]:
+        if precision <= 18:
+            if pos + 8 > len(buf):
+                raise IndexError("decimal runs past the end of its record")
+            unscaled, pos = _I64.unpack_from(buf, pos)[0], pos + 8
+        else:
+            raw, pos = _read_bytes(buf, pos)
+            unscaled = int.from_bytes(raw, "big", signed=True)
+        value = decimal.Decimal(unscaled).scaleb(-scale)
+        return (value if precision <= 38 else str(value)), pos
+
+    return read
+
+
 def make_reader(node: TypeNode, ctx: str) -> Reader:
     """A function (buf, pos) -> (value, new pos) for this serializer; ctx names operator and state in errors."""
     kind = node.kind
@@ -119,8 +160,16 @@ def make_reader(node: TypeNode, ctx: str) -> Reader:
         return _enum_reader(node, ctx)
     if kind == "timewindow":
         return _read_time_window
-    if kind == "opaque":
+    if kind in ("opaque", "unknown"):
         return _opaque_reader(node, ctx)
+    if kind in ("rowdata", "arraydata"):
+        return _read_bytes  # BinaryRowData/BinaryArrayData: i32 size, then the binary layout (kept as its bytes)
+    if kind == "stringdata":
+        return _read_string_data
+    if kind == "timestampdata":
+        return _read_timestamp_data if node.params[0] <= 3 else _read_timestamp_data_nanos
+    if kind == "decimaldata":
+        return _decimal_data_reader(node.params[0], node.params[1])
     if kind == "map":
         return _map_reader(node, ctx)
     if kind == "ttl":
@@ -238,11 +287,12 @@ def _enum_reader(node: TypeNode, ctx: str) -> Reader:
 
 
 def _opaque_reader(node: TypeNode, ctx: str) -> Reader:
-    """Kryo/Avro values inside a stream: their length is unknown, so they cannot even be skipped."""
+    """Kryo/Avro/unknown values inside a stream: their length is unknown, so they cannot even be skipped."""
+    typ = f" (type {node.names[0]})" if node.names else ""
 
     def read(buf: bytes, pos: int) -> tuple[Any, int]:
         raise UnsupportedSerializerError(
-            f"{ctx}: serializer {node.cls} (type {node.names[0]}) cannot be decoded, and here its values are not "
+            f"{ctx}: serializer {node.cls}{typ} cannot be decoded, and here its values are not "
             "length-framed (nested in another type, a list element, a key, or a HashMap native snapshot), "
             "so they cannot be read as raw bytes either")
 

@@ -99,7 +99,7 @@ def test_cli_describe_and_checkpoints_of_a_flink_savepoint() -> None:
     text = out.getvalue()
     assert re.search(r"operator long-keyed \(id e96676d2a3621a713f8229ed21cc08b2, parallelism 2, max parallelism 128, \d+ files, "
                      r"[\d.]+ KiB\)", text)
-    assert re.search(r"\nttl +value +unknown +- +2 +[\d.]+ KiB\n", text)  # a TTL state: duration not held, rows not told, its SSTs
+    assert re.search(r"\nttl +value +unknown +- +2 +[\d.]+ KiB +TtlSerializer\n", text)  # TTL state: duration not held, rows not told, its SSTs
     assert "count" in text and "operator-union" in text and "event_user-timers" in text
     out = io.StringIO()
     assert main(["checkpoints", str(SAVEPOINTS["rocksdb-incremental"].parent)], out=out) == 0

@@ -170,13 +170,15 @@ def test_kryo_raw_values_on_the_low_level_reader() -> None:
     assert read_keyed_state(meta, "kryo", raw_values=True).states["opaque"].num_rows == 7
 
 
-def test_kryo_state_stops_an_import_unless_raw(tmp_path: Path) -> None:
-    """Nothing is imported when a Kryo state cannot be decoded; with raw_values its bytes are kept."""
+def test_kryo_state_is_imported_as_bytes_by_default(tmp_path: Path) -> None:
+    """A Kryo state's values are kept as their serialized bytes, and the report says so; raw_values=False refuses it
+    (and imports nothing)."""
     root = tmp_path / "root"
     with pytest.raises(UnsupportedSerializerError, match="operator kryo, state 'opaque'"):
-        import_savepoint(_dir("canonical"), root)
+        import_savepoint(_dir("canonical"), root, raw_values=False)
     assert not root.exists() or fs.open(str(root)).checkpoints() == []
-    import_savepoint(_dir("canonical"), root, raw_values=True)
+    report = import_savepoint(_dir("canonical"), root)
+    assert report.as_bytes == {"kryo/opaque": "org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot (StateGenJob$Opaque)"}
     t = fs.open(str(root)).read_state("kryo", "opaque")
     assert t.num_rows == 7 and t.schema.field("value").type == pa.binary()
 
