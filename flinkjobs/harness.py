@@ -26,7 +26,7 @@ FLINK_VERSIONS = {"1.18": "1.18.1", "1.19": "1.19.3", "1.20": "1.20.5", "2.0": "
 HERE = Path(__file__).resolve().parent
 JOB_SOURCE = HERE / "src" / "StateGenJob.java"
 # The jobs every version compiles (with its compat/ shim); the newest version compiles every src/*.java.
-MATRIX_SOURCES = ("StateGenJob.java", "RestoreDumpJob.java")
+MATRIX_SOURCES = ("StateGenJob.java", "RestoreDumpJob.java", "ProductionJob.java")
 VARIANTS = ("files", "inline", "snappy")
 NATIVE_VARIANTS = ("native", "checkpoint")
 ROCKSDB_VARIANTS = ("rocksdb", "rocksdb-checkpoint")
@@ -250,6 +250,25 @@ def max_parallelism_restore(savepoint: Path, out_file: Path, backend: str, paral
     """Restore MaxParallelismJob's operators at (derived, derived256, explicit) parallelisms; the dump's lines."""
     args = ["restore", str(Path(savepoint).resolve()), str(Path(out_file).resolve()), backend, *map(str, parallelism)]
     _run_java("MaxParallelismJob", args, "max-parallelism restore", timeout)
+    return Path(out_file).read_text(encoding="utf-8").splitlines()
+
+
+def production_run(out: Path, n: int, backend: str, incremental: bool, snappy: bool, snapshots: tuple[str, ...],
+                   version: str | None = None, timeout: float = 900) -> Path:
+    """ProductionJob (flinkjobs/src/ProductionJob.java) on `backend` (hashmap, rocksdb, forst): OUT/<snapshot>/savepoint for
+    snapshots canonical and native, OUT/checkpoint (the retained checkpoint folder) for checkpoint, and OUT/dump.txt."""
+    out = Path(out).resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    args = ["gen", str(out), str(n), backend, str(incremental).lower(), str(snappy).lower(), *snapshots]
+    _run_java("ProductionJob", args, "production job", timeout, version)
+    return out
+
+
+def production_restore(savepoint: Path, out_file: Path, backend: str, parallelism: int, wide_parallelism: int,
+                       version: str | None = None, timeout: float = 900) -> list[str]:
+    """Restore ProductionJob's operators from savepoint (at parallelism; "wide" at wide_parallelism); the dump's lines."""
+    args = ["restore", str(Path(savepoint).resolve()), str(Path(out_file).resolve()), backend, str(parallelism), str(wide_parallelism)]
+    _run_java("ProductionJob", args, "production restore", timeout, version)
     return Path(out_file).read_text(encoding="utf-8").splitlines()
 
 

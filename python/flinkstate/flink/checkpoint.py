@@ -399,6 +399,10 @@ def load_flink_checkpoint(path: str, *, ttl: Mapping[str, StateTtlConfig | int] 
 
     meta = read_metadata(path, files)
     known = tuple(uids)
+    if known:  # messages name an operator recorded by id only (Flink 1.x) by the uid the caller gave for it
+        ops_named = [dataclasses.replace(op, name=operator_name(op, known)) if op.uid is None and op.name is None else op
+                     for op in meta.operators]
+        meta = dataclasses.replace(meta, operators=type(meta.operators)(ops_named))
     options = options or ReadOptions()
     pyflink = pyflink if pyflink is not None else PyFlinkOptions()
     named: ResolvedOptions = resolve_options(meta.operators, meta.path, uids=known, ttl=ttl, row_fields=options.row_fields,

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from flinkstate.flink._io import snappy_unframe
-from flinkstate.flink.errors import CorruptFileError
+from flinkstate.flink.errors import CorruptFileError, UnsupportedSerializerError
 from flinkstate.flink.metadata import KeyGroupsHandle
 from flinkstate.flink.values import Reader, make_reader
 
@@ -39,6 +39,8 @@ class _Sink(Protocol):
     ns_node: Any
     value_node: Any
     ctx: str
+
+    unreadable: str | None
 
     def add_decoded(self, kg: int, key: object, ns: object, state: object) -> None: ...
 
@@ -95,8 +97,8 @@ class _Readers:
             self.key = make_reader(sink.key_node, sink.ctx)
             self.state = make_reader(sink.value_node, sink.ctx)
 
-    def section(self, buf: bytes, pos: int, kg: int) -> int:
-        """Decode one state's section (after its state id) of key group kg; return the offset after it."""
+    def section(self, buf: bytes, pos: int, kg: int, dry: bool = False) -> int:
+        """Decode one state's section (after its state id) of key group kg; return the offset after it (dry: only skip it)."""
         n = _I32.unpack_from(buf, pos)[0]
         pos += 4
         if n < 0 or n > len(buf) - pos:
@@ -106,15 +108,50 @@ class _Readers:
             read = self.element
             for _ in range(n):
                 (ts, k, ns), pos = read(buf, pos)
-                sink.add_decoded(kg, k, ns, ts)
+                if not dry:
+                    sink.add_decoded(kg, k, ns, ts)
             return pos
         read_ns, read_key, read_state = self.ns, self.key, self.state
         for _ in range(n):
             ns, pos = read_ns(buf, pos)
             k, pos = read_key(buf, pos)
             state, pos = read_state(buf, pos)
-            sink.add_decoded(kg, k, ns, state)
+            if not dry:
+                sink.add_decoded(kg, k, ns, state)
         return pos
+
+
+def _tail(readers: list[_Readers], buf: bytes, pos: int, end: int, kg: int, left: set[int]) -> bool:
+    """Whether buf[pos:end] is exactly one decodable section of each state in left (any order)."""
+    left = set(left)
+    try:
+        while pos < end:
+            sid = _U16.unpack_from(buf, pos)[0]
+            if sid not in left:
+                return False
+            left.discard(sid)
+            pos = readers[sid].section(buf, pos + 2, kg, dry=True)
+    except (IndexError, ValueError, struct.error, UnicodeDecodeError, UnsupportedSerializerError):
+        return False
+    return pos == end and not left
+
+
+def _skip_opaque(readers: list[_Readers], buf: bytes, pos: int, end: int, kg: int, left: set[int], err: UnsupportedSerializerError) -> int:
+    """The end of a section whose values cannot be decoded (Kryo, Avro: not length-framed here).
+
+    The heap writer gives every state a section in every key group, so the section ends where the sections of the
+    states not yet seen in this key group start: the one offset from which they decode exactly to the key group's end
+    (or the key group's end when none is left). Anything else, or more than one such offset, raises err.
+    """
+    found = [end] if not left else []
+    for q in range(pos, end - 5):
+        if _U16.unpack_from(buf, q)[0] in left and _tail(readers, buf, q, end, kg, left):
+            found.append(q)
+            if len(found) > 1:
+                break
+    if len(found) != 1:
+        raise err
+    return found[0]
 
 
 def decode_heap_key_groups(data: bytes, handle: KeyGroupsHandle, compressed: bool, sinks: list[_Sink], where: str, ctx: str) -> None:
@@ -129,11 +166,18 @@ def decode_heap_key_groups(data: bytes, handle: KeyGroupsHandle, compressed: boo
                 pos, end = 0, len(buf)
             else:
                 buf, pos = data, start + 4
+            left = set(range(len(readers)))
             while pos < end:
                 sid = _U16.unpack_from(buf, pos)[0]
                 if sid >= len(readers):
                     raise ValueError(f"state id {sid} is not in the header ({len(readers)} states)")
-                pos = readers[sid].section(buf, pos + 2, kg)
+                left.discard(sid)
+                try:
+                    pos = readers[sid].section(buf, pos + 2, kg)
+                except UnsupportedSerializerError as err:
+                    # One state's values cannot be decoded: the others still are; reading that state raises err.
+                    pos = _skip_opaque(readers, buf, pos + 6, end, kg, left, err)
+                    readers[sid].sink.unreadable = str(err)
             if pos != end:
                 raise ValueError(f"{pos - end} bytes past the key group's end")
         except (IndexError, ValueError, struct.error, UnicodeDecodeError) as e:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from flinkstate.descriptors import (
     AggregatingStateDescriptor,
@@ -168,15 +169,33 @@ def stored_rows(table: pa.Table, desc: KeyedStateDescriptor) -> pa.Table:
         keys = [c for c in ("key_group", "key", "namespace") if c in table.column_names]
         lists = [c for c in ("value", "ttl_timestamp") if c in table.column_names]
         # Group row numbers (hash_list has no kernel for nested types such as arrays), element order kept.
-        numbered = table.select(keys).append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-        grouped = numbered.group_by(keys, use_threads=False).aggregate([("__row", "list")])
+        numbered = _groupable(table.select(keys)).append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+        grouped = numbered.group_by([c for c in numbered.column_names if c != "__row"], use_threads=False).aggregate([("__row", "list")])
         rows = grouped.column("__row_list").combine_chunks()
         taken = rows.flatten()
-        cols = {k: grouped.column(k) for k in keys}
+        first = pc.list_element(rows, 0)
+        cols = {k: table.column(k).take(first) for k in keys}
         for c in lists:
             cols[c] = pa.ListArray.from_arrays(rows.offsets, table.column(c).take(taken).combine_chunks())
         table = pa.table(cols)
     return table
+
+
+def _groupable(table: pa.Table) -> pa.Table:
+    """The columns with every struct (a Tuple, Row or POJO key) replaced by its fields, recursively: Arrow's hash
+    grouping has no kernel for nested types."""
+    cols: dict[str, pa.ChunkedArray] = {}
+
+    def add(name: str, col: pa.ChunkedArray) -> None:
+        if pa.types.is_struct(col.type):
+            for i in range(col.type.num_fields):
+                add(f"{name}.{i}", pc.struct_field(col, [i]))
+        else:
+            cols[name] = col
+
+    for name in table.column_names:
+        add(name, table.column(name))
+    return pa.table(cols)
 
 
 def subtask_range(sub: SubtaskState) -> tuple[int, int] | None:
