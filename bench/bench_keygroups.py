@@ -12,7 +12,7 @@ import platform
 import sys
 
 try:
-    import flinkstate.keygroups  # noqa: F401
+    import flinkstate.core.keygroups  # noqa: F401
 except ImportError:  # running from a source checkout without installing
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "python"))
 
@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from benchutil import best
-from flinkstate.keygroups import assign_key_group, assign_key_groups
+from flinkstate.core.keygroups import assign_key_group, assign_key_groups
 
 GOAL_KEYS_PER_SECOND = 5_000_000
 

@@ -16,13 +16,13 @@ import numpy as np
 import pyarrow as pa
 
 from flinkstate.flink import read_keyed_state, read_metadata
-from flinkstate.flink.canonical import KeyedState
-from flinkstate.flink.encode import _COMP_CLS, type_for_arrow
-from flinkstate.flink.export import load_flink_savepoint
-from flinkstate.flink.importer import import_savepoint
-from flinkstate.flink.savepoint_writer import OperatorExport, write_savepoint
-from flinkstate.flink.serializers import StateMeta, TypeNode
-from flinkstate.flink.store_export import export_savepoint
+from flinkstate.flink.files.canonical import KeyedState
+from flinkstate.flink.serde.encode import _COMP_CLS, type_for_arrow
+from flinkstate.flink.write.export import load_flink_savepoint
+from flinkstate.flink.bridge.importer import import_savepoint
+from flinkstate.flink.write.savepoint_writer import OperatorExport, write_savepoint
+from flinkstate.flink.serde.serializers import StateMeta, TypeNode
+from flinkstate.flink.bridge.store_export import export_savepoint
 
 _VOID = TypeNode("void", "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot")
 

@@ -6,7 +6,7 @@ read-modify-write full rewrites, savepoints, `compact`, `expire`, `retain(n)` an
 records every commit that succeeded: its id, its base and what it changed. `check_root` then rebuilds the expected
 content of each retained checkpoint from those records alone (the base's expected content plus the change) and
 compares it with a read of the root: a retained checkpoint that lost a file, or holds anything else, fails it.
-Used by tests/flinkstate/test_registry_processes.py and bench/stress_concurrency.py.
+Used by tests/flinkstate/store/test_registry_processes.py and bench/stress_concurrency.py.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 import pyarrow as pa
 
 import flinkstate as fs
-from flinkstate.errors import CheckpointNotFoundError, CommitConflictError
-from flinkstate.verify import verify_store
+from flinkstate.core.errors import CheckpointNotFoundError, CommitConflictError
+from flinkstate.store.verify import verify_store
 
 OP = "op"
 STATE = "count"

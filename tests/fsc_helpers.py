@@ -142,7 +142,7 @@ def check_key_groups(t: pa.Table, mp: int, key_type: pa.DataType) -> None:
 
 def latest_checkpoint(job_dir: Path) -> Path:
     """The newest completed chk-N of a Flink job's checkpoint folder (one in progress when the job was cancelled has no _metadata)."""
-    from flinkstate.flink.source import chk_folders
+    from flinkstate.flink.bridge.source import chk_folders
 
     done = chk_folders(str(job_dir))
     assert done, f"no completed checkpoint in {job_dir}"

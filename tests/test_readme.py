@@ -135,7 +135,7 @@ def test_workers_without_flinkstate_get_an_error_naming_their_interpreter(clone:
     script = (
         "from pyspark.sql import SparkSession\n"
         "import pyspark_flinkstate\n"
-        "from flinkstate.errors import WorkerPythonError\n"
+        "from flinkstate.core.errors import WorkerPythonError\n"
         "spark = SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false').getOrCreate()\n"
         "try:\n"
         "    pyspark_flinkstate.register(spark)\n"

@@ -3,7 +3,8 @@
 Spark finds this module (a top-level `pyspark_*` module exporting `DefaultSource`) when it
 first plans a Python data source, so `spark.read.format("flinkstate")` works right after
 `pip install`. Importing it stays cheap and never fails: the reader, writer and
-SavepointWriter load on first use.
+SavepointWriter load on first use. It may import flinkstate (the core never imports it);
+its own modules are layered as tests/test_layers.py lists.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def worker_python(spark: Any) -> str:
 
 def check_workers(spark: Any) -> None:
     """Raise WorkerPythonError, naming the interpreter, when Spark's Python workers cannot import this package."""
-    from flinkstate.errors import WorkerPythonError
+    from flinkstate.core.errors import WorkerPythonError
 
     exe = worker_python(spark)
     found = shutil.which(exe)

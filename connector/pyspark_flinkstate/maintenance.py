@@ -1,6 +1,6 @@
 """State maintenance as Spark jobs: compaction and TTL expiry with one Spark task per key-group range.
 
-The driver plans with the core (`flinkstate.maintenance`), each task reads one range through
+The driver plans with the core (`flinkstate.store.maintenance`), each task reads one range through
 its scan task and writes one full file (`run_range` on an executor), and the driver commits
 every file in one checkpoint. Spark's console progress bar stays on; the core prints one
 summary line per state.
@@ -10,8 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from flinkstate.maintenance import MaintenanceResult, Progress, RangeJob, RangeResult, Runner, run_range
-from flinkstate.policy import CompactionPolicy
+from flinkstate.core.policy import CompactionPolicy
+from flinkstate.store.maintenance import (
+    MaintenanceResult,
+    Progress,
+    RangeJob,
+    RangeResult,
+    Runner,
+    run_range,
+)
 
 __all__ = ["compact", "expire", "spark_runner", "cli_runner"]
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from flinkstate.inspect import checkpoints_table
+from flinkstate.read.inspect import checkpoints_table
 
 from pyspark_flinkstate.resolve import Resolved
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flinkstate.errors import InvalidArgumentError
+from flinkstate.core.errors import InvalidArgumentError
 
 __all__ = [
     "READ_OPTIONS",
@@ -194,7 +194,7 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
 
 def _checked(opts: dict[str, str], name: str) -> str | None:
     """A Flink savepoint option keyed by "operator/state" (rowFields, ttl), its syntax checked; operators are resolved at load."""
-    from flinkstate.flink.mapping import parse_row_fields, parse_ttl
+    from flinkstate.flink.bridge.mapping import parse_row_fields, parse_ttl
 
     raw = opts.get(name.lower()) or None
     if raw is not None:
@@ -226,8 +226,8 @@ class WriteOptions:
 
 def parse_write_options(options: Mapping[str, Any]) -> WriteOptions:
     """Parse and check the syntax of write options."""
-    from flinkstate.descriptors import validate_name
-    from flinkstate.keygroups import UPPER_BOUND_MAX_PARALLELISM
+    from flinkstate.core.descriptors import validate_name
+    from flinkstate.core.keygroups import UPPER_BOUND_MAX_PARALLELISM
 
     opts = _lower(options)
     _known(opts, WRITE_OPTIONS, "write")

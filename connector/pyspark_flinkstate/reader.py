@@ -15,13 +15,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceReader, InputPartition
-
 from flinkstate.format.datafile import FileEntry
 from flinkstate.format.merge import overlaps
 from flinkstate.format.planning import plan_ranges
-from flinkstate.scan import ScanTask
-from flinkstate.visibility import shape_state
+from flinkstate.read.scan import ScanTask
+from flinkstate.read.visibility import shape_state
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from pyspark_flinkstate.resolve import Resolved
 
@@ -132,7 +131,7 @@ class FlinkStateReader(DataSourceReader):
         return [TaskPartition(task) for task in tasks]
 
     def _changes_partitions(self) -> list[InputPartition]:
-        from flinkstate.changes import changed_key_group_ranges
+        from flinkstate.read.changes import changed_key_group_ranges
 
         res = self.res
         new, old = res.entries, res.from_entries
@@ -181,7 +180,7 @@ class FlinkStateReader(DataSourceReader):
         return metadata_table(self.res)
 
     def _read_changes(self, p: ChangesPartition) -> pa.Table | None:
-        from flinkstate.changes import diff_state
+        from flinkstate.read.changes import diff_state
 
         res = self.res
         desc = res.descriptor()
@@ -199,9 +198,15 @@ class FlinkStatePushdownReader(FlinkStateReader):
     """The reader when Spark pushes filters: key, key_group and timer timestamp predicates."""
 
     def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
-        from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
-
-        from flinkstate.keygroups import assign_key_group
+        from flinkstate.core.keygroups import assign_key_group
+        from pyspark.sql.datasource import (
+            EqualTo,
+            GreaterThan,
+            GreaterThanOrEqual,
+            In,
+            LessThan,
+            LessThanOrEqual,
+        )
 
         res = self.res
         table = res.opts.table
@@ -212,7 +217,7 @@ class FlinkStatePushdownReader(FlinkStateReader):
         if table == "state":
             key_type = res.descriptor().key_type
         else:
-            from flinkstate.descriptors import TimerServiceDescriptor
+            from flinkstate.core.descriptors import TimerServiceDescriptor
 
             key_type = TimerServiceDescriptor.from_dict(res.timer_services[0]).key_type
         hashable = any(f(key_type) for f in _HASHABLE_KEY)

@@ -13,14 +13,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-
-from flinkstate.changes import operator_max_parallelism
-from flinkstate.checkpoint import StoreCheckpoint
-from flinkstate.errors import CheckpointNotFoundError, InvalidArgumentError, StateNotFoundError
+from flinkstate.core.errors import (
+    CheckpointNotFoundError,
+    InvalidArgumentError,
+    StateNotFoundError,
+)
+from flinkstate.core.io import FileIO
 from flinkstate.format.datafile import FileEntry
-from flinkstate.io import FileIO
-from flinkstate.metadata import CheckpointInfo
-from flinkstate.store import CheckpointStore
+from flinkstate.format.metadata import CheckpointInfo
+from flinkstate.read.changes import operator_max_parallelism
+from flinkstate.read.checkpoint import StoreCheckpoint
+from flinkstate.store.store import CheckpointStore
 
 from pyspark_flinkstate.options import ReadOptions, parse_read_options
 
@@ -56,7 +59,7 @@ class Resolved:
 
     def descriptor(self) -> Any:
         """The keyed state descriptor object."""
-        from flinkstate.descriptors import descriptor_from_dict
+        from flinkstate.core.descriptors import descriptor_from_dict
 
         assert self.desc is not None
         return descriptor_from_dict(self.desc)
@@ -104,7 +107,7 @@ def resolve(options: Any) -> Resolved:
             if opts.operator not in known and len(names) == 1:
                 res.opts = dataclasses.replace(opts, operator=names.pop())
             elif opts.operator not in known:
-                from flinkstate.errors import OperatorNotFoundError
+                from flinkstate.core.errors import OperatorNotFoundError
 
                 raise OperatorNotFoundError(f"operator {opts.operator!r} is not in any retained checkpoint; operators: {sorted(known)}")
         return res
@@ -154,7 +157,7 @@ def _resolve_changes(store: CheckpointStore, opts: ReadOptions, res: Resolved) -
     ops_from = ck_from.operators
     operator = _need(opts.operator, "operator", sorted(set(ops_to) | set(ops_from)), "operators")
     if operator not in ops_to and operator not in ops_from:
-        from flinkstate.errors import OperatorNotFoundError
+        from flinkstate.core.errors import OperatorNotFoundError
 
         raise OperatorNotFoundError(
             f"operator {operator!r} is in neither checkpoint {from_rec.checkpoint_id} nor {to_rec.checkpoint_id}; operators: {sorted(set(ops_to) | set(ops_from))}"
@@ -176,7 +179,12 @@ def _resolve_changes(store: CheckpointStore, opts: ReadOptions, res: Resolved) -
 
 def output_columns(res: Resolved) -> list[tuple[str, pa.DataType]]:
     """The (name, Arrow type) columns a read returns."""
-    from flinkstate.inspect import CHECKPOINTS_SCHEMA, FILES_SCHEMA, OPERATORS_SCHEMA, STATES_SCHEMA
+    from flinkstate.read.inspect import (
+        CHECKPOINTS_SCHEMA,
+        FILES_SCHEMA,
+        OPERATORS_SCHEMA,
+        STATES_SCHEMA,
+    )
 
     opts = res.opts
     t = opts.table
@@ -184,7 +192,7 @@ def output_columns(res: Resolved) -> list[tuple[str, pa.DataType]]:
     if t in meta:
         return [(f.name, f.type) for f in meta[t]]
     if t == "timers":
-        from flinkstate.descriptors import TimerServiceDescriptor
+        from flinkstate.core.descriptors import TimerServiceDescriptor
 
         s = TimerServiceDescriptor.from_dict(res.timer_services[0])
         cols = [("key", s.key_type)]
@@ -192,7 +200,7 @@ def output_columns(res: Resolved) -> list[tuple[str, pa.DataType]]:
             cols.append(("namespace", s.namespace_type))
         return cols + [("timestamp", pa.int64()), ("domain", pa.string()), ("timer_service", pa.string()), ("key_group", pa.int32())]
     if t == "operatorState":
-        from flinkstate.descriptors import OperatorStateDescriptor
+        from flinkstate.core.descriptors import OperatorStateDescriptor
 
         assert res.desc is not None
         d = OperatorStateDescriptor.from_dict(res.desc)

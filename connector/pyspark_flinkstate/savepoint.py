@@ -23,14 +23,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
-
-from flinkstate.errors import InvalidArgumentError
+from flinkstate.core.errors import InvalidArgumentError
+from flinkstate.core.io import FileIO
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
-from flinkstate.io import FileIO
 
 if TYPE_CHECKING:
-    from flinkstate.checkpoint_writer import CheckpointWriter
+    from flinkstate.store.writer import CheckpointWriter
 
 __all__ = ["SavepointWriter"]
 
@@ -91,7 +90,7 @@ class SavepointWriter:
         """Change max parallelism: of one operator (its uid at this point of the changes: set it before `with_state` of
         that operator), or of every operator and the default new operators get (operator None, applied first).
         Every keyed state and timer of an operator whose value changes is re-assigned to its new key group."""
-        from flinkstate.keygroups import UPPER_BOUND_MAX_PARALLELISM
+        from flinkstate.core.keygroups import UPPER_BOUND_MAX_PARALLELISM
 
         if isinstance(max_parallelism, bool) or not isinstance(max_parallelism, int) or not 1 <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
             raise InvalidArgumentError(f"max parallelism must be an integer in [1, {UPPER_BOUND_MAX_PARALLELISM}], got {max_parallelism!r}")
@@ -111,13 +110,17 @@ class SavepointWriter:
         savepoint there or an unsupported version fails before anything is committed.
         """
         if flink_savepoint is not None:
-            from flinkstate.flink.savepoint_writer import DEFAULT_FLINK_VERSION, check_destination, metadata_version_for
+            from flinkstate.flink.write.savepoint_writer import (
+                DEFAULT_FLINK_VERSION,
+                check_destination,
+                metadata_version_for,
+            )
 
             flink_version = flink_version or DEFAULT_FLINK_VERSION
             metadata_version_for(flink_version)
             check_destination(flink_savepoint)
             info = self.write(savepoint=True, checkpoint_id=checkpoint_id)
-            from flinkstate.flink.store_export import export_savepoint
+            from flinkstate.flink.bridge.store_export import export_savepoint
 
             export_savepoint(self.store, flink_savepoint, checkpoint_id=info.checkpoint_id, compression=flink_compression,
                              flink_version=flink_version)
@@ -150,7 +153,11 @@ class SavepointWriter:
 
     def _put_df(self, w: CheckpointWriter, operator: str, state: str, df: Any, state_kind: str | None, ttl_ms: int | None) -> None:
         from pyspark_flinkstate.options import WriteOptions
-        from pyspark_flinkstate.writer import _arrow_schema, _check_columns, _new_descriptor
+        from pyspark_flinkstate.writer import (
+            _arrow_schema,
+            _check_columns,
+            _new_descriptor,
+        )
 
         schema = _arrow_schema(df.schema)
         o = WriteOptions(path=w.io.root, operator=operator, state=state, state_kind=state_kind, ttl_ms=ttl_ms)
@@ -165,9 +172,9 @@ class SavepointWriter:
         io, kind, cid, dd = w.io, w.kind, w.checkpoint_id, desc.to_dict()
 
         def bucket(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            from flinkstate.descriptors import descriptor_from_dict
+            from flinkstate.core.descriptors import descriptor_from_dict
+            from flinkstate.core.keygroups import assign_key_groups
             from flinkstate.format.writer import cast_key
-            from flinkstate.keygroups import assign_key_groups
 
             kt = descriptor_from_dict(dd).key_type
             for b in it:
@@ -176,9 +183,9 @@ class SavepointWriter:
                 yield b.append_column("__b", pa.array((kg * p // mp).astype("int32")))
 
         def write(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            from flinkstate.descriptors import descriptor_from_dict
+            from flinkstate.core.descriptors import descriptor_from_dict
+            from flinkstate.core.keygroups import key_group_range
             from flinkstate.format.writer import with_key_groups, write_state_files
-            from flinkstate.keygroups import key_group_range
 
             from pyspark_flinkstate.writer import to_storage_table
 
@@ -247,14 +254,16 @@ class SavepointWriter:
         kind, cid = w.kind, w.checkpoint_id
 
         def _desc() -> Any:
-            from flinkstate.descriptors import TimerServiceDescriptor, descriptor_from_dict
+            from flinkstate.core.descriptors import (
+                TimerServiceDescriptor,
+                descriptor_from_dict,
+            )
 
             return TimerServiceDescriptor.from_dict(dd) if timers else descriptor_from_dict(dd)
 
         def phase1(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             import pyarrow.ipc as ipc
-
-            from flinkstate.keygroups import assign_key_groups
+            from flinkstate.core.keygroups import assign_key_groups
 
             out = []
             for b in it:
@@ -276,9 +285,8 @@ class SavepointWriter:
 
         def phase2(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             import pyarrow.ipc as ipc
-
+            from flinkstate.core.keygroups import key_group_range
             from flinkstate.format.writer import write_state_files, write_timer_files
-            from flinkstate.keygroups import key_group_range
 
             d = _desc()
             groups: dict[int, list[str]] = {}
@@ -323,7 +331,7 @@ def _quiet() -> Iterator[None]:
 
 def _declared(w: CheckpointWriter, operator: str, state: str) -> Any:
     """The keyed state's declaration in the savepoint being written; typed errors listing what exists."""
-    from flinkstate.errors import OperatorNotFoundError, StateNotFoundError
+    from flinkstate.core.errors import OperatorNotFoundError, StateNotFoundError
 
     op = w.operators.get(operator)
     if op is None:

@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
-
-from flinkstate.errors import SchemaMismatchError
+from flinkstate.core.errors import SchemaMismatchError
 
 __all__ = ["spark_type", "spark_schema", "arrow_schema_for", "to_spark_arrow", "storage_type"]
 

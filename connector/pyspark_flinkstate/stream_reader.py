@@ -23,16 +23,22 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+from flinkstate.core.errors import (
+    CheckpointNotFoundError,
+    InvalidArgumentError,
+    OperatorNotFoundError,
+    StateNotFoundError,
+)
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-
-from flinkstate.errors import CheckpointNotFoundError, InvalidArgumentError, OperatorNotFoundError, StateNotFoundError
 
 from pyspark_flinkstate.options import ReadOptions, parse_read_options
 from pyspark_flinkstate.reader import ChangesPartition, FlinkStateReader
 from pyspark_flinkstate.resolve import Resolved, resolve
 
 try:  # PySpark 4.2+: Trigger.AvailableNow
-    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow as _AvailableNow
+    from pyspark.sql.streaming.datasource import (
+        SupportsTriggerAvailableNow as _AvailableNow,
+    )
 except ImportError:  # pragma: no cover - older PySpark
     _AvailableNow = object  # type: ignore[assignment,misc]
 

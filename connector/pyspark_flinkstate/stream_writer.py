@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+from flinkstate.core.errors import CommitConflictError, InvalidArgumentError
 from pyspark.sql.datasource import WriterCommitMessage
-
-from flinkstate.errors import CommitConflictError, InvalidArgumentError
 
 from pyspark_flinkstate.options import WriteOptions, parse_write_options
 from pyspark_flinkstate.writer import plan_write, write_partition
@@ -83,7 +82,6 @@ class FlinkStateStreamWriter(_Base):  # type: ignore[misc,valid-type]
     def write(self, iterator: Iterator[Any]) -> StreamCommitMessage:
         """Ship this task's rows to the driver (Arrow IPC)."""
         from pyspark import TaskContext
-
         from pyspark.sql.pandas.types import to_arrow_schema
 
         target = to_arrow_schema(self.schema, timezone="UTC")

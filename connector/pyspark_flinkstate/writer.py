@@ -19,20 +19,28 @@ the new elements (`listMode=overwrite` writes only the new lists, replacing each
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
-
-from flinkstate.errors import InvalidArgumentError, SchemaMismatchError, StateNotFoundError
+from flinkstate.core.errors import (
+    InvalidArgumentError,
+    SchemaMismatchError,
+    StateNotFoundError,
+)
+from flinkstate.core.io import FileIO
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
-from flinkstate.io import FileIO
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
+from pyspark_flinkstate.commit import (
+    commit_planned,
+    delete_entries,
+    plan_max_parallelism,
+)
 from pyspark_flinkstate.options import WriteOptions, parse_write_options
 
 __all__ = ["FlinkStateWriter", "FlinkStateCommitMessage", "WritePlan", "plan_write", "to_storage_table", "commit_plan", "delete_entries"]
@@ -71,7 +79,7 @@ class WritePlan:
         return (self.flattened_list or self.list_append) and not self.tombstones
 
     def descriptor(self) -> Any:
-        from flinkstate.descriptors import descriptor_from_dict
+        from flinkstate.core.descriptors import descriptor_from_dict
 
         return descriptor_from_dict(self.desc)
 
@@ -83,9 +91,13 @@ def _arrow_schema(spark_schema: Any) -> pa.Schema:
 
 
 def _new_descriptor(o: WriteOptions, schema: pa.Schema) -> Any:
-    from flinkstate.descriptors import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
-    from flinkstate.keygroups import is_supported_key_type
-    from flinkstate.ttl import StateTtlConfig
+    from flinkstate.core.descriptors import (
+        ListStateDescriptor,
+        MapStateDescriptor,
+        ValueStateDescriptor,
+    )
+    from flinkstate.core.keygroups import is_supported_key_type
+    from flinkstate.core.ttl import StateTtlConfig
 
     from pyspark_flinkstate.schema import storage_type
 
@@ -145,20 +157,6 @@ def _check_columns(desc: Any, schema: pa.Schema, what: str, tombstones: bool) ->
         if not castable(got, t):
             raise SchemaMismatchError(f"{what}: column {n!r} has type {got}, the state declares {t}")
     return flattened
-
-
-def plan_max_parallelism(w: Any, operator: str, requested: int | None) -> int:
-    """The max parallelism a write of one operator uses: the operator's own; an operator the checkpoint does not have
-    yet takes option maxParallelism, else the checkpoint's default. A requested value unlike the operator's is refused."""
-    if operator not in w.operators:
-        return requested if requested is not None else w.max_parallelism
-    own = w.max_parallelism_of(operator)
-    if requested is not None and requested != own:
-        raise InvalidArgumentError(
-            f"option maxParallelism={requested} differs from operator {operator!r}'s max parallelism {own}; change it with "
-            f"pyspark_flinkstate.SavepointWriter(...).set_max_parallelism({requested}, operator={operator!r})"
-        )
-    return own
 
 
 def plan_write(options: Any, spark_schema: Any, overwrite: bool) -> WritePlan:
@@ -368,36 +366,6 @@ def write_partition(plan: WritePlan, batches: Iterator[pa.RecordBatch], partitio
 
 
 # ------------------------------------------------------------------ driver commit
-def commit_planned(plan: Any, entries: list[FileEntry], register: Callable[[Any, Any], None]) -> Any:
-    """The driver's commit of the tasks' files: begin against the log version the job read (the files are removed if
-    that fails), adopt them, `register(writer, store)` them, commit once; nothing is committed if a step fails."""
-    import flinkstate
-
-    store = flinkstate.open(plan.io.root, plan.io.storage_options or None)
-    try:
-        w = store.begin(kind=plan.kind, checkpoint_id=plan.checkpoint_id, base=plan.base_checkpoint_id, at_log_version=plan.planned_version)
-    except BaseException:
-        delete_entries(plan.io, entries)
-        raise
-    try:
-        w.adopt(entries)
-        w.declare_max_parallelism(plan.operator, plan.max_parallelism)  # as planned: other operators keep theirs
-        register(w, store)
-    except BaseException:
-        w.abort()
-        raise
-    return w.commit()
-
-
-def delete_entries(io: FileIO, entries: list[FileEntry]) -> None:
-    """Remove files a failed write left behind (best effort)."""
-    for e in entries:
-        try:
-            io.delete(e.path)
-        except OSError:
-            continue
-
-
 def _list_fixup(plan: WritePlan, messages: list[FlinkStateCommitMessage]) -> list[FileEntry]:
     """Flattened list rows of one key may land in several tasks: merge those keys' lists."""
     from flinkstate.format.datafile import read_data_file
@@ -457,7 +425,7 @@ def commit_plan(plan: WritePlan, messages: list[Any]) -> Any:
             w.adopt(fixup)
             files = entries + fixup
         w.add_state_files(plan.operator, plan.descriptor(), files, mode=plan.mode)
-        from flinkstate.maintenance import compact_into
+        from flinkstate.store.maintenance import compact_into
 
         compact_into(w, plan.operator, plan.descriptor().name)  # ranges past the compaction policy: full files, same checkpoint
 

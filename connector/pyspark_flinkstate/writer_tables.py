@@ -24,14 +24,18 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import WriterCommitMessage
-
-from flinkstate.descriptors import OperatorStateDescriptor, TimerServiceDescriptor
-from flinkstate.errors import InvalidArgumentError, SchemaMismatchError, StateNotFoundError
+from flinkstate.core.descriptors import OperatorStateDescriptor, TimerServiceDescriptor
+from flinkstate.core.errors import (
+    InvalidArgumentError,
+    SchemaMismatchError,
+    StateNotFoundError,
+)
+from flinkstate.core.io import FileIO
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry, castable
-from flinkstate.io import FileIO
+from pyspark.sql.datasource import WriterCommitMessage
 
+from pyspark_flinkstate.commit import commit_planned, plan_max_parallelism
 from pyspark_flinkstate.options import WriteOptions
 
 __all__ = ["TablesWritePlan", "plan_tables_write"]
@@ -112,7 +116,7 @@ def _timer_desc(o: WriteOptions, op: Any, schema: pa.Schema) -> tuple[TimerServi
         raise InvalidArgumentError(f"{what} is new: give option timeDomain (event or processing)")
     if "key" not in schema.names:
         raise SchemaMismatchError(f"writing new {what}: the DataFrame needs a 'key' column; got {schema.names}")
-    from flinkstate.keygroups import is_supported_key_type
+    from flinkstate.core.keygroups import is_supported_key_type
 
     key_t = _storage_type(schema.field("key").type)
     if not is_supported_key_type(key_t):
@@ -148,7 +152,6 @@ def plan_tables_write(o: WriteOptions, schema: pa.Schema, overwrite: bool) -> Ta
     """Check a timers / operatorState write against the store and pin its checkpoint (driver)."""
     import flinkstate
 
-    from pyspark_flinkstate.writer import plan_max_parallelism
 
     if o.operation == "delete" and overwrite:
         raise InvalidArgumentError("option operation=delete removes timers and needs mode('append'); mode('overwrite') replaces them all")
@@ -237,7 +240,12 @@ def _operator_rows(plan: TablesWritePlan, table: pa.Table, partition_id: int) ->
 
 def write_tables_partition(plan: TablesWritePlan, batches: Iterator[pa.RecordBatch], partition_id: int) -> TablesCommitMessage:
     """One task: write its timers (delta files) or operator-state elements (one file) and report them."""
-    from flinkstate.format.writer import check_unique, with_key_groups, write_operator_state_file, write_timer_files
+    from flinkstate.format.writer import (
+        check_unique,
+        with_key_groups,
+        write_operator_state_file,
+        write_timer_files,
+    )
 
     bl = [b for b in batches if b.num_rows]
     if not bl:
@@ -265,7 +273,6 @@ def write_tables_partition(plan: TablesWritePlan, batches: Iterator[pa.RecordBat
 def _check_across_tasks(plan: TablesWritePlan, msgs: list[TablesCommitMessage], store: Any) -> None:
     """A timer (or broadcast entry) given by two tasks, or a broadcast entry already stored: DuplicateKeyError."""
     import pyarrow.dataset as ds
-
     from flinkstate.format.datafile import read_data_file
     from flinkstate.format.writer import check_unique
 
@@ -298,7 +305,6 @@ def _check_across_tasks(plan: TablesWritePlan, msgs: list[TablesCommitMessage], 
 
 def commit_tables_plan(plan: TablesWritePlan, messages: list[Any]) -> Any:
     """Register the tasks' files and complete the checkpoint in one commit (driver)."""
-    from pyspark_flinkstate.writer import commit_planned
 
     msgs = [m for m in messages if isinstance(m, TablesCommitMessage)]
     entries = [e for m in msgs for e in m.entries]

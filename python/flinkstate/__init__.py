@@ -1,13 +1,15 @@
 """flinkstate: Flink-grade keyed state, checkpointed as Parquet files with Delta Lake manifests.
 
-The core library: key groups (bit-identical with Flink), state descriptors and TTL, the
-storage format, the checkpoint store, the embedded state backend and the CLI. It never
-imports Spark; the Spark data source lives in `pyspark_flinkstate`.
+The library, one package per layer, bottom up: `core` (errors, key groups bit-identical with
+Flink, descriptors, TTL, IO), `format`, `read`, `store`, then `flink` and `backend` side by side,
+`runtime`; this front re-exports the public names, and `demo` and `cli` use it. Each package may
+import only those below it (tests/test_layers.py). It never imports Spark; the Spark data source
+lives in `pyspark_flinkstate`.
 """
 
 from __future__ import annotations
 
-from flinkstate.descriptors import (
+from flinkstate.core.descriptors import (
     AggregateFunction,
     AggregatingStateDescriptor,
     KeyedStateDescriptor,
@@ -19,7 +21,7 @@ from flinkstate.descriptors import (
     TimerServiceDescriptor,
     ValueStateDescriptor,
 )
-from flinkstate.errors import (
+from flinkstate.core.errors import (
     CheckpointNotFoundError,
     CommitConflictError,
     CorruptFileError,
@@ -32,20 +34,24 @@ from flinkstate.errors import (
     SchemaMismatchError,
     StateNotFoundError,
 )
-from flinkstate.format.constants import FORMAT_VERSION
-from flinkstate.keygroups import (
+from flinkstate.core.keygroups import (
     assign_key_group,
     assign_key_groups,
     default_max_parallelism,
     key_group_range,
     operator_index_for_key_group,
 )
-from flinkstate.maintenance import MaintenanceResult
-from flinkstate.metadata import CheckpointInfo, CheckpointMetadata, OperatorMetadata
-from flinkstate.policy import CompactionPolicy
-from flinkstate.store import CheckpointStore
-from flinkstate.store import open_store as open
-from flinkstate.ttl import CompactionCleanup, IncrementalCleanup, StateTtlConfig
+from flinkstate.core.policy import CompactionPolicy
+from flinkstate.core.ttl import CompactionCleanup, IncrementalCleanup, StateTtlConfig
+from flinkstate.flink.bridge.source import open_store as open
+from flinkstate.format.constants import FORMAT_VERSION
+from flinkstate.format.metadata import (
+    CheckpointInfo,
+    CheckpointMetadata,
+    OperatorMetadata,
+)
+from flinkstate.store.maintenance import MaintenanceResult
+from flinkstate.store.store import CheckpointStore
 
 __version__ = "0.1.0"
 

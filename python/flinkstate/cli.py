@@ -13,11 +13,11 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from flinkstate.errors import FlinkStateError
+from flinkstate.core.errors import FlinkStateError
 from flinkstate.format.filekind import FileKind
 
 if TYPE_CHECKING:
-    from flinkstate.store import CheckpointStore
+    from flinkstate.store.store import CheckpointStore
 
 __all__ = ["main", "build_parser"]
 
@@ -52,14 +52,14 @@ def _storage_options(args: argparse.Namespace) -> dict[str, Any] | None:
 
 def _open_existing(args: argparse.Namespace) -> Any:
     import flinkstate
-    from flinkstate.errors import CheckpointNotFoundError
+    from flinkstate.core.errors import CheckpointNotFoundError
 
     store = flinkstate.open(args.path, _storage_options(args))
     if not hasattr(store, "catalog"):  # a Flink savepoint or checkpoint folder: read only, always "existing"
         return store
     if not store.catalog.exists():
         from flinkstate.format.constants import LOG_TABLE
-        from flinkstate.integrity import missing_table_error
+        from flinkstate.format.integrity import missing_table_error
 
         damaged = missing_table_error(store.io, LOG_TABLE)  # data without a log: damaged, not "no root"
         if damaged is not None:
@@ -193,7 +193,7 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
     store = _open_existing(args)
     if not hasattr(store, "catalog"):
         if args.uid:
-            from flinkstate.flink.source import FlinkSource
+            from flinkstate.flink.bridge.source import FlinkSource
 
             store = FlinkSource(store.path, uids=args.uid, storage_options=_storage_options(args))
         return _describe_flink(store, args, out)
@@ -224,8 +224,8 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate verify PATH [--checkpoint ID]`: read and check every file, print what is damaged (rc 1 if any)."""
     import flinkstate
-    from flinkstate.errors import CorruptFileError
-    from flinkstate.verify import verify_store
+    from flinkstate.core.errors import CorruptFileError
+    from flinkstate.store.verify import verify_store
 
     try:
         store = _open_existing(args)
@@ -246,8 +246,8 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate export ROOT DEST [--checkpoint ID] [--compression snappy]`: write a checkpoint as a Flink savepoint."""
-    from flinkstate.errors import InvalidArgumentError
-    from flinkstate.flink.store_export import export_savepoint
+    from flinkstate.core.errors import InvalidArgumentError
+    from flinkstate.flink.bridge.store_export import export_savepoint
 
     store = _open_existing(args)
     cid = store.checkpoint(args.checkpoint).checkpoint_id
@@ -270,8 +270,8 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate import FLINK_DIR ROOT`: write a Flink savepoint or retained checkpoint into ROOT as one savepoint."""
-    from flinkstate.flink.importer import import_savepoint
-    from flinkstate.flink.mapping import parse_ttl
+    from flinkstate.flink.bridge.importer import import_savepoint
+    from flinkstate.flink.bridge.mapping import parse_ttl
 
     report = import_savepoint(args.flink_path, args.path, flink_checkpoint_id=args.flink_checkpoint, ttl=parse_ttl(args.ttl or ()),
                               storage_options=_storage_options(args), uids=args.uid or (), raw_values=args.raw_values)
@@ -318,7 +318,7 @@ def _report_deleted(store: CheckpointStore, what: str, discarded: list[int], del
 
 def cmd_retain(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate retain ROOT N`: keep the newest N checkpoints (never savepoints), delete what nothing retained uses."""
-    from flinkstate.errors import InvalidArgumentError
+    from flinkstate.core.errors import InvalidArgumentError
 
     if args.num_retained < 1:
         raise InvalidArgumentError(f"retain: N must be >= 1 (the newest N checkpoints are kept), got {args.num_retained}")
@@ -350,7 +350,7 @@ def _spark_runner() -> Any:
     """
     from importlib.metadata import entry_points
 
-    from flinkstate.errors import InvalidArgumentError
+    from flinkstate.core.errors import InvalidArgumentError
 
     try:
         for ep in entry_points(group="flinkstate.maintenance"):
@@ -400,7 +400,7 @@ def cmd_expire(args: argparse.Namespace, out: TextIO) -> int:
 
 def _writable_root(store: Any, what: str) -> None:
     """A flinkstate root (a Flink savepoint or checkpoint folder is read only here)."""
-    from flinkstate.errors import ReadOnlyStoreError
+    from flinkstate.core.errors import ReadOnlyStoreError
 
     if not hasattr(store, "catalog"):
         raise ReadOnlyStoreError(f"{what}: {store.root} is a Flink savepoint or checkpoint folder; only flinkstate roots are maintained")
@@ -444,7 +444,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--checkpoint", type=int, default=None, metavar="ID", help="checkpoint id (default: every retained checkpoint and savepoint)")
     sp.set_defaults(func=cmd_verify)
 
-    from flinkstate.flink.savepoint_writer import DEFAULT_FLINK_VERSION, TARGET_VERSIONS
+    from flinkstate.flink.write.savepoint_writer import (
+        DEFAULT_FLINK_VERSION,
+        TARGET_VERSIONS,
+    )
 
     sp = sub.add_parser("export", help="write a checkpoint as a canonical Flink savepoint that Flink restores",
                         description="Write checkpoint ID (default: the latest) of a flinkstate root as a canonical Flink "

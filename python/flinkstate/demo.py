@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import pyarrow as pa
 
 if TYPE_CHECKING:
-    from flinkstate.store import CheckpointStore
+    from flinkstate.store.store import CheckpointStore
 
 __all__ = ["run_demo", "click_events", "prepare_demo_root", "java_problem", "SessionFunction", "OPERATOR", "SESSION_GAP_MS",
            "DEMO_MARKER"]
@@ -70,8 +70,13 @@ def click_events(n: int, *, users: int = 4000, seed: int = 7, end_ms: int | None
 
 
 def _descriptors() -> dict[str, Any]:
-    from flinkstate import MapStateDescriptor, ReducingStateDescriptor, StateTtlConfig, ValueStateDescriptor
-    from flinkstate.ttl import IncrementalCleanup
+    from flinkstate import (
+        MapStateDescriptor,
+        ReducingStateDescriptor,
+        StateTtlConfig,
+        ValueStateDescriptor,
+    )
+    from flinkstate.core.ttl import IncrementalCleanup
 
     ttl = StateTtlConfig(ttl_ms=TTL_MS, cleanup_full_snapshot=True, incremental_cleanup=IncrementalCleanup(cleanup_size=5))
     return {
@@ -157,7 +162,7 @@ def utc(ms: int | None) -> str:
 
 def prepare_demo_root(path: str, out: TextIO) -> None:
     """Make `path` ready for the demo: refuse a non-empty folder it did not create, and clear only its own files there."""
-    from flinkstate.errors import InvalidArgumentError
+    from flinkstate.core.errors import InvalidArgumentError
 
     if os.path.exists(path) and not os.path.isdir(path):
         raise InvalidArgumentError(f"demo path {path} is a file, not a folder")
@@ -200,7 +205,7 @@ def java_problem() -> str | None:
 
 def _changed_pair(store: CheckpointStore, ids: list[int]) -> tuple[int, int] | None:
     """The latest two consecutive retained checkpoints whose open sessions differ."""
-    from flinkstate.changes import state_changes
+    from flinkstate.read.changes import state_changes
 
     for a, b in reversed(list(zip(ids, ids[1:]))):
         if state_changes(store, OPERATOR, "session", a, b).num_rows:
@@ -369,7 +374,7 @@ def _answer_with_pyarrow(store: CheckpointStore, cp: int, pair: tuple[int, int] 
     print_table(pa.table({"user": tot.column("key"), "sessions": tot.column("value")}), out)
     if pair is not None:
         out.write(f"\n-- what changed in the open sessions between checkpoints {pair[0]} and {pair[1]}\n")
-        from flinkstate.changes import state_changes
+        from flinkstate.read.changes import state_changes
 
         ch = state_changes(store, OPERATOR, "session", pair[0], pair[1])
         print_table(ch.group_by("change_type").aggregate([("change_type", "count")])

@@ -48,4 +48,4 @@ def test_one_merge_function() -> None:
         for name in ("read_range(", "_read_view(", "merge_tables("):
             if name in text and p.name != "merge.py":
                 callers.append(f"{p.relative_to(ROOT)}: {name}")
-    assert callers == ["python/flinkstate/checkpoint.py: read_range("]
+    assert callers == ["python/flinkstate/read/checkpoint.py: read_range("]

@@ -19,8 +19,8 @@ from fsc_helpers import flink_harness
 
 import flinkstate as fs
 from flinkstate.cli import main
-from flinkstate.flink.metadata import read_metadata
-from flinkstate.keygroups import assign_key_groups
+from flinkstate.flink.meta.metadata import read_metadata
+from flinkstate.core.keygroups import assign_key_groups
 
 pytestmark = [pytest.mark.flink, pytest.mark.slow, pytest.mark.spark]
 

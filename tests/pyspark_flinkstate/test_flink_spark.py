@@ -51,7 +51,7 @@ def test_job_checkpoint_folder_and_checkpoint_id(spark):
 def test_spark_import_per_state_equals_flinkstate_import(spark, tmp_path):
     """Large state the Spark way (issue 9 item 7): each Flink state read as a DataFrame and written with df.write gives
     the rows `flinkstate import` gives (keys, key groups, values)."""
-    from flinkstate.flink.importer import import_savepoint
+    from flinkstate.flink.bridge.importer import import_savepoint
 
     imported = str(tmp_path / "imported")
     import_savepoint(SP, imported, raw_values=True)  # the job's Kryo state as bytes

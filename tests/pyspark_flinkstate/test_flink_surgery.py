@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from fsc_helpers import delete_keys, flink_harness
 
-from flinkstate.flink.importer import import_savepoint
+from flinkstate.flink.bridge.importer import import_savepoint
 
 pytestmark = [pytest.mark.flink, pytest.mark.slow, pytest.mark.spark]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from flinkstate.errors import InvalidArgumentError
+from flinkstate.core.errors import InvalidArgumentError
 from pyspark_flinkstate.options import parse_read_options, parse_write_options, storage_options_from
 from pyspark_flinkstate.schema import spark_schema, storage_type, to_spark_arrow
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import flinkstate as fs
-from flinkstate.errors import InvalidArgumentError
+from flinkstate.core.errors import InvalidArgumentError
 
 OP, ST = "op", "st"
 DESC = fs.ValueStateDescriptor(name=ST, key_type=pa.string(), value_type=pa.int64())

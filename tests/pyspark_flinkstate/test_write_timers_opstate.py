@@ -7,7 +7,7 @@ import pytest
 from pyspark.sql import functions as F
 
 import flinkstate as fs
-from flinkstate.descriptors import ListStateDescriptor
+from flinkstate.core.descriptors import ListStateDescriptor
 from flinkstate.runtime import KeyedJob, KeyedProcessFunction
 from fsc_helpers import error_text, fmt
 
@@ -63,7 +63,7 @@ def test_list_append_keeps_namespaces_ttl_and_task_order():
     """The connector's task and commit steps without a JVM: TTL lists and namespaces, one key split over two tasks."""
     import tempfile
 
-    from flinkstate.ttl import StateTtlConfig
+    from flinkstate.core.ttl import StateTtlConfig
 
     from pyspark_flinkstate.writer import commit_plan, plan_write, write_partition
 
@@ -192,7 +192,7 @@ def _opstate(spark, root, name):
 
 def test_operator_state_written_from_spark_reads_back_and_exports_for_restore(spark, tmp_path):
     from flinkstate.flink import read_metadata, read_operator_state
-    from flinkstate.flink.store_export import export_savepoint
+    from flinkstate.flink.bridge.store_export import export_savepoint
 
     root = str(tmp_path / "os")
     store = fs.open(root)
@@ -253,7 +253,7 @@ def test_operator_state_write_errors_commit_nothing(spark, tmp_path):
 
 
 def test_write_options_of_timers_and_operator_state():
-    from flinkstate.errors import InvalidArgumentError
+    from flinkstate.core.errors import InvalidArgumentError
 
     from pyspark_flinkstate.options import parse_write_options
 

@@ -31,7 +31,7 @@ import pytest
 from referencing import Registry, Resource
 
 import flinkstate as fs
-from flinkstate.descriptors import (
+from flinkstate.core.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,
@@ -40,13 +40,13 @@ from flinkstate.descriptors import (
     TimerServiceDescriptor,
     ValueStateDescriptor,
 )
-from flinkstate.errors import CommitConflictError, CorruptFileError
+from flinkstate.core.errors import CommitConflictError, CorruptFileError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry, operator_state_schema, read_data_file, state_schema, timer_schema
 from flinkstate.format.inspect import describe_data_file
-from flinkstate.io import FileIO
-from flinkstate.keygroups import assign_key_group, assign_key_groups, key_group_range
-from flinkstate.ttl import StateTtlConfig
+from flinkstate.core.io import FileIO
+from flinkstate.core.keygroups import assign_key_group, assign_key_groups, key_group_range
+from flinkstate.core.ttl import StateTtlConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_NAMES = ("data-file", "manifest-row", "log-row", "checkpoint-metadata")

@@ -2,6 +2,8 @@
 
 Flink's heap keyed state backend semantics (versioned copy-on-write state tables, timers as
 key-grouped state, FLIP-25 TTL) producing format v1 checkpoints through a `CheckpointWriter`.
+May import `core`, `format`, `read` and `store`; never `flink`, the runtime or Spark. Inside, the states,
+timers and snapshots see their backend through `context` (an interface), and `keyed` is on top.
 """
 
 from __future__ import annotations

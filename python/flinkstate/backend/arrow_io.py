@@ -12,10 +12,10 @@ from typing import Any
 import pyarrow as pa
 
 from flinkstate.backend.tables import FrozenTable
-from flinkstate.descriptors import KeyedStateDescriptor, TimerServiceDescriptor
+from flinkstate.core.descriptors import KeyedStateDescriptor, TimerServiceDescriptor
+from flinkstate.core.ttl import is_expired
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import state_schema, timer_schema
-from flinkstate.ttl import is_expired
 
 __all__ = ["state_to_arrow", "timers_to_arrow", "arrow_to_state_items", "arrow_to_timer_keys", "to_hashable"]
 

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from flinkstate.backend.states import State
-from flinkstate.errors import InvalidArgumentError
-from flinkstate.ttl import is_expired
+from flinkstate.core.errors import InvalidArgumentError
+from flinkstate.core.ttl import is_expired
 
 __all__ = ["ListState", "MapState"]
 

@@ -30,21 +30,38 @@ import pyarrow as pa
 
 from flinkstate.backend.arrow_io import arrow_to_state_items, arrow_to_timer_keys
 from flinkstate.backend.container_states import ListState, MapState
-from flinkstate.backend.snapshot import CompactionPolicy, KeyedSnapshot, _Chain, _Part, gc_paused
+from flinkstate.backend.snapshot import (
+    CompactionPolicy,
+    KeyedSnapshot,
+    _Chain,
+    _Part,
+    gc_paused,
+)
 from flinkstate.backend.states import AggregatingState, ReducingState, State, ValueState
 from flinkstate.backend.tables import DEFAULT_BUCKETS, StateTable, VersionClock
 from flinkstate.backend.timers import Timer, TimerService
-from flinkstate.descriptors import KeyedStateDescriptor, TimerServiceDescriptor, same_schema
-from flinkstate.errors import CommitConflictError, InvalidArgumentError, KeyGroupOutOfRangeError, SchemaMismatchError, StateNotFoundError
+from flinkstate.core.descriptors import (
+    KeyedStateDescriptor,
+    TimerServiceDescriptor,
+    same_schema,
+)
+from flinkstate.core.errors import (
+    CommitConflictError,
+    InvalidArgumentError,
+    KeyGroupOutOfRangeError,
+    SchemaMismatchError,
+    StateNotFoundError,
+)
+from flinkstate.core.keygroups import assign_key_group
+from flinkstate.core.keygroups import key_group_range as _kg_range
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
 from flinkstate.format.filekind import FileKind, Scope
 from flinkstate.format.merge import order_entries, overlaps
-from flinkstate.keygroups import assign_key_group, key_group_range as _kg_range
 
 if TYPE_CHECKING:
-    from flinkstate.checkpoint_writer import CheckpointWriter
-    from flinkstate.store import CheckpointStore
+    from flinkstate.store.store import CheckpointStore
+    from flinkstate.store.writer import CheckpointWriter
 
 __all__ = ["KeyedStateBackend", "KeyedSnapshot", "CompactionPolicy", "system_clock"]
 
@@ -376,7 +393,7 @@ class KeyedStateBackend:
         recs = store.checkpoints(include_discarded=True)
         if checkpoint_id is None:  # never an id this backend already used, aborted ones included
             checkpoint_id = max([r.checkpoint_id for r in recs] + [self._last_snapshot_id]) + 1
-        from flinkstate.registry import pin
+        from flinkstate.store.registry import pin
 
         with self._lock:  # no completion moves the base between the snapshot and the pin
             # a base no longer retained (discarded meanwhile): fall back to a full checkpoint

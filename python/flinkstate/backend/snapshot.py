@@ -19,16 +19,16 @@ import pyarrow as pa
 
 from flinkstate.backend.arrow_io import state_to_arrow, timers_to_arrow
 from flinkstate.backend.tables import FrozenTable
-from flinkstate.errors import InvalidArgumentError
+from flinkstate.core.errors import InvalidArgumentError
+from flinkstate.core.policy import (
+    CompactionPolicy,  # one definition, shared with maintenance
+)
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
-from flinkstate.policy import CompactionPolicy  # one definition, shared with maintenance
 
 if TYPE_CHECKING:
-    from flinkstate.checkpoint_writer import CheckpointWriter
-
-if TYPE_CHECKING:
-    from flinkstate.backend.keyed import KeyedStateBackend
+    from flinkstate.backend.context import SnapshotSource
+    from flinkstate.store.writer import CheckpointWriter
 
 __all__ = ["KeyedSnapshot", "CompactionPolicy", "gc_paused"]
 
@@ -87,7 +87,7 @@ class _Part:
 class KeyedSnapshot:
     """A snapshot's synchronous result; `write` is the asynchronous part (run it on any thread)."""
 
-    def __init__(self, backend: KeyedStateBackend, checkpoint_id: int, version: int, parts: list[_Part], now: int, sync_seconds: float) -> None:
+    def __init__(self, backend: SnapshotSource, checkpoint_id: int, version: int, parts: list[_Part], now: int, sync_seconds: float) -> None:
         self.backend = backend
         self.checkpoint_id = checkpoint_id
         self.version = version

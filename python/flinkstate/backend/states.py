@@ -24,14 +24,13 @@ import datetime
 import decimal
 from typing import TYPE_CHECKING, Any
 
-from flinkstate.errors import InvalidArgumentError
-from flinkstate.ttl import is_expired
-
 from flinkstate.backend.tables import StateTable
+from flinkstate.core.errors import InvalidArgumentError
+from flinkstate.core.ttl import is_expired
 
 if TYPE_CHECKING:
-    from flinkstate.backend.keyed import KeyedStateBackend
-    from flinkstate.descriptors import KeyedStateDescriptor
+    from flinkstate.backend.context import KeyContext
+    from flinkstate.core.descriptors import KeyedStateDescriptor
 
 __all__ = ["State", "ValueState", "ReducingState", "AggregatingState"]
 
@@ -47,7 +46,7 @@ class State:
 
     kind = ""
 
-    def __init__(self, backend: KeyedStateBackend, desc: KeyedStateDescriptor, table: StateTable) -> None:
+    def __init__(self, backend: KeyContext, desc: KeyedStateDescriptor, table: StateTable) -> None:
         self._be = backend
         self.descriptor = desc
         self._t = table
@@ -223,7 +222,7 @@ class ReducingState(_SingleValueState):
 
     kind = "reducing"
 
-    def __init__(self, backend: KeyedStateBackend, desc: Any, table: StateTable) -> None:
+    def __init__(self, backend: KeyContext, desc: Any, table: StateTable) -> None:
         super().__init__(backend, desc, table)
         self._reduce = desc.reduce_function
         if self._reduce is None:
@@ -251,7 +250,7 @@ class AggregatingState(_SingleValueState):
 
     kind = "aggregating"
 
-    def __init__(self, backend: KeyedStateBackend, desc: Any, table: StateTable) -> None:
+    def __init__(self, backend: KeyContext, desc: Any, table: StateTable) -> None:
         super().__init__(backend, desc, table)
         self._fn = desc.aggregate_function
         if self._fn is None:

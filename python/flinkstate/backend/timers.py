@@ -17,11 +17,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from flinkstate.backend.tables import StateTable
-from flinkstate.descriptors import TimerServiceDescriptor
-from flinkstate.errors import InvalidArgumentError
+from flinkstate.core.descriptors import TimerServiceDescriptor
+from flinkstate.core.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
-    from flinkstate.backend.keyed import KeyedStateBackend
+    from flinkstate.backend.context import KeyContext
 
 __all__ = ["Timer", "TimerService"]
 
@@ -40,7 +40,7 @@ class TimerService:
 
     def __init__(
         self,
-        backend: KeyedStateBackend,
+        backend: KeyContext,
         desc: TimerServiceDescriptor,
         table: StateTable,
         on_timer: Callable[[Timer], Any] | None = None,

@@ -1,4 +1,12 @@
-"""Read real Apache Flink savepoints: the self-contained decoding layer (no pyspark).
+"""Read and write real Apache Flink savepoints: the self-contained Flink layer (no pyspark).
+
+Its packages, bottom up (each may import those below it, never one above): `errors` and `_io` (typed
+errors; big-endian reading, snappy, file access); `serde` (serializer snapshots, values, vector
+decoders, encoders); `meta` (`_metadata`, its handles, operator names, release guess); `pyflink`
+(PyFlink jobs' states); `files` (canonical, heap native, RocksDB/ForSt SST and MANIFEST, operator
+state); `write` (canonical savepoint writer, savepoint rewrite); `bridge` (a savepoint as a pinned
+checkpoint and a source, sizes, import, export of a root). The bridge may import flinkstate's `core`,
+`format`, `read` and `store`; the rest of `flink` only `core`.
 
 Checked against what Flink 1.18.1, 1.19.3, 1.20.5, 2.0.2, 2.1.3, 2.2.1 and 2.3.0 write (every format
 below, flinkjobs/harness.py). Across these only the `_metadata` version changes (v4 in 1.18-1.20: no
@@ -50,11 +58,21 @@ Corrupt or truncated files raise CorruptFileError naming the file and the key gr
 Not yet: SST block checksums (XXH3) are not verified; range tombstones are not applied; window namespaces beyond generic decoding, PyFlink coders.
 """
 
-from flinkstate.flink.canonical import KeyedState, read_keyed_state
-from flinkstate.flink.errors import UnsupportedFlinkFormatError, UnsupportedSerializerError
-from flinkstate.flink.metadata import CheckpointMetadata, parse_metadata, read_metadata
-from flinkstate.flink.operator_state import operator_state_names, read_operator_state
-from flinkstate.flink.version import FlinkVersionGuess, guess_flink_version
+from flinkstate.flink.errors import (
+    UnsupportedFlinkFormatError,
+    UnsupportedSerializerError,
+)
+from flinkstate.flink.files.canonical import KeyedState, read_keyed_state
+from flinkstate.flink.files.operator_state import (
+    operator_state_names,
+    read_operator_state,
+)
+from flinkstate.flink.meta.metadata import (
+    CheckpointMetadata,
+    parse_metadata,
+    read_metadata,
+)
+from flinkstate.flink.meta.version import FlinkVersionGuess, guess_flink_version
 
 __all__ = [
     "CheckpointMetadata",

@@ -193,7 +193,7 @@ class FlinkFiles:
     def _io(self, folder: str) -> Any:
         io = self._ios.get(folder)
         if io is None:
-            from flinkstate.io import FileIO
+            from flinkstate.core.io import FileIO
 
             io = self._ios[folder] = FileIO(folder, self.storage_options if "://" in folder else None)
         return io

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flinkstate.errors import CorruptFileError, FlinkStateError
+from flinkstate.core.errors import CorruptFileError, FlinkStateError
 
 __all__ = ["CorruptFileError", "StateAccountingError", "UnsupportedFlinkFormatError", "UnsupportedSerializerError"]
 

@@ -1,6 +1,6 @@
-"""The storage format: data file schemas and IO (v1), newest-wins merge, Delta manifest and log.
+"""The storage format: data file schemas and IO (v1), checks, newest-wins merge, checkpoint metadata, Delta manifest and log.
 
-This layer knows files and tables only; it never imports the state backend or the connector.
+This layer knows files and tables only: it may import `core`, never `read`, `store`, the backend, `flink` or the connector.
 """
 
 from flinkstate.format.constants import FORMAT_VERSION, SUPPORTED_FORMAT_VERSIONS

@@ -15,8 +15,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor
+from flinkstate.core.descriptors import (
+    KeyedStateDescriptor,
+    OperatorStateDescriptor,
+    TimerServiceDescriptor,
+)
 from flinkstate.format import constants as C
+from flinkstate.format.schemas import (
+    castable,
+    coordinator_schema,
+    operator_state_schema,
+    state_schema,
+    timer_schema,
+)
 
 __all__ = ["CHECKSUM_ALGORITHM", "file_checksum", "bytes_problems", "footer_problems", "key_group_problems", "expected_schema"]
 
@@ -88,8 +99,6 @@ def footer_problems(entry: Any, schema: pa.Schema, num_rows: int, descriptor: De
 
 def expected_schema(kind: str, descriptor: Descriptor) -> pa.Schema | None:
     """The schema a file of this kind must have under a descriptor (None: not known here)."""
-    from flinkstate.format.datafile import coordinator_schema, operator_state_schema, state_schema, timer_schema
-
     if kind == C.KIND_COORDINATOR:
         return coordinator_schema()
     delta = kind in C.DELTA_KINDS
@@ -106,8 +115,6 @@ def schema_problems(schema: pa.Schema, expected: pa.Schema | None) -> list[str]:
     """Declared columns missing from the file, or of a type the declared one cannot be read as."""
     if expected is None:
         return []
-    from flinkstate.format.datafile import castable
-
     out = []
     for f in expected:
         i = schema.get_field_index(f.name)

@@ -1,4 +1,4 @@
-"""Format v1 data files: Arrow schemas per file kind, and the one writer/reader of v1.
+"""Format v1 data files: the one writer and reader of v1 (the schemas per file kind are in `schemas`, re-exported here).
 
 A data file is an immutable Parquet file with typed columns, sorted by key group then key
 (timers: key group then timestamp), carrying the format version and its identity in the
@@ -10,17 +10,30 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
-from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor
-from flinkstate.errors import CorruptFileError, InvalidArgumentError, SchemaMismatchError
+from flinkstate.core.errors import CorruptFileError
+from flinkstate.core.io import FileIO
 from flinkstate.format import constants as C
-from flinkstate.format.checks import file_checksum
-from flinkstate.io import FileIO
+from flinkstate.format.checks import (
+    bytes_problems,
+    file_checksum,
+    footer_problems,
+    key_group_problems,
+)
+from flinkstate.format.schemas import (  # the schemas, re-exported where the v1 file API is
+    as_table,
+    castable,
+    conform,
+    coordinator_schema,
+    operator_state_schema,
+    primary_key_columns,
+    sort_for_kind,
+    state_schema,
+    timer_schema,
+)
 
 __all__ = [
     "castable",
@@ -56,207 +69,6 @@ class FileEntry:
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (JSON-able)."""
         return asdict(self)
-
-
-def _key_fields(key_type: pa.DataType, namespace_type: pa.DataType | None) -> list[pa.Field]:
-    fields = [pa.field(C.COL_KEY_GROUP, pa.int32(), nullable=False), pa.field(C.COL_KEY, key_type, nullable=False)]
-    if namespace_type is not None:
-        fields.append(pa.field(C.COL_NAMESPACE, namespace_type))
-    return fields
-
-
-def state_schema(desc: KeyedStateDescriptor, *, delta: bool = False) -> pa.Schema:
-    """Schema of a keyed state's full (or delta) file."""
-    fields = _key_fields(desc.key_type, desc.namespace_type)
-    ttl = desc.ttl_enabled
-    if desc.kind == "map":
-        fields.append(pa.field(C.COL_USER_KEY, desc.user_key_type, nullable=False))  # type: ignore[union-attr]
-        fields.append(pa.field(C.COL_VALUE, desc.user_value_type))  # type: ignore[union-attr]
-        if ttl:
-            fields.append(pa.field(C.COL_TTL, pa.int64()))
-    elif desc.kind == "list":
-        fields.append(pa.field(C.COL_VALUE, pa.list_(desc.value_type)))
-        if ttl:
-            fields.append(pa.field(C.COL_TTL, pa.list_(pa.int64())))
-    else:
-        fields.append(pa.field(C.COL_VALUE, desc.value_type))
-        if ttl:
-            fields.append(pa.field(C.COL_TTL, pa.int64()))
-    if delta:
-        fields.append(pa.field(C.COL_TOMBSTONE, pa.bool_(), nullable=False))
-    return pa.schema(fields)
-
-
-def timer_schema(desc: TimerServiceDescriptor, *, delta: bool = False) -> pa.Schema:
-    """Schema of a timer service's file: key group, key, namespace, timestamp."""
-    fields = _key_fields(desc.key_type, desc.namespace_type)
-    fields.append(pa.field(C.COL_TIMESTAMP, pa.int64(), nullable=False))
-    if delta:
-        fields.append(pa.field(C.COL_TOMBSTONE, pa.bool_(), nullable=False))
-    return pa.schema(fields)
-
-
-def operator_state_schema(desc: OperatorStateDescriptor) -> pa.Schema:
-    """Schema of an operator state file: subtask plus element (broadcast: key and value)."""
-    fields = [pa.field(C.COL_SUBTASK, pa.int32(), nullable=False)]
-    if desc.mode == "broadcast":
-        assert desc.key_type is not None
-        fields.append(pa.field(C.COL_KEY, desc.key_type, nullable=False))
-    fields.append(pa.field(C.COL_VALUE, desc.value_type))
-    return pa.schema(fields)
-
-
-def coordinator_schema() -> pa.Schema:
-    """Schema of coordinator state: opaque state bytes and buffered events, in order."""
-    return pa.schema(
-        [
-            pa.field(C.COL_RECORD_TYPE, pa.string(), nullable=False),  # 'state' or 'event'
-            pa.field(C.COL_SUBTASK, pa.int32()),  # event target subtask (null for state)
-            pa.field(C.COL_SEQ, pa.int64(), nullable=False),
-            pa.field(C.COL_PAYLOAD, pa.binary()),
-        ]
-    )
-
-
-def primary_key_columns(desc: KeyedStateDescriptor | TimerServiceDescriptor) -> list[str]:
-    """Columns that identify one entry (the unit of upsert and tombstone)."""
-    cols = [C.COL_KEY]
-    if desc.namespace_type is not None:
-        cols.append(C.COL_NAMESPACE)
-    if isinstance(desc, TimerServiceDescriptor):
-        cols.append(C.COL_TIMESTAMP)
-    elif desc.kind == "map":
-        cols.append(C.COL_USER_KEY)
-    return cols
-
-
-def conform(table: pa.Table, schema: pa.Schema, what: str) -> pa.Table:
-    """Select and cast a table's columns to a file schema, or raise naming the column at fault.
-
-    Columns the schema does not have are refused (only `key_group`, which the writer
-    verifies, and an all-false `tombstone` may be given extra): a misspelt column must not
-    vanish silently.
-    """
-    table = as_table(table, what)
-    arrays = []
-    for f in schema:
-        if f.name not in table.column_names:
-            if f.name == C.COL_TOMBSTONE:
-                arrays.append(pa.array([False] * table.num_rows, pa.bool_()))
-                continue
-            raise SchemaMismatchError(f"{what}: missing column {f.name!r} (expected {f.type}); got columns {table.column_names}")
-        col = table.column(f.name)
-        if col.type != f.type:
-            if not castable(col.type, f.type):
-                raise SchemaMismatchError(f"{what}: column {f.name!r} has type {col.type}, the state declares {f.type}")
-            try:
-                col = col.cast(f.type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise SchemaMismatchError(f"{what}: column {f.name!r} of type {col.type} cannot be cast to {f.type}: {e}") from e
-        if not f.nullable and col.null_count:
-            raise SchemaMismatchError(f"{what}: column {f.name!r} has {col.null_count} null values but may not be null")
-        arrays.append(col)
-    extra = [n for n in table.column_names if n not in schema.names and n != C.COL_KEY_GROUP]
-    if C.COL_TOMBSTONE in extra:  # a full write may carry a delta's tombstone column if it deletes nothing
-        if pc.any(table.column(C.COL_TOMBSTONE)).as_py():
-            raise SchemaMismatchError(f"{what}: a full write cannot delete: column 'tombstone' has true values (use a delta)")
-        extra.remove(C.COL_TOMBSTONE)
-    if extra:
-        hint = "; this state declares no namespace" if C.COL_NAMESPACE in extra else ""
-        raise SchemaMismatchError(f"{what}: unknown columns {extra}{hint}; expected columns {schema.names}")
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def as_table(table: Any, what: str) -> pa.Table:
-    """A pyarrow Table (a RecordBatch is wrapped); anything else is refused naming its type."""
-    if isinstance(table, pa.Table):
-        return table
-    if isinstance(table, pa.RecordBatch):
-        return pa.Table.from_batches([table])
-    raise InvalidArgumentError(f"{what}: expected a pyarrow.Table, got {type(table).__name__}")
-
-
-def castable(src: pa.DataType, dst: pa.DataType) -> bool:
-    """Same shape and family (ints, floats, strings, lists, structs by field name, maps):
-    Arrow's safe cast then refuses values that would not fit."""
-    if src == dst or pa.types.is_null(src):
-        return True
-    if pa.types.is_dictionary(src):
-        return castable(src.value_type, dst)
-    if pa.types.is_integer(src) and pa.types.is_integer(dst):
-        return True
-    if pa.types.is_floating(src) and pa.types.is_floating(dst):
-        return True
-    strings = (pa.string(), pa.large_string(), pa.string_view())
-    if src in strings and dst in strings:
-        return True
-    binaries = (pa.binary(), pa.large_binary(), pa.binary_view())
-    if src in binaries and dst in binaries:
-        return True
-    lists = (pa.types.is_list, pa.types.is_large_list, pa.types.is_list_view, pa.types.is_fixed_size_list)
-    if any(f(src) for f in lists) and any(f(dst) for f in lists[:2]):
-        return castable(src.value_type, dst.value_type)
-    if pa.types.is_struct(src) and pa.types.is_struct(dst):
-        if src.num_fields != dst.num_fields:
-            return False
-        return all(
-            src.field(i).name == dst.field(i).name and castable(src.field(i).type, dst.field(i).type) for i in range(src.num_fields)
-        )
-    if pa.types.is_map(src) and pa.types.is_map(dst):
-        return castable(src.key_type, dst.key_type) and castable(src.item_type, dst.item_type)
-    if pa.types.is_timestamp(src) and pa.types.is_timestamp(dst):
-        return src.tz == dst.tz or src.tz is None or dst.tz is None
-    if pa.types.is_decimal(src) and pa.types.is_decimal(dst):
-        return src.scale <= dst.scale
-    return False
-
-
-def sort_for_kind(table: pa.Table, kind: str) -> pa.Table:
-    """Sort rows in the order format v1 prescribes for a file kind."""
-    if kind in (C.KIND_TIMERS_FULL, C.KIND_TIMERS_DELTA):
-        return _sort(table, [C.COL_KEY_GROUP, C.COL_TIMESTAMP, C.COL_KEY])
-    if kind in (C.KIND_FULL, C.KIND_DELTA):
-        by = [C.COL_KEY_GROUP, C.COL_KEY]
-        if C.COL_USER_KEY in table.column_names:
-            by.append(C.COL_USER_KEY)
-        return _sort(table, by)
-    if kind == C.KIND_OPERATOR:
-        return _sort(table, [C.COL_SUBTASK])
-    return table
-
-
-def _sort(table: pa.Table, by: list[str]) -> pa.Table:
-    """Sort by the given columns, skipping columns whose type Arrow cannot order.
-
-    When the first column is the key group, rows are bucketed by key group (a stable
-    integer argsort) and only each bucket is sorted by the rest: much cheaper than one
-    multi-column comparison sort over the whole table.
-    """
-    keys = []
-    for name in by:
-        t = table.schema.field(name).type
-        if pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_map(t) or pa.types.is_null(t):
-            break
-        keys.append((name, "ascending"))
-    if not keys or table.num_rows < 2:
-        return table
-    if keys[0][0] != C.COL_KEY_GROUP:
-        return table.take(pc.sort_indices(table, sort_keys=keys))
-    kg = table.column(C.COL_KEY_GROUP).to_numpy()
-    order = np.argsort(kg, kind="stable")
-    rest = keys[1:]
-    if rest:
-        skg = kg[order]
-        bounds = np.flatnonzero(np.diff(skg)) + 1
-        starts = np.concatenate([[0], bounds])
-        ends = np.concatenate([bounds, [len(skg)]])
-        sub = table.select([k for k, _ in rest]).take(pa.array(order))
-        for a, b in zip(starts.tolist(), ends.tolist()):
-            if b - a > 1:
-                order[a:b] = order[a:b][pc.sort_indices(sub.slice(a, b - a), sort_keys=rest).to_numpy()]
-    if np.all(order[1:] > order[:-1]):
-        return table
-    return table.take(pa.array(order))
 
 
 _PARQUET = pads.ParquetFileFormat()
@@ -345,8 +157,6 @@ def read_data_file(
     """
     if not verify:
         return _read_unverified(io, entry, columns, filter)
-    from flinkstate.format.checks import bytes_problems, footer_problems, key_group_problems
-
     try:
         data = io.fs.cat_file(io.fs_path(entry.path))
     except FileNotFoundError as e:

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from flinkstate.errors import CorruptFileError
+from flinkstate.core.errors import CorruptFileError
 
 if TYPE_CHECKING:
-    from flinkstate.io import FileIO
+    from flinkstate.core.io import FileIO
 
 __all__ = ["check_table_files", "delta_log_error", "is_checkpoint", "log_listing", "newest_checkpoint", "remove_table_file",
            "table_file_error"]

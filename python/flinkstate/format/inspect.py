@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from flinkstate.core.io import FileIO
 from flinkstate.format import constants as C
 from flinkstate.format.filekind import FileKind
-from flinkstate.io import FileIO
 
 __all__ = ["describe_data_file", "sort_keys_for", "is_sorted"]
 

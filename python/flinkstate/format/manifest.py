@@ -21,8 +21,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flinkstate.errors import CommitConflictError, CorruptFileError, FlinkStateError, StorageError
+from flinkstate.core.errors import (
+    CommitConflictError,
+    CorruptFileError,
+    FlinkStateError,
+    StorageError,
+)
+from flinkstate.core.io import FileIO
 from flinkstate.format import constants as C
+from flinkstate.format.datafile import FileEntry
 from flinkstate.format.deltacheck import (
     check_table_files,
     delta_log_error,
@@ -32,11 +39,25 @@ from flinkstate.format.deltacheck import (
     remove_table_file,
     table_file_error,
 )
-from flinkstate.format.deltamaint import housekeep, new_table_properties, no_hooks, only_on_read_version, vacuum_candidates
-from flinkstate.format.logrows import Collection, as_table_schema, conform_rows, parse_collection, parse_metadata
-from flinkstate.format.datafile import FileEntry
-from flinkstate.integrity import check_commit_file, missing_table_error, read_only_error
-from flinkstate.io import FileIO
+from flinkstate.format.deltamaint import (
+    housekeep,
+    new_table_properties,
+    no_hooks,
+    only_on_read_version,
+    vacuum_candidates,
+)
+from flinkstate.format.integrity import (
+    check_commit_file,
+    missing_table_error,
+    read_only_error,
+)
+from flinkstate.format.logrows import (
+    Collection,
+    as_table_schema,
+    conform_rows,
+    parse_collection,
+    parse_metadata,
+)
 
 __all__ = ["MANIFEST_SCHEMA", "LOG_SCHEMA", "LogRecord", "DeltaCatalog"]
 

@@ -7,9 +7,8 @@ tombstones are dropped. Everything is vectorized over Arrow arrays.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -19,7 +18,7 @@ from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
 
 if TYPE_CHECKING:
-    from flinkstate.io import FileIO
+    from flinkstate.core.io import FileIO
 
 __all__ = ["order_entries", "newest_full_order", "merge_tables", "read_range", "overlaps", "live_positions", "flat_key_columns",
            "group_rows", "elementary_ranges"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from flinkstate.core.keygroups import key_group_range
 from flinkstate.format.datafile import FileEntry
 from flinkstate.format.merge import elementary_ranges, overlaps
-from flinkstate.keygroups import key_group_range
 
 __all__ = ["plan_ranges"]
 

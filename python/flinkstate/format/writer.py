@@ -14,13 +14,24 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flinkstate.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor, validate_name
-from flinkstate.errors import DuplicateKeyError, KeyGroupOutOfRangeError, SchemaMismatchError
+from flinkstate.core.descriptors import (
+    KeyedStateDescriptor,
+    OperatorStateDescriptor,
+    TimerServiceDescriptor,
+    validate_name,
+)
+from flinkstate.core.errors import (
+    DuplicateKeyError,
+    KeyGroupOutOfRangeError,
+    SchemaMismatchError,
+)
+from flinkstate.core.io import FileIO
+from flinkstate.core.keygroups import assign_key_groups, key_group_range
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import (
     FileEntry,
-    castable,
     as_table,
+    castable,
     conform,
     coordinator_schema,
     operator_state_schema,
@@ -30,8 +41,6 @@ from flinkstate.format.datafile import (
     write_data_file,
 )
 from flinkstate.format.merge import flat_key_columns
-from flinkstate.io import FileIO
-from flinkstate.keygroups import assign_key_groups, key_group_range
 
 __all__ = ["data_dir", "file_path", "cast_key", "with_key_groups", "check_unique", "split_ranges", "write_state_files", "write_timer_files", "write_operator_state_file", "write_coordinator_file"]
 

@@ -1,4 +1,7 @@
-"""A small job runner hosting one keyed operator over N subtasks with checkpoints and restore."""
+"""A small job runner hosting one keyed operator over N subtasks with checkpoints and restore.
+
+May import `backend`, `flink` (a Flink savepoint as a restore source), `store` and below.
+"""
 
 from __future__ import annotations
 

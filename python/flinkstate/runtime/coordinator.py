@@ -27,7 +27,7 @@ from collections import deque
 
 import pyarrow as pa
 
-from flinkstate.errors import InvalidArgumentError
+from flinkstate.core.errors import InvalidArgumentError
 from flinkstate.format.datafile import coordinator_schema
 
 __all__ = ["OperatorCoordinator", "CoordinatorContext", "coordinator_table", "parse_coordinator_table", "parse_coordinator_records"]

@@ -28,12 +28,23 @@ import pyarrow as pa
 from flinkstate.backend.keyed import KeyedStateBackend, system_clock
 from flinkstate.backend.snapshot import CompactionPolicy, KeyedSnapshot
 from flinkstate.backend.timers import Timer, TimerService
-from flinkstate.runtime.coordinator import CoordinatorContext, OperatorCoordinator, coordinator_table, parse_coordinator_records
-from flinkstate.descriptors import KeyedStateDescriptor, TimerServiceDescriptor
-from flinkstate.errors import InvalidArgumentError
-from flinkstate.keygroups import assign_key_group, default_max_parallelism, key_group_range, operator_index_for_key_group
-from flinkstate.registry import Pin, pin
-from flinkstate.store import CheckpointStore, open_store
+from flinkstate.core.descriptors import KeyedStateDescriptor, TimerServiceDescriptor
+from flinkstate.core.errors import InvalidArgumentError
+from flinkstate.core.keygroups import (
+    assign_key_group,
+    default_max_parallelism,
+    key_group_range,
+    operator_index_for_key_group,
+)
+from flinkstate.flink.bridge.source import open_store
+from flinkstate.runtime.coordinator import (
+    CoordinatorContext,
+    OperatorCoordinator,
+    coordinator_table,
+    parse_coordinator_records,
+)
+from flinkstate.store.registry import Pin, pin
+from flinkstate.store.store import CheckpointStore
 
 __all__ = ["KeyedProcessFunction", "Context", "RuntimeContext", "KeyedJob", "CheckpointStats", "JobResult",
            "EVENT_TIMERS", "PROCESSING_TIMERS"]

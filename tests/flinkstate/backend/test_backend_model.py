@@ -19,9 +19,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 import flinkstate
 from flinkstate import ListStateDescriptor, MapStateDescriptor, StateTtlConfig, TimerServiceDescriptor, ValueStateDescriptor
 from flinkstate.backend import CompactionPolicy, KeyedStateBackend
-from flinkstate.errors import CommitConflictError
+from flinkstate.core.errors import CommitConflictError
 from flinkstate.format.manifest import DeltaCatalog
-from flinkstate.keygroups import assign_key_group, key_group_range, operator_index_for_key_group
+from flinkstate.core.keygroups import assign_key_group, key_group_range, operator_index_for_key_group
 
 TTL = 100
 MAXP = 8

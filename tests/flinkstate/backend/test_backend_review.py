@@ -18,8 +18,8 @@ from flinkstate import (
     ValueStateDescriptor,
 )
 from flinkstate.backend import KeyedStateBackend
-from flinkstate.errors import InvalidArgumentError
-from flinkstate.ttl import MAX_TIMESTAMP, IncrementalCleanup
+from flinkstate.core.errors import InvalidArgumentError
+from flinkstate.core.ttl import MAX_TIMESTAMP, IncrementalCleanup
 
 
 class Clock:

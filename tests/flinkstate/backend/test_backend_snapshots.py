@@ -22,7 +22,7 @@ from flinkstate import (
     key_group_range,
 )
 from flinkstate.backend import CompactionPolicy, KeyedStateBackend
-from flinkstate.errors import InvalidArgumentError, KeyGroupOutOfRangeError
+from flinkstate.core.errors import InvalidArgumentError, KeyGroupOutOfRangeError
 
 OP = "op"
 VALUE = ValueStateDescriptor(name="value", value_type=pa.string())

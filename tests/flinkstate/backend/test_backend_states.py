@@ -18,8 +18,8 @@ from flinkstate import (
     assign_key_group,
 )
 from flinkstate.backend import KeyedStateBackend
-from flinkstate.errors import InvalidArgumentError, SchemaMismatchError
-from flinkstate.ttl import MAX_TIMESTAMP, IncrementalCleanup
+from flinkstate.core.errors import InvalidArgumentError, SchemaMismatchError
+from flinkstate.core.ttl import MAX_TIMESTAMP, IncrementalCleanup
 
 
 class Clock:

@@ -8,7 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from flinkstate.errors import OperatorNotFoundError
+from flinkstate.core.errors import OperatorNotFoundError
 from flinkstate.flink import operator_state_names, read_keyed_state, read_metadata, read_operator_state
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "flink-2.3-canonical"

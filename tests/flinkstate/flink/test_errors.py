@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from flink_dump import FIXTURE
 
-from flinkstate.errors import CorruptFileError
+from flinkstate.core.errors import CorruptFileError
 from flinkstate.flink import (
     UnsupportedFlinkFormatError,
     UnsupportedSerializerError,
@@ -199,7 +199,7 @@ def keyed_file_bytes(states: list[str], key: int, kg: int, values: dict[str, int
 
 def test_subtasks_listing_states_in_different_orders() -> None:
     """State ids are per file: each subtask's ids are mapped to states by name."""
-    from flinkstate.keygroups import assign_key_group
+    from flinkstate.core.keygroups import assign_key_group
 
     handles = b""
     for index, (states, key) in enumerate([(["a", "b"], 1), (["b", "a"], 2)]):

@@ -10,8 +10,8 @@ import pyarrow.compute as pc
 import pytest
 from fsc_helpers import flink_harness as _harness
 
-from flinkstate.flink.export import load_flink_savepoint, rewrite_flink_savepoint
-from flinkstate.flink.savepoint_writer import write_savepoint
+from flinkstate.flink.write.export import load_flink_savepoint, rewrite_flink_savepoint
+from flinkstate.flink.write.savepoint_writer import write_savepoint
 
 pytestmark = [pytest.mark.flink, pytest.mark.slow]
 
@@ -73,7 +73,7 @@ def test_changed_savepoint_restores_to_changed_dump(tmp_path, original_dump):
 def test_savepoint_written_from_arrow_tables(tmp_path):
     """A checkpoint written from scratch (store.begin puts: string key, struct, list, map, byte[], timers) exported and restored by Flink."""
     import flinkstate as fs
-    from flinkstate.flink.store_export import export_savepoint
+    from flinkstate.flink.bridge.store_export import export_savepoint
 
     store = fs.open(str(tmp_path / "job"))
     row = pa.struct([("id", pa.int64()), ("name", pa.string()), ("score", pa.float64())])
@@ -120,7 +120,7 @@ def test_decimal_and_java_time_types_restore(tmp_path):
 
     import flinkstate as fs
     from flinkstate.flink import read_keyed_state, read_metadata
-    from flinkstate.flink.store_export import export_savepoint
+    from flinkstate.flink.bridge.store_export import export_savepoint
 
     store = fs.open(str(tmp_path / "job"))
     ns = 123456789

@@ -20,7 +20,7 @@ from production_matrix import CELLS, CI_CELLS, cell_id, snapshot
 import flinkstate as fs
 from flinkstate.flink import read_metadata
 from flinkstate.flink.errors import UnsupportedSerializerError
-from flinkstate.flink.names import find_operator, uid_hash
+from flinkstate.flink.meta.names import find_operator, uid_hash
 
 MAX_PARALLELISM = {"sessions": 128, "wide": 256, "explicit": 4096, "window": 128, "rules": 128}
 PARALLELISM = {"sessions": 2, "wide": 86, "explicit": 2, "window": 1, "rules": 2, "parse": 2}

@@ -74,7 +74,7 @@ def test_fresh_non_incremental_savepoint_imports_every_entry(tmp_path: Path) -> 
 
     import flinkstate as fs
     from flinkstate.flink import read_metadata
-    from flinkstate.flink.importer import import_savepoint
+    from flinkstate.flink.bridge.importer import import_savepoint
 
     _harness().run_job(tmp_path, 60, ("rocksdb-full",))
     sp = tmp_path / "rocksdb-full" / "savepoint"

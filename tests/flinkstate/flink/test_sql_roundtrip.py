@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from fsc_helpers import flink_harness
 
-from flinkstate.flink.importer import import_savepoint
-from flinkstate.flink.store_export import export_savepoint
+from flinkstate.flink.bridge.importer import import_savepoint
+from flinkstate.flink.bridge.store_export import export_savepoint
 
 pytestmark = [pytest.mark.flink, pytest.mark.slow]
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

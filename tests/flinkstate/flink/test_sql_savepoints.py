@@ -17,9 +17,9 @@ import pytest
 import flinkstate as fs
 from flinkstate.cli import main
 from flinkstate.flink.errors import UnsupportedSerializerError
-from flinkstate.flink.importer import import_savepoint
-from flinkstate.flink.store_export import export_savepoint
-from flinkstate.keygroups import assign_key_groups
+from flinkstate.flink.bridge.importer import import_savepoint
+from flinkstate.flink.bridge.store_export import export_savepoint
+from flinkstate.core.keygroups import assign_key_groups
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SQL = FIXTURES / "flink-2.3-sql"
@@ -61,7 +61,7 @@ def test_sql_savepoint_opens_lists_serializers_and_reads_every_row(cell: str) ->
 
 
 def test_row_data_snapshot_keeps_the_sql_types_of_its_fields() -> None:
-    from flinkstate.flink.mapping import subtask_states
+    from flinkstate.flink.bridge.mapping import subtask_states
 
     ck = fs.open(str(SQL / "agg-hashmap" / "savepoint")).checkpoint()
     op = ck.meta.operator(ck.uids[_stateful(ck, "GroupAggregate")])

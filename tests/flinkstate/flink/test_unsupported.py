@@ -10,10 +10,10 @@ import pytest
 from fsc_helpers import flink_harness as _harness
 
 import flinkstate as fs
-from flinkstate.errors import CorruptFileError
+from flinkstate.core.errors import CorruptFileError
 from flinkstate.flink import UnsupportedFlinkFormatError
-from flinkstate.flink.metadata import read_metadata
-from flinkstate.keygroups import assign_key_group
+from flinkstate.flink.meta.metadata import read_metadata
+from flinkstate.core.keygroups import assign_key_group
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 CANONICAL = FIXTURES / "flink-2.3-canonical" / "files" / "savepoint"

@@ -13,7 +13,7 @@ import pytest
 
 import flinkstate
 from flinkstate import ListStateDescriptor, ValueStateDescriptor, assign_key_group
-from flinkstate.keygroups import operator_index_for_key_group
+from flinkstate.core.keygroups import operator_index_for_key_group
 from flinkstate.runtime import KeyedJob, KeyedProcessFunction, OperatorCoordinator
 from flinkstate.runtime.coordinator import parse_coordinator_records
 

@@ -1,0 +1,217 @@
+"""The records of a RocksDB (or ForSt) native savepoint or checkpoint (IncrementalRemoteKeyedStateHandle).
+
+Sources: `RocksIncrementalSnapshotStrategy`, `RocksNativeFullSnapshotStrategy`, `RocksDBListState`
+(list `add()` is a MERGE with `StringAppendTESTOperator`, delimiter ','), `RocksDBKeyedStateBackend`.
+The handle's metadata stream is the KeyedBackendSerializationProxy header. Its SST files hold one
+column family per state (named after it): an incremental snapshot lists them as shared files, a
+full one (Flink's default, `execution.checkpointing.incremental: false`) as private files, so both
+lists are read. The MANIFEST that CURRENT names says which SSTs are live, in which column family and
+of what size (`manifest`): the SSTs the handle lists must be exactly those, or a StateAccountingError
+names the file. Every other file is named as not needed (OPTIONS, an empty write-ahead log) or
+refused by name: nothing a handle lists is skipped unseen.
+Keys and values are in the canonical formats, so each column family's records are resolved (newest
+put/delete per key, merge operands appended with ',' in sequence order) and handed to the canonical
+decoders. Keys outside the subtask's key-group range (left by rescaling) are dropped; range
+tombstones are not applied (Flink writes them only to clip such ranges). Each column family's
+`FamilyAccount` says what its SSTs held and where each record went, for the reader's checks.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from flinkstate.flink.errors import (
+    CorruptFileError,
+    StateAccountingError,
+    UnsupportedFlinkFormatError,
+)
+from flinkstate.flink.files.manifest import LiveFile, live_files, sst_number
+from flinkstate.flink.files.sst import (
+    TYPE_DELETION,
+    TYPE_MERGE,
+    TYPE_SINGLE_DELETION,
+    TYPE_VALUE,
+    read_sst,
+)
+from flinkstate.flink.meta.metadata import StreamHandle, UnsupportedKeyedHandle
+
+__all__ = ["FamilyAccount", "HandleFiles", "column_families", "family_sizes", "handle_files", "records_buffer"]
+
+_I32 = struct.Struct(">i")
+_MANIFEST = re.compile(r"MANIFEST-\d+")
+_OPTIONS = re.compile(r"OPTIONS-\d+")
+_WAL = re.compile(r"\d+\.log")
+
+
+@dataclass
+class FamilyAccount:
+    """One column family of a handle: its SSTs, what they held, and where each key went (live, deleted, other range)."""
+
+    files: list[str] = field(default_factory=list)
+    entries: int = 0
+    keys: int = 0
+    deleted: int = 0
+    out_of_range: int = 0
+    pairs: list[tuple[bytes, bytes]] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """Where the column family's records went, for messages."""
+        return (f"{self.entries} records in {len(self.files)} SSTs ({', '.join(self.files)}): {self.keys} keys, {self.deleted} deleted, "
+                f"{self.out_of_range} in other subtasks' key groups, {len(self.pairs)} live")
+
+
+def _where(stream: StreamHandle, base_dir: str, name: str) -> str:
+    """A handle file for messages: its path (or 'inline') and the name RocksDB gave it."""
+    return f"{stream.location(base_dir) if stream.kind != 'inline' else 'inline'} ({name})"
+
+
+@dataclass(frozen=True)
+class HandleFiles:
+    """Every file a RocksDB handle lists, sorted out: SSTs (by file number), the MANIFEST in use, and the rest with why it is not needed."""
+
+    ssts: dict[int, tuple[str, StreamHandle]]
+    manifest: tuple[str, StreamHandle]
+    not_needed: list[tuple[str, str]]
+
+    def live(self, base_dir: str, where: str) -> list[LiveFile]:
+        """The live SSTs the MANIFEST records (number, size, column family)."""
+        name, stream = self.manifest
+        return live_files(stream.read(base_dir), f"{where}: {_where(stream, base_dir, name)}")
+
+
+def handle_files(handle: UnsupportedKeyedHandle, base_dir: str, where: str) -> HandleFiles:
+    """Sort every file the handle lists, shared and private: SSTs, the MANIFEST (the one CURRENT names), the others.
+
+    A file of another kind (a write-ahead log with records, a blob file...) could hold state the
+    SSTs do not: it is an UnsupportedFlinkFormatError naming it, as is a file listed without a handle.
+    """
+    ssts: dict[int, tuple[str, StreamHandle]] = {}
+    others: dict[str, StreamHandle] = {}
+    for name, stream in (*handle.shared, *handle.private):
+        if stream is None:
+            raise CorruptFileError(f"{where}: RocksDB file {name!r} is listed without a state handle")
+        number = sst_number(name)
+        if number is not None:
+            ssts[number] = (name, stream)
+        else:
+            others[name] = stream
+    current = others.pop("CURRENT", None)
+    if current is None:
+        raise CorruptFileError(f"{where}: the RocksDB handle lists no CURRENT file (its files: {sorted(others)})")
+    manifest = current.read(base_dir).decode("utf-8", "replace").strip()
+    if not _MANIFEST.fullmatch(manifest) or manifest not in others:
+        raise CorruptFileError(f"{where}: CURRENT names {manifest!r}, which the RocksDB handle does not list (its files: {sorted(others)})")
+    used = (manifest, others.pop(manifest))
+    skipped = [("CURRENT", f"names {manifest}")]
+    for name, stream in sorted(others.items()):
+        if _OPTIONS.fullmatch(name):
+            skipped.append((name, "RocksDB's options, no records (read only to tell the Flink release: flink.version)"))
+        elif _MANIFEST.fullmatch(name):
+            skipped.append((name, f"an older MANIFEST (CURRENT names {manifest})"))
+        elif _WAL.fullmatch(name) and stream.size == 0:
+            skipped.append((name, "an empty write-ahead log"))
+        else:
+            raise UnsupportedFlinkFormatError(f"{where}: RocksDB file {name!r} ({stream.size} bytes) is of a kind this reader "
+                                              "does not read (SST, MANIFEST, CURRENT, OPTIONS and empty logs are known)")
+    return HandleFiles(ssts, used, skipped)
+
+
+def _check_live(files: HandleFiles, live: list[LiveFile], base_dir: str, where: str) -> dict[int, LiveFile]:
+    """The live SSTs by number, which must be exactly the SSTs the handle lists: else the read would miss or add records."""
+    by_number = {f.number: f for f in live}
+    manifest = files.manifest[0]
+    for f in live:
+        if f.number not in files.ssts:
+            raise StateAccountingError(f"{where}: {manifest} records {f.name} ({f.size} bytes) of column family "
+                                       f"{f.column_family!r}, which the RocksDB handle does not list")
+    for number, (name, stream) in sorted(files.ssts.items()):
+        if number not in by_number:
+            raise StateAccountingError(f"{where}: the RocksDB handle lists {_where(stream, base_dir, name)}, which {manifest} "
+                                       "does not record as live")
+    return by_number
+
+
+def column_families(handle: UnsupportedKeyedHandle, base_dir: str, prefix: int, where: str) -> dict[str, FamilyAccount]:
+    """Per column family, its accounting and live (key, value) pairs in key order, in the handle's key-group range.
+
+    where (the header's file and the operator) starts the message of a missing or corrupt file, which names it.
+    """
+    by_cf: dict[str, list[tuple[bytes, int, int, bytes]]] = defaultdict(list)
+    accounts: dict[str, FamilyAccount] = defaultdict(FamilyAccount)
+    files = handle_files(handle, base_dir, where)
+    live = _check_live(files, files.live(base_dir, where), base_dir, where)
+    for number, (name, stream) in sorted(files.ssts.items()):
+        file = _where(stream, base_dir, name)
+        try:
+            data = stream.read(base_dir)
+        except CorruptFileError as e:
+            raise CorruptFileError(f"{where}: SST {name} of key groups {handle.start}..{handle.start + handle.count - 1}: {e}") from e
+        sst = read_sst(data, file)
+        want = live[number]
+        if (sst.column_family, len(data)) != (want.column_family, want.size):
+            raise StateAccountingError(f"{where}: {file} holds column family {sst.column_family!r} in {len(data)} bytes, but "
+                                       f"{files.manifest[0]} records {want.column_family!r} in {want.size} bytes")
+        acc = accounts[sst.column_family]
+        acc.files.append(file)
+        acc.entries += len(sst.records)
+        by_cf[sst.column_family].extend(sst.records)
+    lo, hi = handle.start, handle.start + handle.count - 1
+    for cf, records in by_cf.items():
+        acc = accounts[cf]
+        records.sort(key=lambda r: (r[0], -r[1]))
+        pairs = acc.pairs
+        i = 0
+        while i < len(records):
+            key = records[i][0]
+            operands: list[bytes] = []
+            base: bytes | None = None
+            j = i
+            while j < len(records) and records[j][0] == key:
+                _, _, kind, value = records[j]
+                j += 1
+                if kind == TYPE_MERGE:
+                    operands.append(value)
+                    continue
+                if kind == TYPE_VALUE:
+                    base = value
+                elif kind not in (TYPE_DELETION, TYPE_SINGLE_DELETION):
+                    raise ValueError(f"column family {cf!r}: record type {kind} is not supported")
+                break
+            while j < len(records) and records[j][0] == key:
+                j += 1
+            i = j
+            acc.keys += 1
+            if base is None and not operands:
+                acc.deleted += 1
+                continue
+            kg = int.from_bytes(key[:prefix], "big")
+            if not lo <= kg <= hi:
+                acc.out_of_range += 1
+                continue
+            parts = ([base] if base is not None else []) + operands[::-1]
+            pairs.append((key, b",".join(parts)))
+    return dict(accounts)
+
+
+def family_sizes(handle: UnsupportedKeyedHandle, base_dir: str, where: str) -> dict[str, tuple[int, int]]:
+    """Per column family, (live SSTs, their bytes) as the handle's MANIFEST records them: no SST is opened."""
+    out: dict[str, tuple[int, int]] = {}
+    for f in handle_files(handle, base_dir, where).live(base_dir, where):
+        n, size = out.get(f.column_family, (0, 0))
+        out[f.column_family] = (n + 1, size + f.size)
+    return out
+
+
+def records_buffer(pairs: list[tuple[bytes, bytes]]) -> tuple[bytes, list[int]]:
+    """The pairs framed as canonical records (i32 klen, key, i32 vlen, value) and each record's offset."""
+    parts = []
+    starts = []
+    pos = 0
+    for k, v in pairs:
+        starts.append(pos)
+        parts.append(_I32.pack(len(k)) + k + _I32.pack(len(v)) + v)
+        pos += 8 + len(k) + len(v)
+    return b"".join(parts), starts

@@ -1,0 +1,157 @@
+"""Decode the canonical records of one state, located by their start offsets, into Arrow columns at once.
+
+A record is `i32 klen, key, i32 vlen, value` where key = key-group prefix (its first bit is the
+metadata-follows flag) + key + namespace [+ map user key]. The framing loop only collects where
+each record starts; lengths, key groups, keys, namespaces and values are then read with numpy
+for all records of the state (`_vector`). LIST values are split into their ','-delimited
+elements when these have a fixed width (with or without TTL); MAP values are a null flag + value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from flinkstate.flink.serde._vector import Source, VReader, gather, vector_reader
+from flinkstate.flink.serde.serializers import FIXED_WIDTH, TypeNode
+
+__all__ = ["RecordPlan", "record_plan"]
+
+
+class RecordPlan:
+    """How to read one state's records with vector readers: key, namespace, [user key], element (TTL unwrapped)."""
+
+    def __init__(self, kind: str, prefix: int, key: VReader, ns: VReader | None, user_key: VReader | None,
+                 elem: VReader, ttl: bool, list_width: int) -> None:
+        self.kind, self.prefix, self.key, self.ns, self.user_key = kind, prefix, key, ns, user_key
+        self.elem, self.ttl, self.list_width = elem, ttl, list_width
+
+    def columns(self, src: Source, starts: np.ndarray, kgs: np.ndarray) -> dict[str, pa.Array]:
+        """The columns (key_group, key, [namespace], [user_key], value, [ttl_last_access]) of these records."""
+        arr = src.arr
+        klen = gather(arr, starts, ">i4").astype(np.int64)
+        kpos = starts + 4
+        if (klen <= 0).any():
+            raise ValueError("a record has a key of no bytes")
+        vpos = kpos + klen + 4
+        vlen = gather(arr, vpos - 4, ">i4").astype(np.int64)
+        if (vlen < 0).any() or int((vpos + vlen).max()) > len(arr):
+            raise IndexError("a record runs past the end of its key group")
+        stored = (arr[kpos] & 0x7F).astype(np.int32)
+        if self.prefix == 2:
+            stored = stored * 256 + arr[kpos + 1]
+        if (stored != kgs).any():
+            raise ValueError(f"a key carries key group {int(stored[np.flatnonzero(stored != kgs)[0]])}")
+        cols: dict[str, pa.Array] = {"key_group": pa.array(kgs, pa.int32())}
+        if self.kind == "TIMER":
+            return self._timers(src, cols, kpos, klen, vlen)
+        cols["key"], pos = self.key(src, kpos + self.prefix, None)
+        if self.ns is None:
+            if arr[pos].any():
+                raise ValueError("a VoidNamespace byte is not 0")
+            pos = pos + 1
+        else:
+            cols["namespace"], pos = self.ns(src, pos, None)
+        if self.kind == "MAP":
+            cols["user_key"], pos = self.user_key(src, pos, None)
+            present = arr[vpos] == 0
+            value_start, value_present = vpos + 1, present
+        else:
+            value_start, value_present = vpos, None
+        if (pos != kpos + klen).any():
+            raise ValueError("unread bytes in a key")
+        if self.kind == "LIST":
+            return self._list(src, cols, vpos, vlen)
+        self._values(src, cols, value_start, value_present, vpos + vlen)
+        return cols
+
+    def _timers(self, src: Source, cols: dict[str, pa.Array], kpos: np.ndarray, klen: np.ndarray,
+                vlen: np.ndarray) -> dict[str, pa.Array]:
+        """Timer records: key = prefix + (timestamp ^ sign bit) + key + namespace, no value."""
+        raw = gather(src.arr, kpos + self.prefix, ">u8")
+        ts = pa.array((raw ^ np.uint64(1 << 63)).view(np.int64))
+        cols["key"], pos = self.key(src, kpos + self.prefix + 8, None)
+        if self.ns is None:
+            if src.arr[pos].any():
+                raise ValueError("a VoidNamespace byte is not 0")
+            pos = pos + 1
+        else:
+            cols["namespace"], pos = self.ns(src, pos, None)
+        if (pos != kpos + klen).any() or vlen.any():
+            raise ValueError("unread bytes in a timer")
+        cols["timestamp"] = ts
+        return cols
+
+    def _values(self, src: Source, cols: dict[str, pa.Array], pos: np.ndarray, present: np.ndarray | None,
+                end: np.ndarray) -> None:
+        if self.ttl:
+            ts, pos = _LONG(src, pos, present)
+            cols["value"], pos = self.elem(src, pos, present)
+            cols["ttl_last_access"] = ts
+        else:
+            cols["value"], pos = self.elem(src, pos, present)
+        if (pos != end).any():
+            raise ValueError("unread bytes in a value")
+
+    def _list(self, src: Source, cols: dict[str, pa.Array], vpos: np.ndarray, vlen: np.ndarray) -> dict[str, pa.Array]:
+        """One row per element: elements of list_width bytes, each followed by ',' but the last."""
+        w = self.list_width
+        if (vlen % (w + 1) != w).any():
+            raise ValueError(f"a list value is not ','-delimited {w}-byte elements")
+        counts = (vlen + 1) // (w + 1)
+        rows = np.repeat(np.arange(len(vpos)), counts)
+        first = np.cumsum(counts) - counts
+        starts = vpos[rows] + (np.arange(len(rows)) - first[rows]) * (w + 1)
+        last = np.zeros(len(rows), bool)
+        last[first + counts - 1] = True
+        if (src.arr[starts[~last] + w] != 0x2C).any():
+            raise ValueError("list elements are not ','-delimited")
+        take = pa.array(rows)
+        out = {name: col.take(take) for name, col in cols.items()}
+        self._values(src, out, starts, None, starts + w)
+        return out
+
+
+def _long_reader() -> VReader:
+    return vector_reader(TypeNode("long", "i64"), "")  # type: ignore[return-value]
+
+
+_LONG = _long_reader()
+
+
+def record_plan(kind: str, prefix: int, key: TypeNode, ns: TypeNode, value: TypeNode | None, ctx: str) -> RecordPlan | None:
+    """A RecordPlan for a VALUE/REDUCING/AGGREGATING/LIST/MAP state or a timer service when every part has a vector reader."""
+    if kind == "TIMER":
+        key_reader = vector_reader(key, ctx)
+        ns_reader = None if ns.kind == "void" else vector_reader(ns, ctx)
+        if key_reader is None or (ns.kind != "void" and ns_reader is None):
+            return None
+        return RecordPlan(kind, prefix, key_reader, ns_reader, None, key_reader, False, 0)
+    if kind not in ("VALUE", "REDUCING", "AGGREGATING", "LIST", "MAP") or value is None:
+        return None
+    if key.fixed_width < 0 and ns.fixed_width < 0:
+        return None  # length-suffixed ("ambiguous") composite keys: record by record
+    key_reader = vector_reader(key, ctx)
+    ns_reader = None if ns.kind == "void" else vector_reader(ns, ctx)
+    if key_reader is None or (ns.kind != "void" and ns_reader is None):
+        return None
+    user_key = None
+    elem = value
+    if kind == "MAP":
+        user_key = vector_reader(value.children[0], ctx)
+        if user_key is None:
+            return None
+        elem = value.children[1]
+    elif kind == "LIST":
+        elem = value.children[0]
+    ttl = elem.kind == "ttl"
+    inner = elem.children[1] if ttl else elem
+    list_width = 0
+    if kind == "LIST":
+        if inner.kind not in FIXED_WIDTH or inner.kind in ("char", "void"):
+            return None  # variable-width elements: the ',' cannot be found without decoding
+        list_width = FIXED_WIDTH[inner.kind] + (8 if ttl else 0)
+    elem_reader = vector_reader(inner, ctx)
+    if elem_reader is None:
+        return None
+    return RecordPlan(kind, prefix, key_reader, ns_reader, user_key, elem_reader, ttl, list_width)

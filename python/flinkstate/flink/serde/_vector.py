@@ -1,0 +1,388 @@
+"""Vectorised value decoding: one serializer applied to many records at once, with numpy over the buffer.
+
+A vector reader takes the buffer (as a uint8 array and as bytes), one start offset per value and
+an optional mask of the values that are present (absent ones, e.g. null map values or null Row
+fields, take no bytes), and returns an Arrow array and the offsets just after each value.
+Base types, chars, `StringValue` strings (UTF-16 unit varints re-encoded as UTF-8 with numpy,
+a shortcut when all are ASCII), byte[], Row (null mask), Tuple and POJO (null flags) are vectorised; other serializers have no
+vector reader (`vector_reader` returns None) and their states are decoded record by record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+from numpy.lib.stride_tricks import as_strided
+
+from flinkstate.flink.errors import UnsupportedSerializerError
+from flinkstate.flink.serde.serializers import TypeNode, arrow_type
+
+__all__ = ["Source", "VReader", "gather", "vector_reader"]
+
+_DTYPES = {"long": ">i8", "int": ">i4", "short": ">i2", "byte": "i1", "double": ">f8", "float": ">f4", "bool": "u1"}
+
+
+class Source:
+    """A decoded stream: the same bytes as a numpy uint8 array and as bytes (for the one-by-one fallbacks)."""
+
+    __slots__ = ("arr", "buf")
+
+    def __init__(self, buf: bytes) -> None:
+        self.buf = buf
+        self.arr = np.frombuffer(buf, dtype=np.uint8)
+
+
+VReader = Callable[[Source, np.ndarray, "np.ndarray | None"], tuple[pa.Array, np.ndarray]]
+
+
+def gather(arr: np.ndarray, pos: np.ndarray, dtype: str) -> np.ndarray:
+    """The big-endian fixed-width values at byte offsets pos, as a native-endian numpy array."""
+    dt = np.dtype(dtype)
+    w = dt.itemsize
+    if w == 1:
+        return arr[pos].view(dt)
+    if len(arr) < w:
+        if len(pos):
+            raise IndexError("a value runs past the end of the stream")
+        return np.zeros(0, dt.newbyteorder("="))
+    # Overlapping rows of w bytes, one per offset (a view): fancy indexing copies w bytes per value.
+    rows = as_strided(arr, shape=(len(arr) - w + 1, w), strides=(1, 1), writeable=False)
+    return rows[pos].view(dt).ravel().astype(dt.newbyteorder("="))
+
+
+def _safe(pos: np.ndarray, present: np.ndarray | None) -> np.ndarray:
+    return pos if present is None else np.where(present, pos, 0)
+
+
+def _advance(pos: np.ndarray, end: np.ndarray, present: np.ndarray | None) -> np.ndarray:
+    return end if present is None else np.where(present, end, pos)
+
+
+def _mask(present: np.ndarray | None) -> np.ndarray | None:
+    return None if present is None or present.all() else ~present
+
+
+def _fixed(node: TypeNode) -> VReader:
+    dtype = _DTYPES[node.kind]
+    width = np.dtype(dtype).itemsize
+    typ = arrow_type(node)
+
+    def read(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
+        values = gather(src.arr, _safe(pos, present), dtype)
+        if node.kind == "bool":
+            values = values != 0
+        return pa.array(values, type=typ, mask=_mask(present)), _advance(pos, pos + width, present)
+
+    return read
+
+
+def _varint(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Little-endian base-128 varints at pos: (values, byte lengths)."""
+    b = arr[pos].astype(np.int64)
+    value = b & 0x7F
+    length = np.ones(len(pos), np.int64)
+    more = b >= 0x80
+    shift = 7
+    while more.any():
+        if shift > 28:
+            raise ValueError("a string length varint is longer than 5 bytes")
+        b = arr[np.where(more, pos + length, 0)].astype(np.int64)
+        value |= np.where(more, (b & 0x7F) << shift, 0)
+        length += more
+        more &= b >= 0x80
+        shift += 7
+    return value, length
+
+
+def _segments(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """The byte offsets of the concatenated segments [start, start + len)."""
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    offsets = np.cumsum(lens) - lens
+    return np.repeat(starts - offsets, lens) + np.arange(total)
+
+
+def _string(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
+    """StringValue.readString: varint(length + 1) (0 = null), then UTF-16 units as 7-bit varints."""
+    arr = src.arr
+    n, hdr = _varint(arr, _safe(pos, present))
+    valid = n > 0 if present is None else present & (n > 0)
+    chars = np.where(valid, n - 1, 0)
+    data_start = pos + hdr
+    idx = _segments(data_start, chars)
+    data = arr[idx]
+    end = np.where(valid, data_start + chars, pos + hdr)
+    # A non-ASCII unit's first varint byte has its high bit set and comes within the first `chars`
+    # bytes, so if none of these bytes has it, every string is ASCII and its bytes are its UTF-8.
+    if not len(data) or data.max() < 0x80:
+        return _string_array(chars, valid, data), _advance(pos, end, present)
+    # Some non-ASCII string: decode every string's UTF-16 unit varints and re-encode as UTF-8, vectorised.
+    length = _varint_run_lengths(arr, data_start, chars)
+    units = _unit_values(arr[_segments(data_start, length)])
+    utf8, utf8_lens = _utf16_to_utf8(units, np.repeat(np.arange(len(pos)), chars), len(pos))
+    end = np.where(valid, data_start + length, pos + hdr)
+    return _string_array(utf8_lens, valid, utf8), _advance(pos, end, present)
+
+
+def _string_array(lens: np.ndarray, valid: np.ndarray, data: np.ndarray) -> pa.Array:
+    """An Arrow string array from per-row UTF-8 byte lengths (0 for nulls), validity and the bytes."""
+    offsets = np.zeros(len(lens) + 1, np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    if offsets[-1] >= 2**31:
+        raise ValueError("more than 2 GiB of string data in one chunk")
+    validity = None if valid.all() else pa.array(valid).buffers()[1]
+    nulls = int(len(lens) - valid.sum())
+    return pa.Array.from_buffers(pa.string(), len(lens), [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)], nulls)
+
+
+def _varint_run_lengths(arr: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The byte length of `counts` consecutive 7-bit varints (1 to 3 bytes each) at each start."""
+    cand = np.minimum(3 * counts, len(arr) - starts).clip(0)
+    idx = _segments(starts, cand)
+    term = np.cumsum(arr[idx] < 0x80)
+    first = np.cumsum(cand) - cand
+    before = np.zeros(len(counts), np.int64)
+    inner = first > 0
+    before[inner] = term[first[inner] - 1]
+    last = np.searchsorted(term, before + counts, side="left")
+    length = np.where(counts > 0, last - first + 1, 0)
+    if ((counts > 0) & (last >= first + cand)).any():
+        raise IndexError("a string runs past the end of its record")
+    return length
+
+
+def _unit_values(data: np.ndarray) -> np.ndarray:
+    """The UTF-16 units of concatenated 7-bit little-endian varints (one per unit, at most 3 bytes)."""
+    if len(data) == 0:
+        return np.zeros(0, np.int64)
+    term = data < 0x80
+    begins = np.flatnonzero(np.concatenate(([True], term[:-1])))
+    unit = np.cumsum(term) - term
+    shift = np.arange(len(data)) - begins[unit]
+    if shift.max() > 2:
+        raise ValueError("a UTF-16 unit varint is longer than 3 bytes")
+    units = np.add.reduceat((data & 0x7F).astype(np.int64) << (7 * shift), begins)
+    if units.max() > 0xFFFF:
+        raise ValueError("a UTF-16 unit is larger than 0xFFFF")
+    return units
+
+
+_LEAD = np.array([0, 0, 0xC0, 0xE0, 0xF0], np.int64)
+
+
+def _utf16_to_utf8(units: np.ndarray, row: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """UTF-8 bytes of UTF-16 units (surrogate pairs joined within a row) and each row's UTF-8 length."""
+    hi = (units & 0xFC00) == 0xD800
+    lo = (units & 0xFC00) == 0xDC00
+    pair = np.flatnonzero(hi[:-1] & lo[1:] & (row[:-1] == row[1:]))
+    cp = units.copy()
+    keep = np.ones(len(units), bool)
+    if len(pair):
+        cp[pair] = 0x10000 + ((units[pair] - 0xD800) << 10) + (units[pair + 1] - 0xDC00)
+        keep[pair + 1] = False
+        cp, row = cp[keep], row[keep]
+        hi[pair] = False
+        lo[pair + 1] = False
+    if (hi | lo).any():
+        raise ValueError("a string holds an unpaired UTF-16 surrogate, which an Arrow string cannot hold")
+    nb = 1 + (cp >= 0x80) + (cp >= 0x800) + (cp >= 0x10000)
+    at = np.cumsum(nb) - nb
+    out = np.empty(int(nb.sum()), np.uint8)
+    for j in range(4):
+        sel = np.flatnonzero(nb > j)
+        width = nb[sel]
+        v = cp[sel] >> (6 * (width - 1 - j))
+        out[at[sel] + j] = (v | _LEAD[width]) if j == 0 else ((v & 0x3F) | 0x80)
+    return out, np.bincount(row, weights=nb, minlength=n_rows).astype(np.int64)
+
+
+def _char(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
+    """CharSerializer: one big-endian UTF-16 unit, as a one-character string."""
+    units = gather(src.arr, _safe(pos, present), ">u2").astype(np.int64)
+    valid = np.ones(len(pos), bool) if present is None else present
+    utf8, lens = _utf16_to_utf8(units[valid], np.arange(int(valid.sum())), int(valid.sum()))
+    all_lens = np.zeros(len(pos), np.int64)
+    all_lens[valid] = lens
+    return _string_array(all_lens, valid, utf8), _advance(pos, pos + 2, present)
+
+
+def _lengths(src: Source, pos: np.ndarray, present: np.ndarray | None, what: str) -> np.ndarray:
+    """The i32 length prefix at each position (0 where the value is absent); a negative one is a ValueError."""
+    n = gather(src.arr, _safe(pos, present), ">i4").astype(np.int64)
+    if present is not None:
+        n = np.where(present, n, 0)
+    if (n < 0).any():
+        raise ValueError(f"{what} has a negative length")
+    return n
+
+
+def _bytes(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
+    """BytePrimitiveArraySerializer: i32 length then the bytes."""
+    n = _lengths(src, pos, present, "a byte[]")
+    data = src.arr[_segments(pos + 4, n)]
+    offsets = np.zeros(len(pos) + 1, np.int32)
+    np.cumsum(n, out=offsets[1:])
+    valid = np.ones(len(pos), bool) if present is None else present
+    validity = None if valid.all() else pa.array(valid).buffers()[1]
+    out = pa.Array.from_buffers(pa.binary(), len(pos), [validity, pa.py_buffer(offsets), pa.py_buffer(data)], int(len(pos) - valid.sum()))
+    return out, _advance(pos, pos + 4 + n, present)
+
+
+def _struct(node: TypeNode, fields: list[VReader]) -> Callable[[list[pa.Array], np.ndarray | None], pa.Array]:
+    typ = arrow_type(node)
+
+    def build(children: list[pa.Array], present: np.ndarray | None) -> pa.Array:
+        mask = _mask(present)
+        return pa.StructArray.from_arrays(children, fields=list(typ), mask=None if mask is None else pa.array(mask))
+
+    return build
+
+
+def _row(node: TypeNode, ctx: str) -> VReader | None:
+    fields = [vector_reader(c, ctx) for c in node.children]
+    if any(f is None for f in fields):
+        return None
+    offset = 0 if node.legacy_row else 2
+    mask_bytes = (len(fields) + offset + 7) // 8
+    top = 8 * mask_bytes - 1 - offset
+    build = _struct(node, fields)
+
+    def read(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
+        p = _safe(pos, present)
+        mask = np.zeros(len(pos), np.int64)
+        for i in range(mask_bytes):
+            mask = (mask << 8) | src.arr[p + i]
+        cur = pos + mask_bytes
+        children = []
+        for i, rd in enumerate(fields):
+            here = ((mask >> (top - i)) & 1) == 0
+            if present is not None:
+                here &= present
+            child, cur = rd(src, cur, here)
+            children.append(child)
+        return build(children, present), _advance(pos, cur, present)
+
+    return read
+
+
+def _tuple(node: TypeNode, ctx: str) -> VReader | None:
+    fields = [vector_reader(c, ctx) for c in node.children]
+    if any(f is None for f in fields):
+        return None
+    build = _struct(node, fields)
+
+    def read(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
+        cur = pos
+        children = []
+        for rd in fields:
+            child, cur = rd(src, cur, present)
+            children.append(child)
+        return build(children, present), cur
+
+    return read
+
+
+def _pojo(node: TypeNode, ctx: str) -> VReader | None:
+    fields = [vector_reader(c, ctx) for c in node.children]
+    if any(f is None for f in fields):
+        return None
+    build = _struct(node, fields)
+
+    def read(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
+        arr = src.arr
+        flags = arr[_safe(pos, present)]
+        here = (flags & 1) == 0 if present is None else present & ((flags & 1) == 0)
+        if (here & ((flags & 2) == 0)).any():
+            raise UnsupportedSerializerError(f"{ctx}: a value is a subclass of POJO {node.cls}; subclasses are not supported")
+        cur = np.where(present, pos + 1, pos) if present is not None else pos + 1
+        children = []
+        for rd in fields:
+            isnull = arr[np.where(here, cur, 0)] != 0
+            cur = np.where(here, cur + 1, cur)
+            child, cur = rd(src, cur, here & ~isnull)
+            children.append(child)
+        return build(children, here), cur
+
+    return read
+
+
+def _enum(node: TypeNode, ctx: str) -> VReader:
+    """EnumSerializer: an i32 ordinal, read as the constant's name (from the snapshot)."""
+    names = pa.array(list(node.names), pa.string())
+
+    def read(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
+        ords = gather(src.arr, _safe(pos, present), ">i4").astype(np.int64)
+        if present is not None:
+            ords = np.where(present, ords, 0)
+        bad = (ords < 0) | (ords >= len(names))
+        if bad.any():
+            raise ValueError(f"{ctx}: enum ordinal {int(ords[np.flatnonzero(bad)[0]])} of {node.cls} is not one of its {len(names)} constants")
+        return names.take(pa.array(ords, mask=_mask(present))), _advance(pos, pos + 4, present)
+
+    return read
+
+
+def _time_window(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
+    """TimeWindow$Serializer: i64 start, i64 end, as struct<start, end>."""
+    p = _safe(pos, present)
+    start = pa.array(gather(src.arr, p, ">i8"))
+    end = pa.array(gather(src.arr, p + 8, ">i8"))
+    mask = _mask(present)
+    out = pa.StructArray.from_arrays([start, end], names=["start", "end"], mask=None if mask is None else pa.array(mask))
+    return out, _advance(pos, pos + 16, present)
+
+
+def _primitive_array(node: TypeNode) -> VReader | None:
+    """The primitive array serializers (long[], int[], double[]...): i32 length, then fixed-width elements."""
+    elem = node.children[0]
+    if elem.kind not in _DTYPES:
+        return None
+    dtype = _DTYPES[elem.kind]
+    w = np.dtype(dtype).itemsize
+    typ = arrow_type(node)
+
+    def read(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
+        n = _lengths(src, pos, present, "an array")
+        rows = np.repeat(np.arange(len(pos)), n)
+        first = np.cumsum(n) - n
+        at = (pos + 4)[rows] + (np.arange(len(rows)) - first[rows]) * w
+        values = gather(src.arr, at, dtype)
+        if elem.kind == "bool":
+            values = values != 0
+        offsets = np.zeros(len(pos) + 1, np.int32)
+        np.cumsum(n, out=offsets[1:])
+        mask = _mask(present)
+        out = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, type=typ.value_type),
+                                       mask=None if mask is None else pa.array(mask))
+        return out, _advance(pos, pos + 4 + n * w, present)
+
+    return read
+
+
+def vector_reader(node: TypeNode, ctx: str) -> VReader | None:
+    """The vector reader of this serializer, or None when its values are decoded one by one."""
+    kind = node.kind
+    if kind in _DTYPES:
+        return _fixed(node)
+    if kind == "string":
+        return _string
+    if kind == "char":
+        return _char
+    if kind == "bytes":
+        return _bytes
+    if kind == "row":
+        return _row(node, ctx)
+    if kind == "tuple":
+        return _tuple(node, ctx)
+    if kind == "pojo":
+        return _pojo(node, ctx)
+    if kind == "enum":
+        return _enum(node, ctx)
+    if kind == "timewindow":
+        return _time_window
+    if kind == "parray":
+        return _primitive_array(node)
+    return None

@@ -1,0 +1,4 @@
+"""Writing canonical Flink savepoints (`_metadata`, keyed and operator state files) for a target release.
+
+May import `flink.files` and below.
+"""

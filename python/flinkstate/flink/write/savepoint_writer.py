@@ -1,0 +1,334 @@
+"""Write canonical Flink savepoints (`_metadata` + keyed and operator state files), the mirror of the readers.
+
+A savepoint is written for one target Flink release (`flink_version`, default the newest): the
+`_metadata` version that release writes (4 for 1.18-1.20, which records no operator names or uids;
+5 for 2.0; 6 for 2.1-2.3). Everything else is the same bytes for all of them (keyed and operator
+header version 6, serializer snapshots, the CheckpointProperties tail), checked against savepoints
+each release wrote (flinkjobs/harness.py) and by each release restoring the export (tests). Releases
+outside TARGET_VERSIONS are refused by name. Keyed state: one file per subtask with a KeyedBackendSerializationProxy
+header and per-key-group streams (KeyGroupsSavepointStateHandle with RelativeFileStateHandle, so the
+directory can be moved). The savepoint is written to a temporary folder and renamed into place.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import uuid
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from flinkstate.core.errors import FlinkStateError, InvalidArgumentError
+from flinkstate.core.keygroups import assign_key_groups
+from flinkstate.flink.files.canonical import TIMER_PREFIX, KeyedState
+from flinkstate.flink.meta.metadata import MAGIC
+from flinkstate.flink.serde.encode import (
+    encode_utf,
+    make_writer,
+    murmur3_128,
+    plain_values,
+    snappy_frame,
+    write_state_meta,
+    write_type,
+)
+from flinkstate.flink.serde.serializers import StateMeta
+
+__all__ = [
+    "DEFAULT_FLINK_VERSION",
+    "TARGET_VERSIONS",
+    "OperatorExport",
+    "SavepointExistsError",
+    "UnsupportedFlinkVersionError",
+    "check_destination",
+    "metadata_version_for",
+    "write_savepoint",
+]
+
+# Flink release -> the `_metadata` version it writes (and the newest it reads).
+TARGET_VERSIONS = {"1.18": 4, "1.19": 4, "1.20": 4, "2.0": 5, "2.1": 6, "2.2": 6, "2.3": 6}
+DEFAULT_FLINK_VERSION = "2.3"
+
+_SIGN = 1 << 63
+
+
+def _savepoint_properties() -> bytes:
+    """The java-serialized CheckpointProperties every exported `_metadata` ends with (the same 745 bytes in 1.18 to 2.3):
+    package data read through importlib.resources, so an installed package finds it (tests/test_packaging.py)."""
+    from importlib.resources import files
+
+    return files("flinkstate.flink.write").joinpath("savepoint_properties.bin").read_bytes()
+
+
+class SavepointExistsError(FlinkStateError, FileExistsError):
+    """The destination already holds a savepoint (`_metadata`)."""
+
+
+class UnsupportedFlinkVersionError(InvalidArgumentError):
+    """A target Flink release that export cannot write for (named, with the ones it can)."""
+
+
+def _older_than_1_18(line: str) -> bool:
+    try:
+        return tuple(int(x) for x in line.split(".")) < (1, 18)
+    except ValueError:
+        return False
+
+
+def metadata_version_for(flink_version: str) -> int:
+    """The `_metadata` version Flink `flink_version` ("1.20", "2.3.0", ...) restores; refused by name if not a target."""
+    line = ".".join(str(flink_version).strip().split(".")[:2])
+    if line not in TARGET_VERSIONS:
+        raise UnsupportedFlinkVersionError(
+            f"cannot write a savepoint for Flink {flink_version}: export targets Flink {', '.join(TARGET_VERSIONS)}"
+            + (" (Flink supports Java 17 from 1.18; older releases are not tested here)" if _older_than_1_18(line) else "")
+        )
+    return TARGET_VERSIONS[line]
+
+
+@dataclass
+class OperatorExport:
+    """One operator to write: uid, parallelism, keyed state and operator states (name -> (mode, table, meta))."""
+
+    uid: str
+    parallelism: int
+    max_parallelism: int
+    keyed: KeyedState | None = None
+    operator_states: dict[str, tuple[str, pa.Table, StateMeta]] = field(default_factory=dict)
+    name: str | None = None
+    coordinator_state: bytes | None = None
+    operator_id: str | None = None  # hex; default Flink's hash of the uid (an imported operator without uid keeps its id)
+
+
+def _ranges(p: int, maxp: int) -> list[tuple[int, int]]:
+    return [((i * maxp + p - 1) // p, ((i + 1) * maxp - 1) // p) for i in range(p)]
+
+
+def _key_groups(table: pa.Table, maxp: int) -> list[int]:
+    try:
+        return assign_key_groups(table.column("key"), maxp).to_pylist()
+    except InvalidArgumentError:
+        return table.column("key_group").to_pylist()
+
+
+def _state_records(name: str, meta: StateMeta, table: pa.Table, ks: KeyedState, maxp: int) -> dict[int, list[tuple[bytes, bytes]]]:
+    """Per key group, the sorted (key bytes without the flag, value bytes) of one state."""
+    ctx = f"state {name!r}"
+    prefix = 1 if maxp <= 128 else 2
+    kgs = _key_groups(table, maxp)
+    cols = {c: plain_values(table.column(c)) for c in table.column_names}
+    n = table.num_rows
+    by_key: dict[tuple[int, bytes], bytearray | list] = {}
+    if meta.backend_type == "PRIORITY_QUEUE":
+        node = meta.serializers["VALUE_SERIALIZER"]
+        kw, nw = make_writer(node.children[0], ctx), make_writer(node.children[1], ctx)
+        ns = cols.get("namespace", [None] * n)
+        out: dict[int, list[tuple[bytes, bytes]]] = {}
+        for i in range(n):
+            b = bytearray(kgs[i].to_bytes(prefix, "big"))
+            b += struct.pack(">Q", (cols["timestamp"][i] & ((1 << 64) - 1)) ^ _SIGN)
+            kw(b, cols["key"][i])
+            nw(b, ns[i])
+            out.setdefault(kgs[i], []).append((bytes(b), b""))
+        return {k: sorted(v) for k, v in out.items()}
+    vnode = meta.serializers["VALUE_SERIALIZER"]
+    nsnode = meta.serializers["NAMESPACE_SERIALIZER"]
+    kind = meta.keyed_type
+    kw, nw = make_writer(ks.key_type, ctx), make_writer(nsnode, ctx)
+    ambiguous = ks.key_type.fixed_width < 0 and nsnode.fixed_width < 0
+    elem = vnode.children[1] if kind == "MAP" else vnode.children[0] if kind == "LIST" else vnode
+    ukw = make_writer(vnode.children[0], ctx) if kind == "MAP" else None
+    ttl = elem.kind == "ttl"
+    ew = make_writer(elem.children[1] if ttl else elem, ctx)
+    ns = cols.get("namespace", [None] * n)
+    for i in range(n):
+        b = bytearray(kgs[i].to_bytes(prefix, "big"))
+        s = len(b)
+        kw(b, cols["key"][i])
+        if ambiguous:
+            _len_suffix(b, len(b) - s)
+        s = len(b)
+        nw(b, ns[i])
+        if ambiguous:
+            _len_suffix(b, len(b) - s)
+        if ukw is not None:
+            ukw(b, cols["user_key"][i])
+        v = bytearray()
+        val = cols["value"][i]
+        if kind == "MAP":
+            v.append(1 if val is None else 0)
+        if val is not None or kind != "MAP":
+            if ttl:
+                v += struct.pack(">q", cols["ttl_last_access"][i])
+            ew(v, val)
+        k = (kgs[i], bytes(b))
+        if kind == "LIST" and k in by_key:
+            by_key[k] += b"," + v
+        else:
+            by_key[k] = v
+    out = {}
+    for (kg, kb), v in sorted(by_key.items()):
+        out.setdefault(kg, []).append((kb, bytes(v)))
+    return out
+
+
+def _encode_state(op: OperatorExport, m: StateMeta, tables: dict[str, pa.Table]) -> dict[int, list[tuple[bytes, bytes]]]:
+    """_state_records with bad input (missing table or column, null key, value not fitting the serializer) as a typed error."""
+    where = f"operator {op.uid!r}, state {m.name!r}"
+    if m.name not in tables:
+        raise InvalidArgumentError(f"{where}: declared in the keyed state but no table was given")
+    try:
+        return _state_records(m.name, m, tables[m.name], op.keyed, op.max_parallelism)
+    except KeyError as e:
+        raise InvalidArgumentError(f"{where}: missing column {e}; got columns {tables[m.name].column_names}") from e
+    except (struct.error, TypeError, AttributeError, OverflowError, ValueError) as e:
+        raise InvalidArgumentError(f"{where}: a value does not fit its Flink serializer: {e}") from e
+
+
+def _len_suffix(b: bytearray, n: int) -> None:
+    b.append(n & 0xFF)
+    n >>= 8
+    while n:
+        b.append(n & 0xFF)
+        n >>= 8
+
+
+def _keyed_file(op: OperatorExport, kg_range: tuple[int, int], records: list[dict[int, list]], metas: list[StateMeta], compress: bool) -> tuple[bytes, list[int]]:
+    out = bytearray(struct.pack(">i?i", 6, compress, 2))
+    write_type(out, op.keyed.key_type)
+    out += struct.pack(">h", len(metas))
+    for m in metas:
+        write_state_meta(out, m)
+    offsets = []
+    for kg in range(kg_range[0], kg_range[1] + 1):
+        runs = [(sid, recs[kg]) for sid, recs in enumerate(records) if recs.get(kg)]
+        if not runs:
+            offsets.append(0)
+            continue
+        offsets.append(len(out))
+        s = bytearray(struct.pack(">H", runs[0][0]))
+        for j, (_, recs) in enumerate(runs):
+            for r, (kb, vb) in enumerate(recs):
+                last = r == len(recs) - 1
+                key = bytes([kb[0] | 0x80]) + kb[1:] if last else kb
+                s += struct.pack(">i", len(key)) + key + struct.pack(">i", len(vb)) + vb
+                if last:
+                    s += struct.pack(">H", runs[j + 1][0] if j + 1 < len(runs) else 0xFFFF)
+        out += snappy_frame(bytes(s)) if compress else s
+    return bytes(out), offsets
+
+
+def _operator_file(op: OperatorExport, index: int) -> tuple[bytes, dict[str, tuple[int, list[int]]]] | None:
+    lists = {n: s for n, s in op.operator_states.items() if s[0] != "BROADCAST"}
+    bcast = {n: s for n, s in op.operator_states.items() if s[0] == "BROADCAST"}
+    out = bytearray(struct.pack(">i?h", 6, False, len(lists)))
+    for _, (_, _, m) in lists.items():
+        write_state_meta(out, m)
+    out += struct.pack(">h", len(bcast))
+    for _, (_, _, m) in bcast.items():
+        write_state_meta(out, m)
+    handles: dict[str, tuple[int, list[int]]] = {}
+    modes = {"SPLIT_DISTRIBUTE": 0, "UNION": 1, "BROADCAST": 2}
+    for name, (mode, table, m) in op.operator_states.items():
+        sub = [s % op.parallelism for s in table.column("subtask").to_pylist()]
+        rows = [i for i, s in enumerate(sub) if s == index]
+        vw = make_writer(m.serializers["VALUE_SERIALIZER"], f"operator {op.uid}, state {name!r}")
+        values = plain_values(table.column("value"))
+        offs = []
+        if mode == "BROADCAST":
+            kw = make_writer(m.serializers["KEY_SERIALIZER"], f"operator {op.uid}, state {name!r}")
+            keys = plain_values(table.column("key"))
+            offs.append(len(out))
+            out += struct.pack(">i", len(rows))
+            for i in rows:
+                kw(out, keys[i])
+                vw(out, values[i])
+        else:
+            for i in rows:
+                offs.append(len(out))
+                vw(out, values[i])
+        handles[name] = (modes[mode], offs)
+    return bytes(out), handles
+
+
+def _stream(rel: str, size: int) -> bytes:
+    return b"\x06" + encode_utf(rel) + struct.pack(">q", size)
+
+
+def check_destination(dest: str) -> str:
+    """The absolute dest, if a savepoint may be written there (a new or empty folder); SavepointExistsError otherwise."""
+    dest = os.path.abspath(dest)
+    if os.path.exists(os.path.join(dest, "_metadata")):
+        raise SavepointExistsError(f"{dest} already holds a savepoint (_metadata); choose an empty destination")
+    if os.path.isdir(dest) and os.listdir(dest):
+        raise SavepointExistsError(f"{dest} is not empty; choose an empty destination")
+    return dest
+
+
+def write_savepoint(dest: str, operators: list[OperatorExport], *, checkpoint_id: int = 1, compression: bool = False,
+                    flink_version: str = DEFAULT_FLINK_VERSION) -> str:
+    """Write a canonical savepoint directory at dest for Flink `flink_version` (refused if dest holds `_metadata`); returns dest."""
+    version = metadata_version_for(flink_version)
+    dest = check_destination(dest)
+    # Encode everything before writing any file (type errors surface first).
+    planned = []
+    for op in operators:
+        keyed = None
+        if op.keyed is not None:
+            metas = [op.keyed.meta[n] for n in op.keyed.meta]
+            tables = {**op.keyed.states, **{TIMER_PREFIX + k: v for k, v in op.keyed.timers.items()}}
+            records = [_encode_state(op, m, tables) for m in metas]
+            keyed = (metas, records)
+        planned.append((op, keyed))
+    parent = os.path.dirname(dest)
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f".{os.path.basename(dest)}.tmp-{uuid.uuid4().hex}")
+    os.makedirs(tmp)
+    try:
+        meta = bytearray(struct.pack(">iiqii", MAGIC, version, checkpoint_id, 0, len(planned)))
+        for op, keyed in planned:
+            h = bytes.fromhex(op.operator_id) if op.operator_id else murmur3_128(op.uid.encode("utf-8"))
+            if version >= 5:  # 1.x metadata has no names or uids: Flink finds operators by the id hashed from the uid
+                meta += encode_utf(op.name or "") + encode_utf(op.uid)
+            meta += h
+            meta += struct.pack(">ii", op.parallelism, op.max_parallelism)
+            if op.coordinator_state is not None:
+                meta += b"\x01" + encode_utf(f"coordinator-{op.uid}") + struct.pack(">i", len(op.coordinator_state)) + op.coordinator_state
+            else:
+                meta += b"\x00"
+            meta += struct.pack(">i", op.parallelism)
+            for i, rng in enumerate(_ranges(op.parallelism, op.max_parallelism)):
+                meta += struct.pack(">i", i)
+                if op.operator_states:
+                    data, handles = _operator_file(op, i)
+                    rel = uuid.uuid4().hex
+                    with open(os.path.join(tmp, rel), "wb") as f:
+                        f.write(data)
+                    meta += struct.pack(">ib", 1, 4) + struct.pack(">i", len(handles))
+                    for name, (mode, offs) in handles.items():
+                        meta += encode_utf(name) + struct.pack(">bi", mode, len(offs)) + b"".join(struct.pack(">q", o) for o in offs)
+                    meta += _stream(rel, len(data))
+                else:
+                    meta += struct.pack(">i", 0)
+                meta += struct.pack(">i", 0)
+                if keyed is not None:
+                    data, offs = _keyed_file(op, rng, keyed[1], keyed[0], compression)
+                    rel = uuid.uuid4().hex
+                    with open(os.path.join(tmp, rel), "wb") as f:
+                        f.write(data)
+                    meta += struct.pack(">bii", 7, rng[0], len(offs)) + b"".join(struct.pack(">q", o) for o in offs)
+                    meta += _stream(rel, len(data))
+                else:
+                    meta += b"\x00"
+                meta += b"\x00" + struct.pack(">ii", 0, 0)
+        meta += _savepoint_properties()
+        with open(os.path.join(tmp, "_metadata"), "wb") as f:
+            f.write(meta)
+        if os.path.isdir(dest):
+            os.rmdir(dest)
+        os.rename(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
