@@ -1,7 +1,7 @@
 """Benchmark: read-path overhead of the integrity checks (goal: under 5% of a full read).
 
-A full read of one keyed state (full files in several key-group ranges plus deltas) through
-`read_view`, with the checks (`verify=True`: the file fetched whole, size, crc32 checksum,
+A read of every file of one keyed state (full files in several key-group ranges plus deltas) through
+`read_data_file`, the one file reader the scan path uses, with the checks (`verify=True`: the file fetched whole, size, crc32 checksum,
 footer identity, row count, column types, key-group range) and without them (`verify=False`:
 the reader as it was before, a Parquet dataset scan checking format version and row count),
 timed alternately in the same process, best of `--repeat`. Also times the per-read check of
@@ -33,9 +33,8 @@ import pyarrow as pa
 import flinkstate as fs
 from flinkstate.format import constants as C
 from flinkstate.format.checks import bytes_problems, footer_problems, key_group_problems
-from flinkstate.format.datafile import _PARQUET, primary_key_columns
+from flinkstate.format.datafile import _PARQUET, read_data_file
 from flinkstate.format.deltacheck import check_table_files
-from flinkstate.format.merge import read_view
 
 GOAL_OVERHEAD = 0.05
 MAX_PARALLELISM = 128
@@ -74,10 +73,10 @@ def run(rows: int, files: int, deltas: int, repeat: int, path: str | None, seed:
         store = build(root, rows, files, deltas, seed)
         r = store.record()
         entries = store.state_files("op", "count")
-        pk = primary_key_columns(DESC)
 
         def read(verify: bool) -> pa.Table:
-            return read_view(store.io, entries, pk, r.max_parallelism, descriptor=DESC, verify=verify)
+            return pa.concat_tables([read_data_file(store.io, e, descriptor=DESC, verify=verify, max_parallelism=r.max_parallelism)
+                                     for e in entries], promote_options="default")
 
         assert read(True).equals(read(False)), "the checked and unchecked reads disagree"
         on, off = float("inf"), float("inf")

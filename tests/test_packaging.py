@@ -57,7 +57,7 @@ def test_the_wheel_holds_every_file_the_packages_open(tmp_path: Path) -> None:
     wheel = zipfile.ZipFile(build_wheel(tmp_path))
     names = set(wheel.namelist())
     found = package_files()
-    assert "flinkstate/flink/savepoint_properties.bin" in found["named"]  # the export's CheckpointProperties tail
+    assert "flinkstate/flink/write/savepoint_properties.bin" in found["named"]  # the export's CheckpointProperties tail
     missing = [f for f in found["data"] + found["named"] if f not in names]
     assert not missing, f"files the packages open that a regular install does not get: {missing} (pyproject package-data)"
     # data is loaded through importlib.resources only: a path built from __file__ would escape this check

@@ -120,6 +120,8 @@ def conform(table: pa.Table, schema: pa.Schema, what: str) -> pa.Table:
                 raise SchemaMismatchError(f"{what}: column {f.name!r} of type {col.type} cannot be cast to {f.type}: {e}") from e
         if not f.nullable and col.null_count:
             raise SchemaMismatchError(f"{what}: column {f.name!r} has {col.null_count} null values but may not be null")
+        if f.name == C.COL_TTL:
+            _check_ttl_timestamps(col, what)
         arrays.append(col)
     extra = [n for n in table.column_names if n not in schema.names and n != C.COL_KEY_GROUP]
     if C.COL_TOMBSTONE in extra:  # a full write may carry a delta's tombstone column if it deletes nothing
@@ -130,6 +132,15 @@ def conform(table: pa.Table, schema: pa.Schema, what: str) -> pa.Table:
         hint = "; this state declares no namespace" if C.COL_NAMESPACE in extra else ""
         raise SchemaMismatchError(f"{what}: unknown columns {extra}{hint}; expected columns {schema.names}")
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _check_ttl_timestamps(col: Any, what: str) -> None:
+    """Last-access times are epoch milliseconds >= 0, as Flink's processing time gives them (never Long.MIN_VALUE)."""
+    flat = pc.list_flatten(col) if pa.types.is_list(col.type) else col
+    low = pc.min(flat).as_py() if len(flat) else None
+    if low is not None and low < 0:
+        raise InvalidArgumentError(f"{what}: column {C.COL_TTL!r} holds the last-access time {low}; "
+                                   "TTL timestamps are epoch milliseconds >= 0")
 
 
 def as_table(table: Any, what: str) -> pa.Table:

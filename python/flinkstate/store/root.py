@@ -75,7 +75,11 @@ class StoreRoot(ReadApi):
 
     def checkpoints(self, *, include_discarded: bool = False) -> list[CheckpointInfo]:
         """Committed checkpoints and savepoints, oldest first (retained ones unless asked)."""
-        return [_info(r) for r in self._records(include_discarded)]
+        records = self._records(include_discarded)
+        for r in records:
+            if not r.damage:  # a damaged row is listed as damaged; a newer format is not this release's to list
+                _check_format_version(r)
+        return [_info(r) for r in records]
 
     def latest_checkpoint_id(self) -> int | None:
         """Id of the newest retained checkpoint or savepoint (None when there is none)."""
@@ -196,6 +200,13 @@ def _check_version(r: LogRecord) -> LogRecord:
 
     if r.damage:
         raise CorruptFileError(f"{r.damage}; other checkpoints are not affected and read by id")
+    return _check_format_version(r)
+
+
+def _check_format_version(r: LogRecord) -> LogRecord:
+    """CorruptFileError naming the checkpoint and its version unless this release reads the format it was written in."""
+    from flinkstate.core.errors import CorruptFileError
+
     versions = {r.format_version, r.metadata.get("format_version", C.FORMAT_VERSION)}
     unknown = [v for v in versions if v not in C.SUPPORTED_FORMAT_VERSIONS]
     if unknown:

@@ -8,6 +8,7 @@ so they are self-contained. The commit is planned against the log version read i
 from __future__ import annotations
 
 import datetime as dt
+import numbers
 import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -87,6 +88,8 @@ class CheckpointWriter:
     ) -> None:
         if kind not in (C.CHECKPOINT, C.SAVEPOINT):
             raise InvalidArgumentError(f"kind must be 'checkpoint' or 'savepoint', got {kind!r}")
+        if not (base is None or base == "latest" or (isinstance(base, numbers.Integral) and not isinstance(base, bool))):
+            raise InvalidArgumentError(f"base must be a checkpoint id (an int), 'latest' or None, got {base!r}")
         self.store = store
         self.io = store.io
         self.kind = kind
@@ -198,6 +201,7 @@ class CheckpointWriter:
             self._new_paths.append(e.path)
 
     def _check_keyed(self, operator: str, desc: KeyedStateDescriptor, allow_schema_change: bool) -> OperatorMetadata:
+        _check_descriptor(operator, desc, KeyedStateDescriptor, "KeyedStateDescriptor")
         op = self._op(operator)
         if desc.name in op.timer_services:
             raise InvalidArgumentError(f"operator {operator!r}: {desc.name!r} is already a timer service")
@@ -340,6 +344,7 @@ class CheckpointWriter:
 
         A full put must hold each timer (key, namespace, timestamp) once: DuplicateKeyError otherwise.
         """
+        _check_descriptor(operator, descriptor, TimerServiceDescriptor, "TimerServiceDescriptor")
         op = self._op(operator)
         if descriptor.name in op.keyed_states:
             raise InvalidArgumentError(f"operator {operator!r}: {descriptor.name!r} is already a keyed state")
@@ -357,6 +362,7 @@ class CheckpointWriter:
 
     def put_operator_state(self, operator: str, descriptor: OperatorStateDescriptor, table: pa.Table) -> FileEntry:
         """Replace an operator state (subtask, [key], value)."""
+        _check_descriptor(operator, descriptor, OperatorStateDescriptor, "OperatorStateDescriptor")
         op = self._op(operator)
         entry = write_operator_state_file(self.io, operator, descriptor, table, checkpoint_id=self.checkpoint_id, checkpoint_kind=self.kind, seq=self._next_seq())
         self._drop(operator, "operator", descriptor.name)
@@ -708,3 +714,10 @@ def _json(doc: Any) -> str:
     import json
 
     return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+def _check_descriptor(operator: str, desc: object, kind: Any, kind_name: str) -> None:
+    """InvalidArgumentError naming the operator unless desc is a descriptor of that kind (a state's name is not one)."""
+    if not isinstance(desc, kind):
+        raise InvalidArgumentError(f"operator {operator!r}: the descriptor must be {'an' if kind_name[0] in 'AEIOU' else 'a'} {kind_name}, got {desc!r} "
+                                   f"({type(desc).__name__}); declare the state with flinkstate's descriptors")

@@ -70,7 +70,8 @@ def test_fresh_non_incremental_snapshots_match_dump(tmp_path: Path, backend: str
 def test_fresh_non_incremental_savepoint_imports_every_entry(tmp_path: Path) -> None:
     """`flinkstate import` of a RocksDB savepoint without incremental snapshots commits every entry (it committed
     empty states when the private SSTs were not read)."""
-    from test_import import _flink_entries, _store_entries
+    from flink_dump import flink_entries as _flink_entries
+    from flink_dump import store_entries as _store_entries
 
     import flinkstate as fs
     from flinkstate.flink import read_metadata

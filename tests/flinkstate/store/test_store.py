@@ -54,7 +54,7 @@ def test_every_state_kind_round_trips_with_nested_types(job_root: str) -> None:
                            "value": pa.array([_value(k) for k in keys], VALUE_T)}),
         "list": pa.table({"key": keys, "value": pa.array([[_value(k), _value(k + 1)] for k in keys], pa.list_(VALUE_T))}),
         "map": pa.table({"key": [k for k in keys for _ in range(2)], "user_key": [u for _ in keys for u in ("x", "ü日本")],
-                         "value": pa.array([_value(k) for k in keys for _ in range(2)], VALUE_T), "ttl_timestamp": [k * 10 for k in keys for _ in range(2)]}),
+                         "value": pa.array([_value(k) for k in keys for _ in range(2)], VALUE_T), "ttl_timestamp": [(k + 50) * 10 for k in keys for _ in range(2)]}),
         "reducing": pa.table({"key": keys, "value": [k / 3 for k in keys]}),
         "aggregating": pa.table({"key": keys, "value": [{"sum": k, "n": 1} for k in keys]}),
     }
@@ -152,7 +152,34 @@ def test_checkpoint_written_by_an_unknown_format_version_is_refused(populated: f
     populated.catalog.commit_log(row, populated.catalog.log_version())  # type: ignore[arg-type]
     with pytest.raises(fs.CorruptFileError, match=f"checkpoint 3 was written in format version {future}"):
         populated.read_state("sessions", "count")
+    with pytest.raises(fs.CorruptFileError, match=f"checkpoint 3 was written in format version {future}; this release reads"):
+        populated.checkpoints()  # not listed like any other
     assert populated.read_state("sessions", "count", 2).num_rows == 3
+
+
+def test_loose_ends_are_typed_errors_and_change_nothing(populated: fs.CheckpointStore) -> None:
+    """Bad arguments found by probing: each a typed error naming the culprit, nothing committed."""
+    before = _snapshot(populated)
+    with pytest.raises(fs.InvalidArgumentError, match=r"path must be a local path or URL .* got None \(NoneType\)"):
+        fs.open(None)  # type: ignore[arg-type]
+    with pytest.raises(fs.InvalidArgumentError, match="checkpoint_ids must be a list of checkpoint ids"):
+        populated.discard(5)  # type: ignore[arg-type]
+    for base in ("3", "2", True, 2.0):
+        with pytest.raises(fs.InvalidArgumentError, match=f"base must be a checkpoint id \\(an int\\), 'latest' or None, got {base!r}"):
+            populated.begin(base=base)  # type: ignore[arg-type]
+    with populated.begin() as w:
+        with pytest.raises(fs.InvalidArgumentError, match="operator 'sessions': the descriptor must be a KeyedStateDescriptor, got 'count' \\(str\\)"):
+            w.put_state("sessions", "count", pa.table({"key": ["a"], "value": [1]}))  # type: ignore[arg-type]
+        with pytest.raises(fs.InvalidArgumentError, match="the descriptor must be a TimerServiceDescriptor"):
+            w.put_timers("sessions", VALUE, pa.table({"key": ["a"], "timestamp": [1]}))  # type: ignore[arg-type]
+        with pytest.raises(fs.InvalidArgumentError, match="the descriptor must be an OperatorStateDescriptor"):
+            w.put_operator_state("src", VALUE, pa.table({"subtask": pa.array([0], pa.int32()), "value": [1]}))  # type: ignore[arg-type]
+        ttl = fs.ValueStateDescriptor(name="ttl_count", value_type=pa.int64(), ttl=fs.StateTtlConfig(ttl_ms=1000))
+        for ts in (-(2**63), -1):
+            with pytest.raises(fs.InvalidArgumentError, match=f"state 'ttl_count'.*'ttl_timestamp' holds the last-access time {ts}"):
+                w.put_state("sessions", ttl, pa.table({"key": ["a", "b"], "value": [1, 2], "ttl_timestamp": [5, ts]}))
+        w.abort()
+    assert _snapshot(populated) == before
 
 
 def test_state_descriptors_used(job):

@@ -200,6 +200,8 @@ def open_store(path: str | os.PathLike[str], storage_options: dict[str, Any] | N
     read-only `flinkstate.flink.bridge.source.FlinkSource` with the same read API; `flink` keywords
     (raw_values, row_fields, ttl, reference_ms) go to it and are refused for a flinkstate root.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidArgumentError(f"path must be a local path or URL (str or os.PathLike), got {path!r} ({type(path).__name__})")
     if is_flink_path(os.fspath(path), storage_options):
         return FlinkSource(path, storage_options=storage_options, **flink)
     if flink:

@@ -11,11 +11,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from flink_dump import KEYED_OPERATORS, OPERATOR_STATES
+from flink_dump import flink_entries as _flink_entries
+from flink_dump import store_entries as _store_entries
 
 import flinkstate as fs
 from flinkstate.cli import main
 from flinkstate.core.errors import CorruptFileError
-from flinkstate.flink import read_keyed_state, read_metadata, read_operator_state
+from flinkstate.flink import read_metadata, read_operator_state
 from flinkstate.flink.bridge.importer import import_savepoint
 from flinkstate.flink.bridge.store_export import export_savepoint
 
@@ -29,48 +31,6 @@ SAVEPOINTS = {
     "rocksdb-native": FIXTURES / "flink-2.3-rocksdb" / "rocksdb" / "savepoint",
     "rocksdb-incremental": FIXTURES / "flink-2.3-rocksdb" / "rocksdb-checkpoint" / "checkpoint",
 }
-
-
-def _norm(v: Any) -> Any:
-    if isinstance(v, dict):
-        return tuple((k, _norm(x)) for k, x in v.items())
-    if isinstance(v, list):
-        return tuple(_norm(x) for x in v)
-    return v.hex() if isinstance(v, bytes) else v
-
-
-def _flink_entries(meta, uid: str) -> dict[str, set]:
-    """What the Flink reader holds per state: (key_group, key, [user_key], value, [ttl]) per element."""
-    ks = read_keyed_state(meta, uid)
-    out = {}
-    for name, t in list(ks.states.items()) + list(ks.timers.items()):
-        cols = [c for c in ("key_group", "key", "namespace", "user_key", "timestamp", "value", "ttl_last_access") if c in t.column_names]
-        out[name] = {tuple(_norm(r[c]) for c in cols) for r in t.to_pylist()}
-    return out
-
-
-def _store_entries(store, uid: str) -> dict[str, set]:
-    """The same from the imported flinkstate savepoint (list state exploded to elements)."""
-    meta = store.metadata()
-    op = meta.operators[uid]
-    out = {}
-    for name in op.keyed_states:
-        t = store.read_state(uid, name, raw=True)  # stored rows: list per key, last-access times
-        rows = set()
-        for r in t.to_pylist():
-            base = [r["key_group"], r["key"]] + ([_norm(r["namespace"])] if "namespace" in r else [])
-            if op.keyed_states[name].kind == "list":  # list state: one entry per element, its own last-access time
-                ttls = r.get("ttl_timestamp") or [None] * len(r["value"])
-                rows |= {tuple(base + [_norm(v)] + ([ts] if "ttl_timestamp" in r else [])) for v, ts in zip(r["value"], ttls)}
-            else:
-                rows.add(tuple(base + ([r["user_key"]] if "user_key" in r else []) + [_norm(r["value"])]
-                               + ([r["ttl_timestamp"]] if "ttl_timestamp" in r else [])))
-        out[name] = rows
-    for name in op.timer_services:
-        t = store.read_timers(uid, name)
-        out[name] = {(r["key_group"], r["key"], r["timestamp"]) if "namespace" not in r else (r["key_group"], r["key"], _norm(r["namespace"]), r["timestamp"])
-                     for r in t.to_pylist()}
-    return out
 
 
 def _import(src: Path, root: Path) -> Any:
