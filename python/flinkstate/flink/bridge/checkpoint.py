@@ -77,11 +77,12 @@ def _conform(t: pa.Table, schema: pa.Schema) -> pa.Table:
     return conform(t, schema)
 
 
-def _decoded(meta: FlinkMetadata, uid: str, subtask: int, key_groups: list[int] | None) -> dict[str, Any]:
-    """One subtask's decoded states; with key groups asked, a canonical or heap file is read only in their byte ranges."""
+def _decoded(meta: FlinkMetadata, uid: str, subtask: int, key_groups: list[int] | None, states: list[str] | None = None) -> dict[str, Any]:
+    """One subtask's decoded states (with `states`, only their records); with key groups asked, a canonical or heap file is
+    read only in their byte ranges."""
     op = meta.operator(uid)
     sub = next(s for s in op.subtasks if s.index == subtask)
-    return decode_subtask(meta, op, sub, key_groups)
+    return decode_subtask(meta, op, sub, key_groups, states)
 
 
 def _restrict(t: pa.Table, key_groups: list[int] | None, keys: list[Any] | None) -> pa.Table:
@@ -112,7 +113,7 @@ class FlinkStateTask(KeyedTask):
     raw_values: bool = False
 
     def stored_rows(self) -> pa.Table | None:
-        dec = _decoded(self.meta, self.uid, self.subtask, self.key_groups).get(self.state)
+        dec = _decoded(self.meta, self.uid, self.subtask, self.key_groups, [self.state]).get(self.state)
         if dec is None:
             return None
         return _restrict(stored_rows(dec.table(self.raw_values), self.desc), self.key_groups, self.keys)
@@ -135,7 +136,7 @@ class FlinkTimerTask(TimerTask):
     def service_rows(self) -> Iterator[tuple[TimerServiceDescriptor, pa.Table]]:
         import pyarrow.dataset as ds
 
-        decoded = _decoded(self.meta, self.uid, self.subtask, self.key_groups)
+        decoded = _decoded(self.meta, self.uid, self.subtask, self.key_groups, [TIMER_PREFIX + sd["name"] for sd in self.services])
         for sd in self.services:
             s = TimerServiceDescriptor.from_dict(sd)
             dec = decoded.get(TIMER_PREFIX + s.name)

@@ -43,6 +43,7 @@ from flinkstate.flink.meta.metadata import (
 )
 from flinkstate.flink.meta.names import lookup, state_key
 from flinkstate.flink.pyflink.coders import (
+    PREFIX,
     PyFlinkDecoder,
     pyflink_states,
     row_key_groups,
@@ -225,23 +226,25 @@ def subtask_range(sub: SubtaskState) -> tuple[int, int] | None:
 
 
 def decode_subtask(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskState,
-                   key_groups: list[int] | None = None) -> dict[str, _StateDecoder]:
-    """Every keyed state and timer service of one subtask, decoded (by Flink state name).
+                   key_groups: list[int] | None = None, states: Iterable[str] | None = None) -> dict[str, _StateDecoder]:
+    """Every keyed state and timer service of one subtask (by state name), decoded; with `states` (Flink names),
+    only their records are decoded (the others come back empty), so reading one state does not decode the operator's.
 
     With key groups asked, a canonical or heap file is read only in their byte ranges (per-key-group offsets).
     """
+    only = None if states is None else frozenset(n for s in states for n in (s, PREFIX + s))  # PyFlink's `X` is python-state-X
     h = sub.managed_keyed
     if h is None:
         return {}
     if sub.raw_keyed is not None:
         raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} has raw keyed state, which is not supported")
     if key_groups is not None and isinstance(h, KeyGroupsHandle):
-        return pyflink_states(meta, op, decode_key_groups(h, meta.directory, op, key_groups)[2])
+        return pyflink_states(meta, op, decode_key_groups(h, meta.directory, op, key_groups, only=only)[2])
     if isinstance(h, UnsupportedKeyedHandle):
         if h.meta_stream is None:
             raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} uses {h.kind}, which is not supported")
-        return pyflink_states(meta, op, decode_rocksdb_handle(h, meta.directory, op)[2])
-    return pyflink_states(meta, op, decode_keyed_handle(h, meta.directory, op)[2])
+        return pyflink_states(meta, op, decode_rocksdb_handle(h, meta.directory, op, only=only)[2])
+    return pyflink_states(meta, op, decode_keyed_handle(h, meta.directory, op, only=only)[2])
 
 
 def subtask_states(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskState) -> dict[str, _StateDecoder]:

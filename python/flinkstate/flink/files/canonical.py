@@ -14,7 +14,10 @@ RocksDB native/incremental state (`rocksdb`), so every format yields the same ta
 from __future__ import annotations
 
 import struct
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -354,9 +357,13 @@ def _key_group_streams(data: bytes, handle: KeyGroupsHandle, compressed: bool, w
 
 
 def decode_keyed_handle(
-    handle: KeyGroupsHandle, base_dir: str, op: OperatorState, decoders: dict[str, _StateDecoder] | None = None
+    handle: KeyGroupsHandle, base_dir: str, op: OperatorState, decoders: dict[str, _StateDecoder] | None = None,
+    only: frozenset[str] | None = None,
 ) -> tuple[TypeNode, list[StateMeta], dict[str, _StateDecoder]]:
     """Decode one subtask's canonical or heap-native keyed-state stream, adding its entries to decoders (by state name).
+
+    only: decode the records of these states alone (the others' decoders stay empty); a read of one state
+    then costs that state's records, not the operator's. Heap-native streams are decoded whole.
 
     Subtasks may list their states in different orders (states registered lazily): the state ids
     of each file are mapped by name; one state with different serializers in two files is refused.
@@ -383,13 +390,12 @@ def decode_keyed_handle(
             dec.plan = None
         decode_heap_key_groups(data, handle, compressed, by_id, where, ctx)
         return key_type, metas, decoders
-    buf, groups = _key_group_streams(data, handle, compressed, where)
-    src = Source(buf)
     kg = handle.start
     try:
-        framed = frame_records(src.arr, groups, len(buf), prefix, len(by_id))
+        buf, groups, framed = _framed_stream(data, handle, compressed, where, prefix, len(by_id))
+        src = Source(buf)
         if framed is not None:
-            _decode_framed(src, *framed, prefix, by_id)
+            _decode_framed(src, *framed, prefix, by_id, only)
             return key_type, metas, decoders
         for kg, pos in groups:
             _decode_key_group(src, pos, kg, prefix, by_id)
@@ -402,6 +408,35 @@ def decode_keyed_handle(
         at = f"key group {kg}" if kg >= 0 else f"a key group of {handle.start}..{handle.end}"
         raise CorruptFileError(f"{where}: {ctx}: {at} is corrupt or truncated: {e}") from e
     return key_type, metas, decoders
+
+
+# The framing of the subtask streams read last (record starts, state ids, key groups): reading each state of an
+# operator in turn (a task per state and subtask) frames each file once, not once per state. Files are immutable;
+# the newest entries up to _FRAMED_MAX bytes of streams in all are kept (least recently used dropped first).
+_FRAMED: OrderedDict[tuple[object, ...], tuple[bytes, list[tuple[int, int]], Any]] = OrderedDict()
+_FRAMED_LOCK = threading.Lock()
+_FRAMED_MAX = 256 << 20
+
+
+def _framed_stream(data: bytes, handle: KeyGroupsHandle, compressed: bool, where: str, prefix: int,
+                   n_states: int) -> tuple[bytes, list[tuple[int, int]], Any]:
+    """The key-group stream of a canonical file and its framing (`frame_records`), from the cache when just framed."""
+    cacheable = handle.stream.data is None and len(data) <= _FRAMED_MAX
+    key = (where, len(data), handle.start, handle.end, handle.offsets.tobytes(), compressed, prefix, n_states)
+    if cacheable:
+        with _FRAMED_LOCK:
+            hit = _FRAMED.get(key)
+            if hit is not None:
+                _FRAMED.move_to_end(key)
+                return hit
+    buf, groups = _key_group_streams(data, handle, compressed, where)
+    out = (buf, groups, frame_records(Source(buf).arr, groups, len(buf), prefix, n_states))
+    if cacheable:
+        with _FRAMED_LOCK:
+            _FRAMED[key] = out
+            while sum(len(v[0]) for v in _FRAMED.values()) > _FRAMED_MAX and len(_FRAMED) > 1:
+                _FRAMED.popitem(last=False)
+    return out
 
 
 def header_bytes(handle: KeyGroupsHandle, base_dir: str) -> bytes:
@@ -457,7 +492,8 @@ def _looks_heap(handle: KeyGroupsHandle, parts: dict[int, bytes], stream: Stream
 
 
 def decode_key_groups(
-    handle: KeyGroupsHandle, base_dir: str, op: OperatorState, key_groups: list[int], decoders: dict[str, _StateDecoder] | None = None
+    handle: KeyGroupsHandle, base_dir: str, op: OperatorState, key_groups: list[int], decoders: dict[str, _StateDecoder] | None = None,
+    only: frozenset[str] | None = None,
 ) -> tuple[TypeNode, list[StateMeta], dict[str, _StateDecoder]]:
     """Decode only these key groups of a canonical or heap-native stream, reading just the header and their byte ranges.
 
@@ -467,7 +503,7 @@ def decode_key_groups(
     """
     stream = handle.stream
     if stream.data is not None:  # inline in _metadata: already in memory
-        return decode_keyed_handle(handle, base_dir, op, decoders)
+        return decode_keyed_handle(handle, base_dir, op, decoders, only)
     offsets = handle.offsets
     wanted = sorted({k - handle.start for k in key_groups if handle.start <= k <= handle.end})
     parts = _read_segments(stream, base_dir, _segments(handle, [i for i in wanted if offsets[i] > 0]), handle.start)
@@ -499,7 +535,7 @@ def decode_key_groups(
         pos += len(parts[i])
     buf = b"".join(chunks)
     sub = KeyGroupsHandle(handle.kind, handle.start, new, StreamHandle(stream.kind, stream.path, len(buf), buf, stream.files))
-    return decode_keyed_handle(sub, base_dir, op, decoders)
+    return decode_keyed_handle(sub, base_dir, op, decoders, only)
 
 
 def _compact(kind: str, start: int, header: bytes, parts: list[bytes], stream: StreamHandle) -> KeyGroupsHandle:
@@ -574,7 +610,8 @@ def _decode_key_group(src: Source, pos: int, kg: int, prefix: int, decoders: lis
 
 
 def decode_rocksdb_handle(
-    handle: UnsupportedKeyedHandle, base_dir: str, op: OperatorState, decoders: dict[str, _StateDecoder] | None = None
+    handle: UnsupportedKeyedHandle, base_dir: str, op: OperatorState, decoders: dict[str, _StateDecoder] | None = None,
+    only: frozenset[str] | None = None,
 ) -> tuple[TypeNode, list[StateMeta], dict[str, _StateDecoder]]:
     """Decode one subtask's RocksDB/ForSt native or incremental state (SST files): merged records to the canonical decoders.
 
@@ -604,7 +641,7 @@ def decode_rocksdb_handle(
         if dec is None:
             dec = decoders[m.name] = _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}")
         acc = families.get(m.name)
-        if acc is None or not acc.pairs:
+        if acc is None or not acc.pairs or (only is not None and m.name not in only):
             continue
         pairs = acc.pairs
         before = dec.row_count()
@@ -632,15 +669,16 @@ def _check_rows(dec: _StateDecoder, acc: FamilyAccount, rows: int, where: str) -
 
 
 def _decode_framed(src: Source, starts: np.ndarray, sids: np.ndarray, kgs: np.ndarray, prefix: int,
-                   decoders: list[_StateDecoder]) -> None:
-    """Decode records located by frame_records: per state at once, or one by one for states without a plan."""
+                   decoders: list[_StateDecoder], only: frozenset[str] | None = None) -> None:
+    """Decode records located by frame_records: per state at once, or one by one for states without a plan;
+    with `only`, the records of the other states are skipped."""
     order = np.argsort(sids, kind="stable")
     bounds = np.searchsorted(sids[order], np.arange(len(decoders) + 1))
     unpack_i32 = _I32.unpack_from
     buf = src.buf
     for i, dec in enumerate(decoders):
         sel = order[bounds[i] : bounds[i + 1]]
-        if not len(sel):
+        if not len(sel) or (only is not None and dec.meta.name not in only):
             continue
         if dec.plan is not None:
             dec.decode_records(src, starts[sel], kgs[sel])
