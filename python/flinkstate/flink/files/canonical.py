@@ -35,6 +35,7 @@ from flinkstate.flink.files.heap import decode_heap_key_groups, is_heap_native
 from flinkstate.flink.files.rocksdb import (
     FamilyAccount,
     column_families,
+    key_groups_of_keys,
     records_buffer,
 )
 from flinkstate.flink.meta.metadata import (
@@ -641,14 +642,12 @@ def decode_rocksdb_handle(
         if dec is None:
             dec = decoders[m.name] = _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}")
         acc = families.get(m.name)
-        if acc is None or not acc.pairs or (only is not None and m.name not in only):
+        if acc is None or not acc.live or (only is not None and m.name not in only):
             continue
-        pairs = acc.pairs
         before = dec.row_count()
-        buf, offsets = records_buffer(pairs)
+        buf, starts = records_buffer(acc.live_keys, acc.live_values)
         src = Source(buf)
-        starts = np.array(offsets, np.int64)
-        kgs = np.array([int.from_bytes(k[:prefix], "big") for k, _ in pairs], np.int32)
+        kgs = key_groups_of_keys(acc.live_keys, prefix).astype(np.int32)
         try:
             _decode_framed(src, starts, np.zeros(len(starts), np.int64), kgs, prefix, [dec])
         except KeyGroupCorrupt as e:
@@ -661,7 +660,7 @@ def _check_rows(dec: _StateDecoder, acc: FamilyAccount, rows: int, where: str) -
     """One row per live record (a list state at least one per key): else the read would lose rows silently."""
     if dec.unreadable is not None:
         return  # its values cannot be read: reading the state raises UnsupportedSerializerError
-    live = len(acc.pairs)
+    live = acc.live
     if rows == live or (dec.kind == "LIST" and rows >= live):
         return
     raise StateAccountingError(f"{where}: its SSTs hold {live} live entries in the subtask's key groups but {rows} rows "

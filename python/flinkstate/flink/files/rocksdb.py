@@ -23,6 +23,10 @@ import struct
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from flinkstate.flink.errors import (
     CorruptFileError,
     StateAccountingError,
@@ -38,7 +42,7 @@ from flinkstate.flink.files.sst import (
 )
 from flinkstate.flink.meta.metadata import StreamHandle, UnsupportedKeyedHandle
 
-__all__ = ["FamilyAccount", "HandleFiles", "column_families", "family_sizes", "handle_files", "records_buffer"]
+__all__ = ["FamilyAccount", "HandleFiles", "column_families", "family_sizes", "handle_files", "key_groups_of_keys", "records_buffer"]
 
 _I32 = struct.Struct(">i")
 _MANIFEST = re.compile(r"MANIFEST-\d+")
@@ -55,12 +59,18 @@ class FamilyAccount:
     keys: int = 0
     deleted: int = 0
     out_of_range: int = 0
-    pairs: list[tuple[bytes, bytes]] = field(default_factory=list)
+    live_keys: pa.Array = field(default_factory=lambda: pa.array([], pa.binary()))  # live keys, in key order
+    live_values: pa.Array = field(default_factory=lambda: pa.array([], pa.binary()))  # their values (merge operands joined)
+
+    @property
+    def live(self) -> int:
+        """How many keys of the subtask's key groups are live (one canonical record each)."""
+        return len(self.live_keys)
 
     def summary(self) -> str:
         """Where the column family's records went, for messages."""
         return (f"{self.entries} records in {len(self.files)} SSTs ({', '.join(self.files)}): {self.keys} keys, {self.deleted} deleted, "
-                f"{self.out_of_range} in other subtasks' key groups, {len(self.pairs)} live")
+                f"{self.out_of_range} in other subtasks' key groups, {self.live} live")
 
 
 def _where(stream: StreamHandle, base_dir: str, name: str) -> str:
@@ -160,40 +170,62 @@ def column_families(handle: UnsupportedKeyedHandle, base_dir: str, prefix: int, 
         by_cf[sst.column_family].extend(sst.records)
     lo, hi = handle.start, handle.start + handle.count - 1
     for cf, records in by_cf.items():
-        acc = accounts[cf]
-        records.sort(key=lambda r: (r[0], -r[1]))
-        pairs = acc.pairs
-        i = 0
-        while i < len(records):
-            key = records[i][0]
-            operands: list[bytes] = []
-            base: bytes | None = None
-            j = i
-            while j < len(records) and records[j][0] == key:
-                _, _, kind, value = records[j]
-                j += 1
-                if kind == TYPE_MERGE:
-                    operands.append(value)
-                    continue
-                if kind == TYPE_VALUE:
-                    base = value
-                elif kind not in (TYPE_DELETION, TYPE_SINGLE_DELETION):
-                    raise ValueError(f"column family {cf!r}: record type {kind} is not supported")
-                break
-            while j < len(records) and records[j][0] == key:
-                j += 1
-            i = j
-            acc.keys += 1
-            if base is None and not operands:
-                acc.deleted += 1
-                continue
-            kg = int.from_bytes(key[:prefix], "big")
-            if not lo <= kg <= hi:
-                acc.out_of_range += 1
-                continue
-            parts = ([base] if base is not None else []) + operands[::-1]
-            pairs.append((key, b",".join(parts)))
+        _resolve(cf, records, accounts[cf], prefix, lo, hi)
     return dict(accounts)
+
+
+def _resolve(cf: str, records: list[tuple[bytes, int, int, bytes]], acc: FamilyAccount, prefix: int, lo: int, hi: int) -> None:
+    """A column family's records resolved per key, with Arrow and numpy (no Python loop per record): records sorted by
+    key and newest first; a key's newest put or delete ends it, the merge operands newer than that are its list
+    elements, joined with ',' oldest first after the put's value; keys outside the key-group range are counted, not kept."""
+    n = len(records)
+    if not n:
+        return
+    keys = pa.array([r[0] for r in records], pa.binary())
+    seqs = pa.array(np.fromiter((r[1] for r in records), np.int64, n))
+    kinds_all = np.fromiter((r[2] for r in records), np.int64, n)
+    values = pa.array([r[3] for r in records], pa.binary())
+    order = pc.sort_indices(pa.table({"k": keys, "s": seqs}), sort_keys=[("k", "ascending"), ("s", "descending")])
+    keys, values, kinds = keys.take(order), values.take(order), kinds_all[order.to_numpy()]
+    bad = ~np.isin(kinds, (TYPE_VALUE, TYPE_MERGE, TYPE_DELETION, TYPE_SINGLE_DELETION))
+    is_merge = kinds == TYPE_MERGE
+    first = np.ones(n, bool)
+    if n > 1:
+        first[1:] = ~pc.equal(keys.slice(1), keys.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(first)
+    ends = np.append(starts[1:], n)
+    stops = np.append(np.flatnonzero(~is_merge), n)  # a key's first non-merge record (newest put or delete) ends what counts
+    stop = np.minimum(stops[np.searchsorted(stops, starts)], ends)
+    decisive = stop[stop < ends]
+    if bad[decisive].any():  # only a record that decides a key matters, as Flink's merge would read it
+        raise ValueError(f"column family {cf!r}: record type {int(kinds[decisive[bad[decisive]][0]])} is not supported")
+    has_base = (stop < ends) & (kinds[np.minimum(stop, n - 1)] == TYPE_VALUE)
+    count = (stop - starts) + has_base  # records that make the key's value
+    acc.keys += len(starts)
+    acc.deleted += int((count == 0).sum())
+    kg = key_groups_of_keys(keys.take(pa.array(starts)), prefix)
+    in_range = (kg >= lo) & (kg <= hi)
+    acc.out_of_range += int(((count > 0) & ~in_range).sum())
+    keep = (count > 0) & in_range
+    g_start, g_count = starts[keep], count[keep]
+    if not len(g_start):
+        return
+    # each kept key's records, oldest first: the put's value, then the merge operands
+    idx = np.repeat(g_start + g_count - 1, g_count) - (np.arange(int(g_count.sum())) - np.repeat(np.cumsum(g_count) - g_count, g_count))
+    offsets = np.concatenate([[0], np.cumsum(g_count)]).astype(np.int32)
+    parts = pa.ListArray.from_arrays(pa.array(offsets), values.take(pa.array(idx)))
+    joined = pc.binary_join(parts, b",")
+    acc.live_keys = pa.concat_arrays([acc.live_keys, keys.take(pa.array(g_start))])
+    acc.live_values = pa.concat_arrays([acc.live_values, joined.cast(pa.binary())])
+
+
+def key_groups_of_keys(keys: pa.Array, prefix: int) -> np.ndarray:
+    """The big-endian key-group prefix of each binary key (1 or 2 bytes)."""
+    offs, data = _binary_parts(keys)
+    kg = data[offs[:-1]].astype(np.int64)
+    if prefix == 2:
+        kg = (kg << 8) | data[offs[:-1] + 1]
+    return kg
 
 
 def family_sizes(handle: UnsupportedKeyedHandle, base_dir: str, where: str) -> dict[str, tuple[int, int]]:
@@ -205,13 +237,29 @@ def family_sizes(handle: UnsupportedKeyedHandle, base_dir: str, where: str) -> d
     return out
 
 
-def records_buffer(pairs: list[tuple[bytes, bytes]]) -> tuple[bytes, list[int]]:
-    """The pairs framed as canonical records (i32 klen, key, i32 vlen, value) and each record's offset."""
-    parts = []
-    starts = []
-    pos = 0
-    for k, v in pairs:
-        starts.append(pos)
-        parts.append(_I32.pack(len(k)) + k + _I32.pack(len(v)) + v)
-        pos += 8 + len(k) + len(v)
-    return b"".join(parts), starts
+def records_buffer(keys: pa.Array, values: pa.Array) -> tuple[bytes, np.ndarray]:
+    """Keys and values framed as canonical records (i32 klen, key, i32 vlen, value) and each record's offset, with numpy."""
+    ko, kd = _binary_parts(keys)
+    vo, vd = _binary_parts(values)
+    klen, vlen = np.diff(ko), np.diff(vo)
+    size = 8 + klen + vlen
+    starts = np.concatenate([[0], np.cumsum(size)[:-1]]).astype(np.int64) if len(size) else np.zeros(0, np.int64)
+    out = np.empty(int(size.sum()), np.uint8)
+    for at, length in ((starts, klen), (starts + 4 + klen, vlen)):
+        be = length.astype(">i4").view(np.uint8).reshape(-1, 4)
+        for b in range(4):
+            out[at + b] = be[:, b]
+    for dst, off, length, data in ((starts + 4, ko, klen, kd), (starts + 8 + klen, vo, vlen, vd)):
+        total = int(length.sum())
+        if total:
+            rel = np.arange(total) - np.repeat(np.cumsum(length) - length, length)
+            out[np.repeat(dst, length) + rel] = data[np.repeat(off[:-1], length) + rel]
+    return out.tobytes(), starts
+
+
+def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets relative to the array's start, data bytes) of a binary array."""
+    bufs = arr.buffers()
+    offs = np.frombuffer(bufs[1], np.int32, len(arr) + 1, arr.offset * 4).astype(np.int64) if bufs[1] is not None else np.zeros(1, np.int64)
+    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    return offs, data
