@@ -629,7 +629,8 @@ def decode_rocksdb_handle(
     if decoders is None:
         decoders = {}
     try:
-        families = column_families(handle, base_dir, prefix, f"{where}: {ctx}")
+        skip = frozenset() if only is None else frozenset(m.name for m in metas) - only  # undeclared families are still read
+        families = column_families(handle, base_dir, prefix, f"{where}: {ctx}", skip)
     except (IndexError, ValueError, struct.error) as e:
         raise CorruptFileError(f"{where}: {ctx}: RocksDB state is corrupt: {e}") from e
     declared = {m.name for m in metas}

@@ -144,8 +144,12 @@ def _check_live(files: HandleFiles, live: list[LiveFile], base_dir: str, where: 
     return by_number
 
 
-def column_families(handle: UnsupportedKeyedHandle, base_dir: str, prefix: int, where: str) -> dict[str, FamilyAccount]:
+def column_families(handle: UnsupportedKeyedHandle, base_dir: str, prefix: int, where: str,
+                    skip: frozenset[str] = frozenset()) -> dict[str, FamilyAccount]:
     """Per column family, its accounting and live (key, value) pairs in key order, in the handle's key-group range.
+
+    skip: column families not to read (a read of other states): their SSTs, which the MANIFEST assigns to them, are
+    not opened; every file is still checked against the MANIFEST.
 
     where (the header's file and the operator) starts the message of a missing or corrupt file, which names it.
     """
@@ -155,6 +159,8 @@ def column_families(handle: UnsupportedKeyedHandle, base_dir: str, prefix: int, 
     live = _check_live(files, files.live(base_dir, where), base_dir, where)
     for number, (name, stream) in sorted(files.ssts.items()):
         file = _where(stream, base_dir, name)
+        if live[number].column_family in skip:
+            continue
         try:
             data = stream.read(base_dir)
         except CorruptFileError as e:
