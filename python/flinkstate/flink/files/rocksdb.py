@@ -59,8 +59,8 @@ class FamilyAccount:
     keys: int = 0
     deleted: int = 0
     out_of_range: int = 0
-    live_keys: pa.Array = field(default_factory=lambda: pa.array([], pa.binary()))  # live keys, in key order
-    live_values: pa.Array = field(default_factory=lambda: pa.array([], pa.binary()))  # their values (merge operands joined)
+    live_keys: pa.Array = field(default_factory=lambda: pa.array([], pa.large_binary()))  # live keys, in key order
+    live_values: pa.Array = field(default_factory=lambda: pa.array([], pa.large_binary()))  # their values (merge operands joined)
 
     @property
     def live(self) -> int:
@@ -187,10 +187,10 @@ def _resolve(cf: str, records: list[tuple[bytes, int, int, bytes]], acc: FamilyA
     n = len(records)
     if not n:
         return
-    keys = pa.array([r[0] for r in records], pa.binary())
+    keys = pa.array([r[0] for r in records], pa.large_binary())  # 64-bit offsets: a family may exceed 2 GiB
     seqs = pa.array(np.fromiter((r[1] for r in records), np.int64, n))
     kinds_all = np.fromiter((r[2] for r in records), np.int64, n)
-    values = pa.array([r[3] for r in records], pa.binary())
+    values = pa.array([r[3] for r in records], pa.large_binary())
     order = pc.sort_indices(pa.table({"k": keys, "s": seqs}), sort_keys=[("k", "ascending"), ("s", "descending")])
     keys, values, kinds = keys.take(order), values.take(order), kinds_all[order.to_numpy()]
     bad = ~np.isin(kinds, (TYPE_VALUE, TYPE_MERGE, TYPE_DELETION, TYPE_SINGLE_DELETION))
@@ -218,11 +218,11 @@ def _resolve(cf: str, records: list[tuple[bytes, int, int, bytes]], acc: FamilyA
         return
     # each kept key's records, oldest first: the put's value, then the merge operands
     idx = np.repeat(g_start + g_count - 1, g_count) - (np.arange(int(g_count.sum())) - np.repeat(np.cumsum(g_count) - g_count, g_count))
-    offsets = np.concatenate([[0], np.cumsum(g_count)]).astype(np.int32)
-    parts = pa.ListArray.from_arrays(pa.array(offsets), values.take(pa.array(idx)))
-    joined = pc.binary_join(parts, b",")
+    offsets = np.concatenate([[0], np.cumsum(g_count)]).astype(np.int64)
+    parts = pa.LargeListArray.from_arrays(pa.array(offsets), values.take(pa.array(idx)))
+    joined = pc.binary_join(parts, pa.scalar(b",", pa.large_binary()))
     acc.live_keys = pa.concat_arrays([acc.live_keys, keys.take(pa.array(g_start))])
-    acc.live_values = pa.concat_arrays([acc.live_values, joined.cast(pa.binary())])
+    acc.live_values = pa.concat_arrays([acc.live_values, joined.cast(pa.large_binary())])
 
 
 def key_groups_of_keys(keys: pa.Array, prefix: int) -> np.ndarray:
@@ -264,8 +264,10 @@ def records_buffer(keys: pa.Array, values: pa.Array) -> tuple[bytes, np.ndarray]
 
 
 def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets relative to the array's start, data bytes) of a binary array."""
+    """(offsets into the data, data bytes) of a binary or large_binary array."""
     bufs = arr.buffers()
-    offs = np.frombuffer(bufs[1], np.int32, len(arr) + 1, arr.offset * 4).astype(np.int64) if bufs[1] is not None else np.zeros(1, np.int64)
+    width = 8 if pa.types.is_large_binary(arr.type) else 4
+    offs = (np.frombuffer(bufs[1], np.int64 if width == 8 else np.int32, len(arr) + 1, arr.offset * width).astype(np.int64)
+            if bufs[1] is not None else np.zeros(1, np.int64))
     data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
     return offs, data
