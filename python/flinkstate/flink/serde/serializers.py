@@ -27,12 +27,12 @@ from flinkstate.flink.errors import (
     UnsupportedFlinkFormatError,
     UnsupportedSerializerError,
 )
-from flinkstate.flink.serde.javaser import JObject, read_stream
+from flinkstate.flink.serde.javaser import read_stream
+from flinkstate.flink.serde.sqltypes import SqlType, sql_type
 
 __all__ = [
     "StateMeta",
     "UnknownSnapshotError",
-    "logical_type_name",
     "opaque_part",
     "TypeNode",
     "arrow_type",
@@ -128,6 +128,8 @@ class TypeNode:
     logical: tuple[str, ...] = ()  # table runtime: the SQL types of a RowData's fields (or an array's element)
     snapshot: bytes = b""  # the whole versioned snapshot as read (table runtime, unknown classes): written back verbatim
     params: tuple[int, ...] = ()  # precision (and scale) of table-runtime timestamps and decimals
+    sql: tuple[SqlType, ...] = ()  # table runtime: the SQL types of a RowData's fields (or an array's element)
+
     @property
     def fixed_width(self) -> int:
         """The serialized width when fixed, else -1 (Flink's getLength)."""
@@ -224,11 +226,13 @@ def _table_type(r: DataReader, ctx: str, cls: str, version: int) -> TypeNode | N
         types = [_java_object(r, ctx) for _ in range(r.i32())]
         children = _nested(r, ctx)
         names = tuple(f"f{i}" for i in range(len(children)))
-        return TypeNode("rowdata", cls, children, names, logical=tuple(logical_type_name(t) for t in types))
+        sql = tuple(sql_type(t, f"{r.where}: {ctx}") for t in types)
+        return TypeNode("rowdata", cls, children, names, logical=tuple(str(t) for t in sql), sql=sql)
     if cls == _TABLE_ARRAY:
         element = _java_object(r, ctx)
         _java_object(r, ctx)  # the element serializer object
-        return TypeNode("arraydata", cls, logical=(logical_type_name(element),))
+        sql = (sql_type(element, f"{r.where}: {ctx}"),)
+        return TypeNode("arraydata", cls, logical=(str(sql[0]),), sql=sql)
     return None
 
 
@@ -236,34 +240,6 @@ def _java_object(r: DataReader, ctx: str) -> object:
     """One `InstantiationUtil.serializeObject` stream (walked as data, never instantiated)."""
     value, r.pos = read_stream(r.buf, r.pos, f"{r.where}: {ctx}")
     return value
-
-
-_LOGICAL = "org.apache.flink.table.types.logical."
-
-
-def logical_type_name(t: object) -> str:
-    """A Java-serialized LogicalType as SQL names it (BIGINT, VARCHAR(10), DECIMAL(10, 2), TIMESTAMP(3), ROW<...>)."""
-    if not isinstance(t, JObject):
-        return "?"
-    name = t.class_name.removeprefix(_LOGICAL)
-    nullable = bool(t.get("isNullable", True))
-    base = {"BigIntType": "BIGINT", "IntType": "INT", "SmallIntType": "SMALLINT", "TinyIntType": "TINYINT",
-            "BooleanType": "BOOLEAN", "DoubleType": "DOUBLE", "FloatType": "FLOAT", "DateType": "DATE"}.get(name)
-    if base is None and name in ("VarCharType", "CharType", "VarBinaryType", "BinaryType"):
-        base = f"{name.removesuffix('Type').upper()}({t.get('length')})"
-    elif base is None and name == "DecimalType":
-        base = f"DECIMAL({t.get('precision')}, {t.get('scale')})"
-    elif base is None and name in ("TimestampType", "LocalZonedTimestampType", "TimeType"):
-        sql = {"TimestampType": "TIMESTAMP", "LocalZonedTimestampType": "TIMESTAMP_LTZ", "TimeType": "TIME"}[name]
-        base = f"{sql}({t.get('precision')})"
-    elif base is None and name == "RowType":
-        fields = t.get("fields")
-        items = getattr(fields, "values", None) or (fields.get("list") if isinstance(fields, JObject) else None) or []
-        parts = [f"{f.get('name')} {logical_type_name(f.get('type'))}" for f in getattr(items, "values", items) if isinstance(f, JObject)]
-        base = f"ROW<{', '.join(parts)}>"
-    elif base is None:
-        base = name.removesuffix("Type").upper() or t.class_name
-    return base if nullable else f"{base} NOT NULL"
 
 
 def _composite(r: DataReader, ctx: str, cls: str, kind: str, outer: str | None) -> TypeNode:
