@@ -40,6 +40,7 @@ READ_OPTIONS = (
     "startingCheckpointId",  # streaming reads only (stream_reader.py)
     "rawValues", "rowFields",  # Flink savepoints: Kryo/Avro values as bytes; Row field names per "operator/state"
     "ttl",  # Flink savepoints: TTL durations per "operator/state" (or "state"), "op/state=ms;state=ms"
+    "sqlRows", "sqlPlan",  # Flink SQL jobs' savepoints: RowData as columns (default) or bytes; the compiled plan naming them
 )
 WRITE_OPTIONS = (
     "path", "operator", "state", "checkpointId", "savepoint", "operation", "maxParallelism",
@@ -143,6 +144,8 @@ class ReadOptions:
     raw_values: bool = False
     row_fields: str | None = None
     ttl: str | None = None
+    sql_rows: str = "columns"
+    sql_plan: str | None = None
 
     def flink_options(self) -> dict[str, Any]:
         """The options a Flink savepoint opens with (none given: none, so a flinkstate root opens as usual)."""
@@ -153,6 +156,10 @@ class ReadOptions:
             out["row_fields"] = self.row_fields
         if self.ttl:
             out["ttl"] = self.ttl
+        if self.sql_rows != "columns":
+            out["sql_rows"] = self.sql_rows
+        if self.sql_plan:
+            out["sql_plan"] = self.sql_plan
         return out
 
 
@@ -189,6 +196,8 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
         raw_values=_bool(opts, "rawValues", False),
         row_fields=_checked(opts, "rowFields"),
         ttl=_checked(opts, "ttl"),
+        sql_rows=_choice(opts, "sqlRows", ("columns", "bytes"), "columns") or "columns",
+        sql_plan=opts.get("sqlplan") or None,
     )
 
 

@@ -72,6 +72,7 @@ class WritePlan:
     flattened_list: bool
     new_state: bool
     list_append: bool = False  # mode("append") on an existing list state: each key's list grows by the new elements
+    sql: Any = None  # flinkstate.flink.sql.columns.SqlColumns: a SQL job's imported state, written by its columns
 
     @property
     def collects_lists(self) -> bool:
@@ -123,20 +124,26 @@ def _new_descriptor(o: WriteOptions, schema: pa.Schema) -> Any:
     return ValueStateDescriptor(name=o.state, key_type=key_t, namespace_type=ns_t, ttl=ttl, value_type=value_t)
 
 
-def _check_columns(desc: Any, schema: pa.Schema, what: str, tombstones: bool) -> bool:
-    """Check a DataFrame against a state's types; returns True for a flattened list."""
+def _check_columns(desc: Any, schema: pa.Schema, what: str, tombstones: bool, sql: Any = None) -> bool:
+    """Check a DataFrame against a state's types (a SQL state's RowData parts: their columns, or the bytes as stored);
+    returns True for a flattened list."""
     from flinkstate.format.datafile import castable
 
+    def typed(name: str, stored: pa.DataType) -> pa.DataType:
+        if sql is None or name not in schema.names or pa.types.is_binary(schema.field(name).type):
+            return stored
+        return sql.column_type(name, stored)
+
     names = schema.names
-    need: list[tuple[str, pa.DataType]] = [("key", desc.key_type)]
+    need: list[tuple[str, pa.DataType]] = [("key", typed("key", desc.key_type))]
     if desc.namespace_type is not None:
         need.append(("namespace", desc.namespace_type))
     if desc.kind == "map":
-        need.append(("user_key", desc.user_key_type))
+        need.append(("user_key", typed("user_key", desc.user_key_type)))
         if not tombstones:
-            need.append(("value", desc.user_value_type))
+            need.append(("value", typed("value", desc.user_value_type)))
     elif not tombstones:
-        need.append(("value", desc.value_type))
+        need.append(("value", typed("value", desc.value_type)))
     flattened = False
     allowed = {"key", "namespace", "user_key", "value", "key_group", "ttl_expires_at", "ttl_timestamp", "expired"}
     extra = [n for n in names if n not in allowed]
@@ -191,7 +198,10 @@ def plan_write(options: Any, spark_schema: Any, overwrite: bool) -> WritePlan:
                 raise SchemaMismatchError(f"{what} is a {desc.kind} state, not {o.state_kind}")
             if desc.kind not in ("value", "list", "map", "reducing", "aggregating"):
                 raise SchemaMismatchError(f"{what}: cannot write a {desc.kind} state")
-        flattened = _check_columns(desc, schema, what, o.operation == "delete")
+        from flinkstate.flink.sql.columns import sql_columns
+
+        sql = None if existing is None else sql_columns(w.properties, o.operator, o.state)
+        flattened = _check_columns(desc, schema, what, o.operation == "delete", sql)
         if o.list_mode is not None and (desc.kind != "list" or overwrite or o.operation == "delete"):
             raise InvalidArgumentError(f"{what}: option listMode applies to mode('append') of a list state; this write is a "
                                        f"{'delete' if o.operation == 'delete' else 'overwrite' if overwrite else 'append'} of a {desc.kind} state")
@@ -200,7 +210,7 @@ def plan_write(options: Any, spark_schema: Any, overwrite: bool) -> WritePlan:
             io=store.io, operator=o.operator, desc=desc.to_dict(), kind=w.kind, checkpoint_id=w.checkpoint_id,
             base_checkpoint_id=None if base is None else base.checkpoint_id, planned_version=int(w.planned_version),
             max_parallelism=mp, mode="full" if overwrite else "delta", tombstones=o.operation == "delete",
-            flattened_list=flattened, new_state=existing is None, list_append=list_append,
+            flattened_list=flattened, new_state=existing is None, list_append=list_append, sql=sql,
         )
     finally:
         w.abort()  # nothing written: it only pinned the plan
@@ -353,6 +363,8 @@ def write_partition(plan: WritePlan, batches: Iterator[pa.RecordBatch], partitio
         return FlinkStateCommitMessage([], [], partition_id)
     table = pa.Table.from_batches(bl)
     desc = plan.descriptor()
+    if plan.sql is not None:  # a SQL job's state: its columns encoded to the BinaryRowData it is stored as
+        table = plan.sql.encode(table, f"operator {plan.operator!r} state {desc.name!r}")
     storage = to_storage_table(table, desc, tombstones=plan.tombstones, flattened_list=plan.flattened_list)
     if plan.list_append:
         storage = _append_lists(plan, desc, storage)

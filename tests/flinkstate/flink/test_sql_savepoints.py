@@ -43,18 +43,24 @@ def _stateful(ck: fs.scan.Checkpoint, prefix: str) -> str:
 @pytest.mark.parametrize("cell", CELLS)
 def test_sql_savepoint_opens_lists_serializers_and_reads_every_row(cell: str) -> None:
     name, states = OPERATORS[cell.rsplit("-", 1)[0]]
-    src = fs.open(str(SQL / cell / "savepoint"))
+    src = fs.open(str(SQL / cell / "savepoint"), sql_rows="bytes")
     ck = src.checkpoint()
     uid = _stateful(ck, name)
     assert {s: d.kind for s, d in ck.operators[uid].keyed_states.items()} == states
     table = ck.inspect.states(uid)
     keyed = table.filter(pa.compute.is_in(table.column("state"), pa.array(list(states))))
     assert set(keyed.column("key_serializer").to_pylist()) == {ROW}
+    columns = fs.open(str(SQL / cell / "savepoint"))  # the default: RowData as columns, the same rows in the same key groups
     for state in states:
         t = src.read_state(uid, state)
         assert t.num_rows > 0 and t.schema.field("key").type == pa.binary()
         # a RowData key's key group is Flink's: murmur of BinaryRowData.hashCode() over its bytes
         assert assign_key_groups(t.column("key"), ck.max_parallelism_of(uid)).to_pylist() == t.column("key_group").to_pylist()
+        c = columns.read_state(uid, state)
+        assert pa.types.is_struct(c.schema.field("key").type) and c.column("key_group").to_pylist() == t.column("key_group").to_pylist()
+        # a key looked up by its columns is found in its key group (encoded back to BinaryRowData and hashed as Flink does)
+        one = c.column("key")[0].as_py()
+        assert columns.read_state(uid, state, keys=[one]).column("key").to_pylist() == [k for k in c.column("key").to_pylist() if k == one]
     out = io.StringIO()
     assert main(["describe", str(SQL / cell / "savepoint")], out=out) == 0
     assert f"({name}[" in out.getvalue() and "key serializer RowDataSerializer" in out.getvalue()

@@ -54,6 +54,7 @@ from flinkstate.flink.meta.names import (
     resolve_options,
 )
 from flinkstate.flink.serde.serializers import arrow_type
+from flinkstate.flink.sql.decoders import SQL_NAMING, SQL_OPS, sql_keys
 from flinkstate.format.filekind import Scope
 from flinkstate.format.metadata import CheckpointInfo, OperatorMetadata
 from flinkstate.read.checkpoint import KeyedTask, TimerTask
@@ -89,8 +90,23 @@ def _restrict(t: pa.Table, key_groups: list[int] | None, keys: list[Any] | None)
     if key_groups is not None and t.num_rows:
         t = t.filter(pc.is_in(t.column("key_group"), pa.array(key_groups, pa.int32())))
     if keys is not None and t.num_rows:
-        t = t.filter(pc.is_in(t.column("key"), pa.array(keys, t.column("key").type)))
+        typ = t.column("key").type
+        if pa.types.is_struct(typ):  # a SQL key's columns: no is_in kernel for structs, so a semi join on its fields
+            return _rows_with_keys(t, pa.array(keys, typ))
+        t = t.filter(pc.is_in(t.column("key"), pa.array(keys, typ)))
     return t
+
+
+def _rows_with_keys(t: pa.Table, keys: pa.StructArray) -> pa.Table:
+    """The rows of t whose struct key is one of keys (null fields match null fields), in t's order."""
+    from flinkstate.flink.bridge.mapping import _groupable
+
+    have = _groupable(pa.table({"key": t.column("key")}))
+    want = _groupable(pa.table({"key": keys}))
+    cols = have.column_names
+    have = have.append_column("__row", pa.array(range(t.num_rows), pa.int64()))
+    hit = have.join(want, keys=cols, join_type="left semi", use_threads=False).column("__row")
+    return t.take(hit.take(pc.sort_indices(hit))) if len(hit) else t.slice(0, 0)
 
 
 @dataclass
@@ -286,6 +302,13 @@ class FlinkCheckpoint(Checkpoint):
             out.append((sub.index, rng, kgs))
         return out
 
+    def _sql_keys(self, operator: str, keys: Sequence[Any] | None) -> list[Any] | None:
+        """Keys of a SQL operator given by their columns (dicts, tuples, a one-field key's values) as dicts of its key row."""
+        key_row = self.meta.options.get(SQL_OPS, {}).get(self._uid(operator))
+        if keys is None or key_row is None:
+            return None if keys is None else list(keys)
+        return sql_keys(list(keys), key_row).to_pylist()
+
     def scan(self, operator: str, state: str, *, keys: Sequence[Any] | None = None, key_groups: Sequence[int] | None = None,
              ttl_reference: int | None = None, include_expired: bool = False, flatten: bool = True,
              columns: Sequence[str] | None = None, raw: bool = False) -> Scan:
@@ -294,6 +317,7 @@ class FlinkCheckpoint(Checkpoint):
         desc = self.state_descriptor(operator, state)
         if f"{self._name(operator)}/{state}" in self.refused:  # before any file is read (in Spark: on the driver)
             raise UnsupportedSerializerError(self.refused[f"{self._name(operator)}/{state}"])
+        keys = self._sql_keys(operator, keys)
         allowed = key_groups_of(self.meta, self._uid(operator), keys, key_groups, desc.key_type, self.max_parallelism_of(operator))
         ref = self.created_ms if ttl_reference is None else int(ttl_reference)
         d = desc.to_dict()
@@ -315,6 +339,7 @@ class FlinkCheckpoint(Checkpoint):
         from flinkstate.flink.bridge.mapping import key_groups_of
 
         services = self.timer_services_of(operator, service)
+        keys = self._sql_keys(operator, keys)
         allowed = key_groups_of(self.meta, self._uid(operator), keys, key_groups, services[0].key_type, self.max_parallelism_of(operator))
         sd = [s.to_dict() for s in services]
         with_cols = service_columns or service is None
@@ -372,7 +397,7 @@ def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: M
             if dec.timer:
                 service = dec.meta.name.removeprefix(TIMER_PREFIX)
                 om.timer_services[service] = TimerServiceDescriptor(
-                    name=service, domain=service.partition("_")[0], key_type=arrow_type(dec.key_node),
+                    name=service, domain=service.partition("_")[0], key_type=getattr(dec, "key_type", None) or arrow_type(dec.key_node),
                     namespace_type=None if dec.ns_node.kind == "void" else arrow_type(dec.ns_node))
             elif dec.meta.name not in om.keyed_states:
                 om.keyed_states[dec.meta.name] = state_descriptor(dec, name, ttl, unknown, options, flink_op=op)
@@ -420,17 +445,30 @@ def load_flink_checkpoint(path: str, *, ttl: Mapping[str, StateTtlConfig | int] 
     from flinkstate.flink.pyflink.coders import PyFlinkOptions
 
     meta = read_metadata(path, files)
+    options = options or ReadOptions()
+    plan = None
+    if options.sql_plan is not None:
+        from flinkstate.flink.sql.plan import load_plan
+
+        plan = load_plan(options.sql_plan, meta.files)
     known = tuple(uids)
+    if plan is not None:  # the plan's uids that name an operator here (Flink 1.x records only their hashes)
+        from flinkstate.flink.meta.names import uid_hash
+
+        ids = {op.operator_id for op in meta.operators} | {op.uid for op in meta.operators if op.uid}
+        known += tuple(u for u in plan.uids() if u not in known and (u in ids or uid_hash(u) in ids))
     if known:  # messages name an operator recorded by id only (Flink 1.x) by the uid the caller gave for it
         ops_named = [dataclasses.replace(op, name=operator_name(op, known)) if op.uid is None and op.name is None else op
                      for op in meta.operators]
         meta = dataclasses.replace(meta, operators=type(meta.operators)(ops_named))
-    options = options or ReadOptions()
     pyflink = pyflink if pyflink is not None else PyFlinkOptions()
     named: ResolvedOptions = resolve_options(meta.operators, meta.path, uids=known, ttl=ttl, row_fields=options.row_fields,
                                              pyflink=pyflink.states)
     options = dataclasses.replace(options, row_fields=named.row_fields)
     meta.options["pyflink"] = dataclasses.replace(pyflink, states=named.pyflink)
+    meta.options["sql"] = options.sql_rows
+    if plan is not None:
+        meta.options[SQL_NAMING] = plan.naming
     unknown: list[str] = []
     ops: dict[str, OperatorMetadata] = {}
     flink_ids: dict[str, str] = {}

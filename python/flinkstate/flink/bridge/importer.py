@@ -64,6 +64,8 @@ def node_to_json(n: TypeNode) -> dict[str, Any]:
         d["params"] = list(n.params)
     if n.logical:
         d["logical"] = list(n.logical)
+    if n.sql:
+        d["sql"] = [t.to_json() for t in n.sql]  # the SQL types of a RowData's fields: a write encodes columns with them
     return d
 
 
@@ -71,9 +73,12 @@ def node_from_json(d: dict[str, Any]) -> TypeNode:
     """Inverse of `node_to_json`."""
     import base64
 
+    from flinkstate.flink.serde.sqltypes import sql_type_from_json
+
     return TypeNode(d["kind"], d["cls"], tuple(node_from_json(c) for c in d["children"]), tuple(d["names"]), bool(d["legacy_row"]),
                     payload=base64.b64decode(d.get("payload", "")), logical=tuple(d.get("logical", ())),
-                    snapshot=base64.b64decode(d.get("snapshot", "")), params=tuple(d.get("params", ())))
+                    snapshot=base64.b64decode(d.get("snapshot", "")), params=tuple(d.get("params", ())),
+                    sql=tuple(sql_type_from_json(t) for t in d.get("sql", ())))
 
 
 _MODES = {"SPLIT_DISTRIBUTE": "list", "UNION": "union", "BROADCAST": "broadcast"}
@@ -137,7 +142,7 @@ def import_savepoint(
     uids = tuple(uids)
     # the checkpoint's operators and state headers, with uids and ttl resolved and checked (names.resolve_options)
     ck = load_flink_checkpoint(resolve_flink_path(flink_path, flink_checkpoint_id), ttl=parse_ttl(ttl), uids=uids,
-                               options=ReadOptions(raw_values=raw_values))
+                               options=ReadOptions(raw_values=raw_values, sql_rows="bytes"))  # SQL rows stored as Flink wrote them
     meta, ttl = ck.meta, ck.ttl
     if is_flink_path(os.fspath(root), storage_options):
         raise InvalidArgumentError(f"{os.fspath(root)} is a Flink savepoint or checkpoint: import into a flinkstate root")

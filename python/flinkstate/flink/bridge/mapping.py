@@ -8,9 +8,10 @@ flinkstate data file stores (`ttl_timestamp` last-access times; list state one r
 from __future__ import annotations
 
 import numbers
+import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -49,6 +50,7 @@ from flinkstate.flink.pyflink.coders import (
     row_key_groups,
 )
 from flinkstate.flink.serde.serializers import arrow_type
+from flinkstate.flink.sql.decoders import SQL_OPS, SqlDecoder, sql_key_groups, sql_keys, sql_states
 
 __all__ = ["ReadOptions", "parse_row_fields", "parse_ttl", "state_descriptor", "stored_rows",
            "subtask_decoders", "subtask_states", "decode_subtask", "subtask_range"]
@@ -57,17 +59,29 @@ _KINDS = {"VALUE": ValueStateDescriptor, "LIST": ListStateDescriptor, "REDUCING"
           "AGGREGATING": AggregatingStateDescriptor}
 
 
+SqlRows = Literal["columns", "bytes"]
+
+
 @dataclass(frozen=True)
 class ReadOptions:
-    """How Flink values become columns: user names for Row fields ("operator/state" -> names), Kryo/Avro values as raw bytes."""
+    """How Flink values become columns: user names for Row fields ("operator/state" -> names), Kryo/Avro values as raw bytes,
+    SQL operators' RowData as columns (named by a compiled plan at sql_plan) or as their BinaryRowData bytes."""
 
     raw_values: bool = False
     row_fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    sql_rows: SqlRows = "columns"
+    sql_plan: str | None = None
 
     @staticmethod
-    def of(raw_values: bool = False, row_fields: str | Mapping[str, Sequence[str] | str] | None = None) -> ReadOptions:
+    def of(raw_values: bool = False, row_fields: str | Mapping[str, Sequence[str] | str] | None = None, *,
+           sql_rows: str = "columns", sql_plan: str | os.PathLike[str] | None = None) -> ReadOptions:
         """Options from user input: row_fields as a mapping or as "op/state=a,b;op/state2=c" (parse_row_fields)."""
-        return ReadOptions(bool(raw_values), parse_row_fields(row_fields))
+        if sql_rows not in ("columns", "bytes"):
+            raise InvalidArgumentError(f"sql_rows must be 'columns' or 'bytes', got {sql_rows!r}")
+        if sql_plan is not None and sql_rows == "bytes":
+            raise InvalidArgumentError("sql_plan names SQL columns: it needs sql_rows='columns'")
+        return ReadOptions(bool(raw_values), parse_row_fields(row_fields), sql_rows,  # type: ignore[arg-type]
+                           None if sql_plan is None else os.fspath(sql_plan))
 
 
 def parse_row_fields(spec: str | Mapping[str, Sequence[str] | str] | None) -> dict[str, tuple[str, ...]]:
@@ -155,7 +169,7 @@ def state_descriptor(dec: _StateDecoder, op: str, ttl: Mapping[str, StateTtlConf
     names = (options or ReadOptions()).row_fields.get(state_key(flink_op, dec.meta.name))
     value_type = None if dec.elem_node is None else _named(arrow_type(dec.elem_node), names, f"operator {op!r}, state {dec.meta.name!r}")
     ns = None if dec.ns_node.kind == "void" else arrow_type(dec.ns_node)
-    if isinstance(dec, PyFlinkDecoder):  # a PyFlink job's state: the types it declared, its unwrapped key
+    if isinstance(dec, (PyFlinkDecoder, SqlDecoder)):  # PyFlink: the types it declared, its unwrapped key; SQL: RowData as columns
         key_type, user_key_type, value_type = dec.key_type, dec.user_key_type, dec.value_type
     else:
         key_type = arrow_type(dec.key_node)
@@ -239,12 +253,17 @@ def decode_subtask(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskStat
     if sub.raw_keyed is not None:
         raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} has raw keyed state, which is not supported")
     if key_groups is not None and isinstance(h, KeyGroupsHandle):
-        return pyflink_states(meta, op, decode_key_groups(h, meta.directory, op, key_groups, only=only)[2])
+        return _wrapped(meta, op, decode_key_groups(h, meta.directory, op, key_groups, only=only)[2])
     if isinstance(h, UnsupportedKeyedHandle):
         if h.meta_stream is None:
             raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} uses {h.kind}, which is not supported")
-        return pyflink_states(meta, op, decode_rocksdb_handle(h, meta.directory, op, only=only)[2])
-    return pyflink_states(meta, op, decode_keyed_handle(h, meta.directory, op, only=only)[2])
+        return _wrapped(meta, op, decode_rocksdb_handle(h, meta.directory, op, only=only)[2])
+    return _wrapped(meta, op, decode_keyed_handle(h, meta.directory, op, only=only)[2])
+
+
+def _wrapped(meta: CheckpointMetadata, op: OperatorState, decoders: dict[str, _StateDecoder]) -> dict[str, Any]:
+    """Decoders as the read sees them: PyFlink states under their Python names, SQL operators' RowData as columns."""
+    return sql_states(meta, op, pyflink_states(meta, op, decoders))
 
 
 def subtask_states(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskState) -> dict[str, _StateDecoder]:
@@ -263,13 +282,19 @@ def subtask_states(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskStat
     data = stream.read(meta.directory) if isinstance(h, UnsupportedKeyedHandle) else header_bytes(h, meta.directory)  # the header only
     _, key_type, metas = read_keyed_header(DataReader(data, where=where), ctx, len(data))  # the header only: its end is the data's
     prefix = 1 if op.max_parallelism <= 128 else 2
-    return pyflink_states(meta, op, {m.name: _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}") for m in metas})
+    return _wrapped(meta, op, {m.name: _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}") for m in metas})
 
 
 def key_groups_of(meta: CheckpointMetadata, uid: str, keys: Any, key_groups: Any, key_type: pa.DataType, maxp: int) -> set[int] | None:
-    """The key groups a read of an operator is restricted to: PyFlink keys hash as the one-field Row PyFlink wraps them in."""
+    """The key groups a read of an operator is restricted to: PyFlink keys hash as the one-field Row PyFlink wraps them in,
+    SQL keys (given by their columns) as the BinaryRowData Flink keeps them as."""
     from flinkstate.read.checkpoint import _key_groups_of
 
+    key_row = meta.options.get(SQL_OPS, {}).get(uid)
+    if keys is not None and key_row is not None:
+        allowed = _key_groups_of(None, key_groups, key_type, maxp)
+        kgs = set(sql_key_groups(sql_keys(list(keys), key_row), key_row, maxp).to_pylist())
+        return kgs if allowed is None else allowed & kgs
     if keys is None or uid not in meta.options.get("pyflink_ops", ()):
         return _key_groups_of(keys, key_groups, key_type, maxp)
     allowed = _key_groups_of(None, key_groups, key_type, maxp)

@@ -16,7 +16,7 @@ from flinkstate.core.errors import CheckpointNotFoundError, InvalidArgumentError
 from flinkstate.core.ttl import StateTtlConfig
 from flinkstate.flink._io import FlinkFiles, join_url
 from flinkstate.flink.bridge.checkpoint import FlinkCheckpoint, load_flink_checkpoint
-from flinkstate.flink.bridge.mapping import ReadOptions, parse_ttl
+from flinkstate.flink.bridge.mapping import ReadOptions, SqlRows, parse_ttl
 from flinkstate.format.metadata import CheckpointInfo, CheckpointMetadata
 from flinkstate.read.reads import ReadApi
 from flinkstate.store.store import CheckpointStore
@@ -72,16 +72,18 @@ class FlinkSource(ReadApi):
     def __init__(self, path: str | os.PathLike[str], *, ttl: str | Mapping[str, StateTtlConfig | int] | None = None,
                  reference_ms: int | None = None, uids: Iterable[str] = (), pyflink: Mapping[str, Any] | None = None,
                  unpickle: bool = False, storage_options: dict[str, Any] | None = None, raw_values: bool = False,
-                 row_fields: str | Mapping[str, Sequence[str] | str] | None = None) -> None:
+                 row_fields: str | Mapping[str, Sequence[str] | str] | None = None, sql_rows: SqlRows = "columns",
+                 sql_plan: str | os.PathLike[str] | None = None) -> None:
         """uids names operators that Flink 1.x metadata records only by id (matched by Flink's hash of the uid);
         ttl: TTL durations per "operator/state" or "state" (ms, a StateTtlConfig; or "op/state=ms;state=ms");
-        raw_values: Kryo/Avro values as their serialized bytes; row_fields: names of Row fields per "operator/state".
-        Options name an operator by uid or operator id; each must match the checkpoint when it is loaded (`names`)."""
+        raw_values: Kryo/Avro values as their serialized bytes; row_fields: names of Row fields per "operator/state";
+        sql_rows: SQL operators' RowData keys and values as columns (default) or as BinaryRowData bytes; sql_plan: the
+        job's compiled plan (`COMPILE PLAN` JSON) whose nodes name those columns as the SQL does (else f0..fn)."""
         from flinkstate.flink.pyflink.coders import PyFlinkOptions
 
         self.path = _norm(path)
         self.uids = tuple(uids)
-        self.options = ReadOptions.of(raw_values, row_fields)
+        self.options = ReadOptions.of(raw_values, row_fields, sql_rows=sql_rows, sql_plan=sql_plan)
         self.ttl = parse_ttl(ttl)
         # PyFlink jobs: state types per "operator/state" or "state" (flink.pyflink.value_state...); unpickle runs code
         self.pyflink = PyFlinkOptions(dict(pyflink or {}), unpickle=bool(unpickle))
@@ -198,7 +200,7 @@ def open_store(path: str | os.PathLike[str], storage_options: dict[str, Any] | N
 
     A Flink savepoint, retained checkpoint or job checkpoint folder (`_metadata`, `chk-N/`) opens as a
     read-only `flinkstate.flink.bridge.source.FlinkSource` with the same read API; `flink` keywords
-    (raw_values, row_fields, ttl, reference_ms) go to it and are refused for a flinkstate root.
+    (raw_values, row_fields, sql_rows, sql_plan, ttl, reference_ms) go to it and are refused for a flinkstate root.
     """
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidArgumentError(f"path must be a local path or URL (str or os.PathLike), got {path!r} ({type(path).__name__})")

@@ -62,8 +62,8 @@ def write_type(out: bytearray, node: TypeNode) -> None:
     if node.snapshot:  # table runtime and unknown classes: the snapshot exactly as it was read
         out += node.snapshot
         return
-    if kind in _CLS:
-        out += encode_utf(_CLS[kind]) + struct.pack(">i", 3)
+    if kind in _CLS:  # the class read when it is one of this kind (a table-runtime window keeps its own), else the kind's
+        out += encode_utf(node.cls if _SIMPLE.get(node.cls) == kind else _CLS[kind]) + struct.pack(">i", 3)
         return
     if kind in ("parray", "sarray"):  # simple snapshots named by node.cls
         out += encode_utf(node.cls) + struct.pack(">i", 3)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 from decimal import Context, Decimal
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -76,9 +76,13 @@ class _Buf:
         return ((byte >> (np.asarray(index) & 7)) & 1).astype(bool)
 
 
-def decode_rows(column: pa.Array | pa.ChunkedArray, row: SqlType, where: str = "", *, row_kind: bool = False) -> pa.Array:
-    """A binary column of BinaryRowData bytes (one row each, nulls allowed) as a struct column of the row's fields;
-    with `row_kind`, a last string field `_row_kind` keeps each row's RowKind (so it encodes back byte for byte)."""
+def decode_rows(column: pa.Array | pa.ChunkedArray, row: SqlType, where: str = "", *,
+                row_kind: Literal["insert", "any", "field"] = "insert") -> pa.Array:
+    """A binary column of BinaryRowData bytes (one row each, nulls allowed) as a struct column of the row's fields.
+
+    row_kind: "insert" requires every row to be an INSERT (keys are); "any" accepts every RowKind (values: a
+    deduplication keeps the last row as it came, often an UPDATE_AFTER); "field" adds a last string field `_row_kind`
+    with each row's kind, so that the rows encode back byte for byte."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     column = column.cast(pa.large_binary())
@@ -95,12 +99,14 @@ def decode_rows(column: pa.Array | pa.ChunkedArray, row: SqlType, where: str = "
                                f"row of {len(row.children)} fields ({row})")
     out = _row(buf, base, valid, row)
     kinds = buf.read(np.where(valid, base, 0), "u1") if n else np.zeros(0, np.uint8)
-    if not row_kind:
+    if row_kind == "insert":
         if (kinds[valid] != 0).any():
             raise CorruptFileError(f"{where}: a BinaryRowData key has RowKind {int(kinds[valid].max())}, not INSERT")
         return out
     if (kinds[valid] > 3).any():
         raise CorruptFileError(f"{where}: a BinaryRowData has RowKind byte {int(kinds[valid].max())} (Flink knows 0..3)")
+    if row_kind == "any":
+        return out
     names = pa.array(ROW_KINDS).take(pa.array(kinds.astype(np.int32)))
     return pa.StructArray.from_arrays([*out.flatten(), names], fields=[*out.type, pa.field(ROW_KIND, pa.string())],
                                       mask=out.is_null() if out.null_count else None)

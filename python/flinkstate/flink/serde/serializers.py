@@ -48,6 +48,10 @@ _NESTED_MAGIC = 1333245
 _OPTIONAL_MAP_HEADER = 0x4F2C69A3D70
 _BASE = "org.apache.flink.api.common.typeutils.base."
 _SIMPLE = {
+    # the table runtime's window namespaces (group-window aggregates): TimeWindow i64 start, i64 end; CountWindow i64 id.
+    # Listed first: a kind written back without its class (encode._CLS) takes the DataStream/basic class listed later.
+    "org.apache.flink.table.runtime.operators.window.TimeWindow$Serializer$TimeWindowSerializerSnapshot": "timewindow",
+    "org.apache.flink.table.runtime.operators.window.CountWindow$Serializer$CountWindowSerializerSnapshot": "long",
     _BASE + "LongSerializer$LongSerializerSnapshot": "long",
     _BASE + "IntSerializer$IntSerializerSnapshot": "int",
     _BASE + "ShortSerializer$ShortSerializerSnapshot": "short",

@@ -37,7 +37,7 @@ def _row_columns(node: TypeNode, column: pa.ChunkedArray) -> list[tuple[SqlType,
 
 @pytest.mark.parametrize("cell", CELLS)
 def test_every_row_data_of_a_real_sql_savepoint_decodes_and_encodes_byte_for_byte(cell: str) -> None:
-    src = fs.open(str(SQL / cell / "savepoint"))
+    src = fs.open(str(SQL / cell / "savepoint"), sql_rows="bytes")
     ck = src.checkpoint()
     seen = 0
     for uid, operator in ck.operators.items():
@@ -57,7 +57,7 @@ def test_every_row_data_of_a_real_sql_savepoint_decodes_and_encodes_byte_for_byt
             else:
                 pairs += _row_columns(value, table.column("value"))
             for i, (row, column) in enumerate(pairs):
-                decoded = decode_rows(column, row, row_kind=i > 0)
+                decoded = decode_rows(column, row, row_kind="field" if i > 0 else "insert")
                 assert decoded.type == sql_arrow_type(row) if i == 0 else decoded.type.num_fields == len(row.children) + 1
                 assert encode_rows(decoded, row).to_pylist() == column.cast(pa.binary()).to_pylist()
                 seen += len(column)
@@ -65,7 +65,7 @@ def test_every_row_data_of_a_real_sql_savepoint_decodes_and_encodes_byte_for_byt
 
 
 def test_a_group_aggregate_accumulator_decodes_to_its_typed_fields() -> None:
-    src = fs.open(str(SQL / "agg-hashmap" / "savepoint"))
+    src = fs.open(str(SQL / "agg-hashmap" / "savepoint"), sql_rows="bytes")
     ck = src.checkpoint()
     (uid,) = [u for u in ck.operators if (ck.meta.operator(ck.uids[u]).name or "").startswith("GroupAggregate")]
     op = ck.meta.operator(ck.uids[uid])
@@ -78,6 +78,9 @@ def test_a_group_aggregate_accumulator_decodes_to_its_typed_fields() -> None:
     assert set(rows) == {f"k{i}" for i in range(10)}
     for r in rows.values():  # COUNT, SUM, MAX, AVG's sum and count over v = id % 7
         assert r["f0"] == r["f4"] > 0 and 0 <= r["f2"] <= 6 and r["f1"] == r["f3"] and r["f1"] <= 6 * r["f0"]
+    # read by default (SQL rows as columns): the same rows, decoded by the same decoder
+    columns = fs.open(str(SQL / "agg-hashmap" / "savepoint")).read_state(uid, "accState")
+    assert dict(zip(columns.column("key").combine_chunks().field("f0").to_pylist(), columns.column("value").to_pylist(), strict=True)) == rows
 
 
 def test_row_kind_of_a_value_row_is_kept_and_a_key_row_must_be_insert() -> None:
@@ -86,7 +89,8 @@ def test_row_kind_of_a_value_row_is_kept_and_a_key_row_must_be_insert() -> None:
                     pa.struct([("f0", pa.int64()), ("f1", pa.string()), (ROW_KIND, pa.string())]))
     encoded = encode_rows(data, row)
     assert encoded[0].as_py()[0] == 2 and encoded[1].as_py()[0] == 0 and not encoded[2].is_valid
-    assert decode_rows(encoded, row, row_kind=True).to_pylist() == data.to_pylist()
+    assert decode_rows(encoded, row, row_kind="field").to_pylist() == data.to_pylist()
+    assert decode_rows(encoded, row, row_kind="any").field("f0").to_pylist() == [1, 2, None]
     with pytest.raises(CorruptFileError, match="RowKind 2, not INSERT"):
         decode_rows(encoded, row)
     with pytest.raises(UnsupportedSerializerError, match="'x' is not a RowKind"):

@@ -1,0 +1,98 @@
+"""Writing a SQL job's imported state by its columns: struct columns encoded to the BinaryRowData Flink keeps.
+
+A SQL operator's state imported into a flinkstate root is stored as Flink wrote it (BinaryRowData bytes, so key
+groups and an export stay exact), with each state's serializers, SQL types included, in the checkpoint's
+`flink.serializers.<operator>` property. `sql_columns` finds those types for one state; a write that gives keys,
+map keys or values as struct columns (a Spark delete or upsert) is encoded by `SqlColumns.encode` before it is
+stored, and its key groups are then Flink's (murmur of the encoded row's hash).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from flinkstate.core.errors import SchemaMismatchError
+from flinkstate.flink.serde.rowdata import encode_rows, row_type
+from flinkstate.flink.serde.sqltypes import SqlType, sql_arrow_type, sql_type_from_json
+
+__all__ = ["SqlColumns", "sql_columns"]
+
+SERIALIZERS_PROPERTY = "flink.serializers."  # as flink.bridge.importer writes it
+
+
+def _row(node: Mapping[str, Any] | None) -> SqlType | None:
+    if not node or node.get("kind") != "rowdata" or not node.get("sql"):
+        return None
+    return row_type(tuple(sql_type_from_json(t) for t in node["sql"]))
+
+
+def _unwrap(node: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """A TTL wrapper's value serializer (children: timestamp, value), else the node."""
+    if node and node.get("kind") == "ttl":
+        return node["children"][1]
+    return node
+
+
+@dataclass(frozen=True)
+class SqlColumns:
+    """The ROW types of one state's RowData parts (None: that part is not RowData)."""
+
+    key: SqlType | None = None
+    user_key: SqlType | None = None
+    value: SqlType | None = None
+    list_value: bool = False  # a map state's values are lists of rows (Top-N); a list state's rows are its elements
+
+    def column_type(self, name: str, stored: pa.DataType) -> pa.DataType:
+        """The type a write gives column `name` in: a struct for a RowData part, else the stored type."""
+        row = {"key": self.key, "user_key": self.user_key, "value": self.value}.get(name)
+        if row is None:
+            return stored
+        return pa.list_(sql_arrow_type(row)) if name == "value" and self.list_value else sql_arrow_type(row)
+
+    def encode(self, table: pa.Table, what: str) -> pa.Table:
+        """table with its struct key, user_key and value columns encoded to BinaryRowData bytes."""
+        for name, row in (("key", self.key), ("user_key", self.user_key), ("value", self.value)):
+            if row is None or name not in table.column_names:
+                continue
+            col = table.column(name).combine_chunks()
+            if pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type):
+                continue  # already BinaryRowData bytes
+            try:
+                if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):  # lists of rows
+                    flat = encode_rows(col.flatten(), row)
+                    offsets = pa.array(pa.compute.subtract(col.offsets, col.offsets[0]).to_numpy(), pa.int32())
+                    encoded: pa.Array = pa.ListArray.from_arrays(offsets, flat, mask=col.is_null() if col.null_count else None)
+                else:
+                    encoded = encode_rows(col, row)
+            except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
+                raise SchemaMismatchError(f"{what}: column {name!r} ({col.type}) is not a row of the SQL type {row}: {e}") from e
+            table = table.set_column(table.column_names.index(name), name, encoded)
+        return table
+
+
+def sql_columns(properties: Mapping[str, str], operator: str, state: str) -> SqlColumns | None:
+    """The SQL types of a state imported from a SQL job (its operator's serializers property), None for other states."""
+    raw = properties.get(SERIALIZERS_PROPERTY + operator)
+    if not raw:
+        return None
+    kept = json.loads(raw)
+    key = _row(kept.get("key"))
+    sers = kept.get(state) or {}
+    value = _unwrap(sers.get("VALUE_SERIALIZER"))
+    user_key = None
+    list_value = False
+    if value and value.get("kind") == "map":
+        user_key = _row(value["children"][0])
+        value = _unwrap(value["children"][1])
+        if value and value.get("kind") == "list":
+            list_value = True
+            value = _unwrap(value["children"][0])
+    elif value and value.get("kind") == "list":
+        value = _unwrap(value["children"][0])
+    out = SqlColumns(key, user_key, _row(value), list_value and _row(value) is not None)
+    return out if (out.key or out.user_key or out.value) else None
