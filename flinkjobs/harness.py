@@ -192,6 +192,40 @@ def run_sql_job(args: list[str], timeout: float = 900, version: str | None = Non
     return proc.stdout
 
 
+SQL_QUERIES = ("agg", "agg_ttl", "dedup", "dedup_last", "join", "window", "gwindow", "topn")
+
+
+def sql_savepoint(query: str, out: Path, rows: int = 2000, rate: int = 200, backend: str = "hashmap", fmt: str = "canonical",
+                  parallelism: int = 2, wait: int = 40, version: str | None = None, timeout: float = 900) -> Path:
+    """Run SqlJob's query (SQL_QUERIES) from its compiled plan until `wait` changelog rows came, then stop it with a
+    savepoint (fmt canonical or native, no drain): returns out, holding savepoint/ (its state produced exactly the rows
+    of changelog.txt), plan.json (what the job ran), changelog.txt (every sink row with its kind, "+U[k2, 11, 33]", in
+    order), emitted.txt (the changelog folded to its current rows, sorted) and statement.sql (the INSERT compiled)."""
+    out = Path(out).resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    run_sql_job(["savepoint", query, str(out), str(rows), str(rate), backend, fmt, str(parallelism), str(wait)], timeout, version)
+    (taken,) = (out / "savepoint-dir").iterdir()
+    taken.rename(out / "savepoint")
+    (out / "savepoint-dir").rmdir()
+    (out / "savepoint.txt").unlink()
+    return out
+
+
+def sql_restore(query: str, savepoint: Path, plan: Path, out: Path, backend: str = "hashmap", parallelism: int = 2,
+                version: str | None = None, initial: Path | None = None, timeout: float = 900) -> Path:
+    """Restore the SQL job run from `plan` (the plan.json of sql_savepoint: the same operators and uids) from `savepoint`
+    (Flink's or one flinkstate exported) and run it to the end of its bounded input: returns out, holding changelog.txt
+    (the rows the restored job emitted, with their kinds) and emitted.txt (`initial`, an emitted.txt, plus that changelog
+    folded to the current rows, sorted; without `initial`, a retraction of a row emitted before the savepoint is ignored)."""
+    out = Path(out).resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    args = ["restore", query, str(out), str(Path(plan).resolve()), backend, str(parallelism), str(Path(savepoint).resolve())]
+    if initial is not None:
+        args.append(str(Path(initial).resolve()))
+    run_sql_job(args, timeout, version)
+    return out
+
+
 def java_command(main: str, args: list[str], version: str | None = None, props: dict[str, object] | None = None) -> list[str]:
     """The java command line running class main of the compiled jobs on the version's Flink jars."""
     version = resolve(version)

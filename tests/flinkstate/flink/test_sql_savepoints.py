@@ -2,12 +2,14 @@
 and state with its serializer class, read (rows as their BinaryRowData bytes, keys in Flink's key groups), import
 without a flag and export byte for byte; a serializer snapshot class nobody knows is found by its extent and listed.
 
-Fixtures: tests/fixtures/flink-2.3-sql (real Flink 2.3 SQL jobs, `make_flink_fixture.py sql`).
+Fixtures: tests/fixtures/flink-2.3-sql and flink-1.20-sql (real Flink SQL jobs run from their compiled plan.json,
+`make_flink_fixture.py sql`); each cell's stateful operator is found from its plan's node id.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import shutil
 from pathlib import Path
 
@@ -20,37 +22,60 @@ from flinkstate.flink.errors import UnsupportedSerializerError
 from flinkstate.flink.bridge.importer import import_savepoint
 from flinkstate.flink.bridge.store_export import export_savepoint
 from flinkstate.core.keygroups import assign_key_groups
+from flinkstate.flink.meta.names import uid_hash
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SQL = FIXTURES / "flink-2.3-sql"
 ROW = "org.apache.flink.table.runtime.typeutils.RowDataSerializer$RowDataSerializerSnapshot"
-# query -> (the operator's name as the planner gives it, its keyed states with their kinds)
+TTL = "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot"
+BOOL = "org.apache.flink.api.common.typeutils.base.BooleanSerializer$BooleanSerializerSnapshot"
+MAP = "org.apache.flink.api.common.typeutils.base.MapSerializerSnapshot"
+# query -> (the operator's name as the planner gives it, its transformation's name in the uid "<plan node id>_<name>",
+# its keyed states with their kinds and value serializers)
 OPERATORS = {
-    "agg": ("GroupAggregate", {"accState": "value"}),
-    "window": ("GlobalWindowAggregate", {"window-aggs": "value"}),
-    "join": ("Join", {"left-records": "map", "right-records": "map"}),
-    "topn": ("Rank", {"data-state-with-append": "map"}),
-    "dedup_last": ("Deduplicate", {"deduplicate-state": "value"}),
+    "agg": ("GroupAggregate", "group-aggregate", {"accState": ("value", ROW)}),
+    "agg_ttl": ("GroupAggregate", "group-aggregate", {"accState": ("value", TTL)}),  # table.exec.state.ttl: TTL-wrapped
+    "dedup": ("Deduplicate", "deduplicate", {"deduplicate-state": ("value", BOOL)}),  # first row: "seen", not the row
+    "dedup_last": ("Deduplicate", "deduplicate", {"deduplicate-state": ("value", ROW)}),
+    "join": ("Join", "join", {"left-records": ("map", MAP), "right-records": ("map", MAP)}),
+    "window": ("GlobalWindowAggregate", "global-window-aggregate", {"window-aggs": ("value", ROW)}),
+    "gwindow": ("GroupWindowAggregate", "group-window-aggregate", {"window-aggs": ("value", ROW)}),
+    "topn": ("Rank", "rank", {"data-state-with-append": ("map", MAP)}),
 }
-CELLS = sorted(p.name for p in SQL.iterdir() if p.is_dir())
+# flink-<line>-sql/<cell>: every query on Flink 2.3, four on 1.20 (whose _metadata records no names or uids)
+CELLS = sorted(f"{p.parent.name}/{p.name}" for line in ("2.3", "1.20") for p in (FIXTURES / f"flink-{line}-sql").iterdir() if p.is_dir())
+READ_CELLS = CELLS  # the legacy group window too: its TimeWindow namespace decodes
 
 
-def _stateful(ck: fs.scan.Checkpoint, prefix: str) -> str:
-    (uid,) = [u for u in ck.operators if (ck.meta.operator(ck.uids[u]).name or "").startswith(prefix)]
-    return uid
+def _query(cell: str) -> str:
+    return cell.split("/")[1].rsplit("-", 1)[0]
 
 
-@pytest.mark.parametrize("cell", CELLS)
+def _stateful(ck: fs.scan.Checkpoint, cell: str) -> str:
+    """The stateful operator of the cell's job, found from its compiled plan: uid "<node id>_<transformation>", which
+    Flink 2.x records with the name "<Name>[<node id>]" and Flink 1.x only as the hash of that uid (its operator id)."""
+    name, transformation, _ = OPERATORS[_query(cell)]
+    plan = json.loads((FIXTURES / cell / "plan.json").read_text(encoding="utf-8"))
+    (node,) = [n for n in plan["nodes"] if n["type"].rsplit("_", 1)[0] == f"stream-exec-{transformation}"]
+    uid = f"{node['id']}_{transformation}"
+    if uid in ck.operators:
+        assert ck.meta.operator(ck.uids[uid]).name == f"{name}[{node['id']}]"
+        return uid
+    assert uid_hash(uid) in ck.operators, (uid, list(ck.operators))
+    return uid_hash(uid)
+
+
+@pytest.mark.parametrize("cell", READ_CELLS)
 def test_sql_savepoint_opens_lists_serializers_and_reads_every_row(cell: str) -> None:
-    name, states = OPERATORS[cell.rsplit("-", 1)[0]]
-    src = fs.open(str(SQL / cell / "savepoint"), sql_rows="bytes")
+    name, _, states = OPERATORS[_query(cell)]
+    src = fs.open(str(FIXTURES / cell / "savepoint"), sql_rows="bytes")
     ck = src.checkpoint()
-    uid = _stateful(ck, name)
-    assert {s: d.kind for s, d in ck.operators[uid].keyed_states.items()} == states
+    uid = _stateful(ck, cell)
+    assert {s: (d.kind, ck.serializers_of(uid, s)[1]) for s, d in ck.operators[uid].keyed_states.items()} == states
     table = ck.inspect.states(uid)
     keyed = table.filter(pa.compute.is_in(table.column("state"), pa.array(list(states))))
     assert set(keyed.column("key_serializer").to_pylist()) == {ROW}
-    columns = fs.open(str(SQL / cell / "savepoint"))  # the default: RowData as columns, the same rows in the same key groups
+    columns = fs.open(str(FIXTURES / cell / "savepoint"))  # the default: RowData as columns, the same rows in the same key groups
     for state in states:
         t = src.read_state(uid, state)
         assert t.num_rows > 0 and t.schema.field("key").type == pa.binary()
@@ -62,15 +87,16 @@ def test_sql_savepoint_opens_lists_serializers_and_reads_every_row(cell: str) ->
         one = c.column("key")[0].as_py()
         assert columns.read_state(uid, state, keys=[one]).column("key").to_pylist() == [k for k in c.column("key").to_pylist() if k == one]
     out = io.StringIO()
-    assert main(["describe", str(SQL / cell / "savepoint")], out=out) == 0
-    assert f"({name}[" in out.getvalue() and "key serializer RowDataSerializer" in out.getvalue()
+    assert main(["describe", str(FIXTURES / cell / "savepoint")], out=out) == 0
+    assert "key serializer RowDataSerializer" in out.getvalue()
+    assert f"({name}[" in out.getvalue() or cell.startswith("flink-1.")  # Flink 1.x records no operator names
 
 
 def test_row_data_snapshot_keeps_the_sql_types_of_its_fields() -> None:
     from flinkstate.flink.bridge.mapping import subtask_states
 
     ck = fs.open(str(SQL / "agg-hashmap" / "savepoint")).checkpoint()
-    op = ck.meta.operator(ck.uids[_stateful(ck, "GroupAggregate")])
+    op = ck.meta.operator(ck.uids[_stateful(ck, "flink-2.3-sql/agg-hashmap")])
     dec = next(iter(subtask_states(ck.meta, op, next(s for s in op.subtasks if s.managed_keyed)).values()))
     assert dec.key_node.logical == ("VARCHAR(2147483647)",)  # GROUP BY k
     decs = subtask_states(ck.meta, op, next(s for s in op.subtasks if s.managed_keyed))
@@ -78,9 +104,9 @@ def test_row_data_snapshot_keeps_the_sql_types_of_its_fields() -> None:
     assert acc.kind == "rowdata" and acc.logical == ("BIGINT", "INT", "INT", "DOUBLE", "BIGINT")  # COUNT, SUM, MAX, AVG's sum, count
 
 
-@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("cell", READ_CELLS)
 def test_sql_savepoint_imports_without_a_flag_and_exports_the_same_records(cell: str, tmp_path: Path) -> None:
-    sp = SQL / cell / "savepoint"
+    sp = FIXTURES / cell / "savepoint"
     report = import_savepoint(sp, tmp_path / "root")
     assert report.as_bytes and all(ROW.rsplit(".", 1)[-1] in v or "RowData" in v for v in report.as_bytes.values())
     dest = export_savepoint(str(tmp_path / "root"), tmp_path / "exported")
@@ -114,7 +140,7 @@ def test_an_unknown_serializer_class_nested_in_a_row_is_found_by_its_extent(tmp_
     fake = fake[: len(cls)]
     meta.write_bytes(_rename_class(meta.read_bytes(), cls, fake))
     src = fs.open(str(sp))
-    uid = _stateful(src.checkpoint(), "GroupAggregate")
+    uid = _stateful(src.checkpoint(), "flink-2.3-sql/agg-hashmap")
     assert src.read_state(uid, "accState").num_rows == 10
 
 
