@@ -132,7 +132,7 @@ def _check_columns(desc: Any, schema: pa.Schema, what: str, tombstones: bool, sq
     def typed(name: str, stored: pa.DataType) -> pa.DataType:
         if sql is None or name not in schema.names or pa.types.is_binary(schema.field(name).type):
             return stored
-        return sql.column_type(name, stored)
+        return sql.column_type(name, stored, schema.field(name).type)
 
     names = schema.names
     need: list[tuple[str, pa.DataType]] = [("key", typed("key", desc.key_type))]

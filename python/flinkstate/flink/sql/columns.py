@@ -47,11 +47,16 @@ class SqlColumns:
     value: SqlType | None = None
     list_value: bool = False  # a map state's values are lists of rows (Top-N); a list state's rows are its elements
 
-    def column_type(self, name: str, stored: pa.DataType) -> pa.DataType:
-        """The type a write gives column `name` in: a struct for a RowData part, else the stored type."""
+    def column_type(self, name: str, stored: pa.DataType, given: pa.DataType | None = None) -> pa.DataType:
+        """The type a write gives column `name` in: a struct for a RowData part (fields by position: named as the
+        `given` struct's when it has as many, since a savepoint keeps no names), else the stored type."""
         row = {"key": self.key, "user_key": self.user_key, "value": self.value}.get(name)
         if row is None:
             return stored
+        if given is not None and pa.types.is_list(given) and name == "value":
+            given = given.value_type
+        if given is not None and pa.types.is_struct(given) and given.num_fields == len(row.children):
+            row = row.with_names(tuple(f.name for f in given))
         return pa.list_(sql_arrow_type(row)) if name == "value" and self.list_value else sql_arrow_type(row)
 
     def encode(self, table: pa.Table, what: str) -> pa.Table:
