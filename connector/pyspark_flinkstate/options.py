@@ -25,7 +25,10 @@ __all__ = [
     "storage_options_from",
 ]
 
-TABLES = ("state", "timers", "operatorState", "checkpoints", "files", "states", "operators", "changes")
+TABLES = ("state", "timers", "operatorState", "checkpoints", "files", "states", "operators", "changes",
+          "keyGroups", "subtasks", "topKeys", "ttlExpiry", "history")
+METADATA_TABLES = ("checkpoints", "files", "states", "operators")
+INSIGHT_TABLES = ("keyGroups", "subtasks", "topKeys", "ttlExpiry", "history")  # read.insight: latest (or given) checkpoint; history: all
 STATE_KINDS = ("value", "list", "map")
 OPERATIONS = ("upsert", "delete")
 LIST_MODES = ("append", "overwrite")
@@ -40,6 +43,7 @@ READ_OPTIONS = (
     "startingCheckpointId",  # streaming reads only (stream_reader.py)
     "rawValues", "rowFields",  # Flink savepoints: Kryo/Avro values as bytes; Row field names per "operator/state"
     "ttl",  # Flink savepoints: TTL durations per "operator/state" (or "state"), "op/state=ms;state=ms"
+    "topN", "ttlBucket", "parallelism",  # insight tables: keys per state (topKeys), hour|day (ttlExpiry), subtasks at (subtasks)
 )
 WRITE_OPTIONS = (
     "path", "operator", "state", "checkpointId", "savepoint", "operation", "maxParallelism",
@@ -143,6 +147,9 @@ class ReadOptions:
     raw_values: bool = False
     row_fields: str | None = None
     ttl: str | None = None
+    top_n: int = 10
+    ttl_bucket: str = "hour"
+    parallelism: int | None = None
 
     def flink_options(self) -> dict[str, Any]:
         """The options a Flink savepoint opens with (none given: none, so a flinkstate root opens as usual)."""
@@ -189,6 +196,9 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
         raw_values=_bool(opts, "rawValues", False),
         row_fields=_checked(opts, "rowFields"),
         ttl=_checked(opts, "ttl"),
+        top_n=_int(opts, "topN", low=1) or 10,
+        ttl_bucket=_choice(opts, "ttlBucket", ("hour", "day"), "hour") or "hour",
+        parallelism=_int(opts, "parallelism", low=1),
     )
 
 
