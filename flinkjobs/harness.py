@@ -287,6 +287,16 @@ def max_parallelism_restore(savepoint: Path, out_file: Path, backend: str, paral
     return Path(out_file).read_text(encoding="utf-8").splitlines()
 
 
+def skew_savepoint(out: Path, n: int = 4000, timeout: float = 900) -> Path:
+    """SkewJob on Flink 2.3: a keyed operator where three hot keys get 80% of the records; returns the CANONICAL
+    savepoint OUT/savepoint."""
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out / "savepoint", ignore_errors=True)
+    _run_java("SkewJob", [str(out), str(n)], "skew job", timeout)
+    return out / "savepoint"
+
+
 def production_run(out: Path, n: int, backend: str, incremental: bool, snappy: bool, snapshots: tuple[str, ...],
                    version: str | None = None, timeout: float = 900) -> Path:
     """ProductionJob (flinkjobs/src/ProductionJob.java) on `backend` (hashmap, rocksdb, forst): OUT/<snapshot>/savepoint for

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import importlib.util
+import time
 from pathlib import Path
 from collections.abc import Iterable
 from typing import Any
@@ -147,3 +148,30 @@ def latest_checkpoint(job_dir: Path) -> Path:
     done = chk_folders(str(job_dir))
     assert done, f"no completed checkpoint in {job_dir}"
     return Path(done[max(done)])
+
+
+SKEW_SAVEPOINT = Path(__file__).resolve().parent / "fixtures" / "flink-2.3-skew" / "savepoint"  # SkewJob (make_flink_fixture.py skew)
+HOT = ["hot0", "hot1", "hot2"]
+TTL_2H = 2 * 3_600_000
+
+
+def skewed_root(root: Path) -> fs.CheckpointStore:
+    """A job where three hot keys hold most entries: checkpoint 1 (full), then checkpoint 2 (a delta adding to them)."""
+    store = fs.open(str(root))
+    t0 = int(time.time() * 1000)  # just before the checkpoint's time
+    cold = [f"k{i}" for i in range(200)]
+    events = fs.ListStateDescriptor(name="events", value_type=pa.int64())
+    seen = fs.MapStateDescriptor(name="seen", user_key_type=pa.string(), user_value_type=pa.int64())
+    last = fs.ValueStateDescriptor(name="last", value_type=pa.int64(), ttl=fs.StateTtlConfig(ttl_ms=TTL_2H))
+    with store.begin(max_parallelism=128) as w:
+        keys = HOT + cold
+        w.put_state("skewed", events, pa.table({"key": keys, "value": [list(range(1000))] * 3 + [[1]] * 200}))
+        mk = [k for k in HOT for _ in range(300)] + cold
+        w.put_state("skewed", seen, pa.table({"key": mk, "user_key": [f"r{i % 300}" for i in range(900)] + ["r0"] * 200,
+                                              "value": list(range(1100))}))
+        # last access spread over the hours before the checkpoint: expiry spreads over the next hours
+        w.put_state("skewed", last, pa.table({"key": keys, "value": list(range(203)),
+                                              "ttl_timestamp": [t0 - (i % 3) * 3_600_000 for i in range(203)]}))
+    with store.begin() as w:
+        w.put_state("skewed", events, pa.table({"key": HOT, "value": [list(range(500))] * 3}), mode="delta")
+    return store

@@ -21,7 +21,7 @@ SOURCES = {"flinkstate": ROOT / "python" / "flinkstate", "pyspark_flinkstate": R
 
 LAYERS: dict[str, list[str]] = {
     "": ["flinkstate", "pyspark_flinkstate"],
-    "flinkstate": ["core", "format", "read", "store", "flink | backend", "runtime", "__init__", "demo", "cli", "__main__"],
+    "flinkstate": ["core", "format", "read", "store", "flink | backend", "runtime", "__init__", "report", "demo", "cli", "__main__"],
     "flinkstate.store": ["root", "registry", "writer", "maintenance", "store", "rewrite | verify"],
     "flinkstate.flink": ["errors", "_io", "serde", "meta", "pyflink | sql", "files", "write", "bridge"],
     "pyspark_flinkstate": ["options | schema | worker_noise", "resolve | commit", "metadata", "reader | writer_tables",

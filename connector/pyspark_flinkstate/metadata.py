@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from flinkstate.read.insight import CheckpointInsight, history_table
 from flinkstate.read.inspect import checkpoints_table
 
+from pyspark_flinkstate.options import INSIGHT_TABLES
 from pyspark_flinkstate.resolve import Resolved
 
 __all__ = ["metadata_table"]
@@ -20,6 +22,8 @@ def metadata_table(res: Resolved) -> pa.Table:
     if t == "checkpoints":
         return checkpoints_table(res.infos)
     op = res.opts.operator
+    if t in INSIGHT_TABLES:
+        return _insight(res, t, op)
     parts = []
     for ck in res.pinned:
         if t == "files":
@@ -34,3 +38,24 @@ def metadata_table(res: Resolved) -> pa.Table:
 
         return pa.schema(output_columns(res)).empty_table()
     return pa.concat_tables(parts)
+
+
+def _insight(res: Resolved, t: str, op: str | None) -> pa.Table:
+    """An insight table (`flinkstate.read.insight`) of the pinned checkpoint; history over every retained one."""
+    o = res.opts
+    if t == "history":
+        h = history_table(res.pinned)
+        return h if op is None else h.filter(pc.equal(h.column("operator"), op))
+    ins = CheckpointInsight(res.pinned[0])
+    if t == "keyGroups":
+        return ins.key_groups(op)
+    if t == "topKeys":
+        return ins.top_keys(o.top_n, op)
+    if t == "ttlExpiry":
+        return ins.ttl_expiry(o.ttl_bucket, op)
+    ck = res.pinned[0]
+    ops = [op] if op is not None else [u for u in sorted(ck.operators) if ck.operator(u).keyed_states and (o.parallelism or ck.operator(u).parallelism)]
+    parts = [ins.subtasks(u, o.parallelism) for u in ops]
+    from flinkstate.read.insight import SUBTASKS_SCHEMA
+
+    return pa.concat_tables(parts) if parts else SUBTASKS_SCHEMA.empty_table()

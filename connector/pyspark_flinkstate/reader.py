@@ -22,6 +22,7 @@ from flinkstate.read.scan import ScanTask
 from flinkstate.read.visibility import shape_state
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from pyspark_flinkstate.options import INSIGHT_TABLES, METADATA_TABLES
 from pyspark_flinkstate.resolve import Resolved
 
 __all__ = ["FlinkStateReader", "FlinkStatePushdownReader", "TaskPartition", "ChangesPartition", "plan_ranges", "read_metrics"]
@@ -120,7 +121,7 @@ class FlinkStateReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         t = self.res.opts.table
-        if t in ("checkpoints", "files", "states", "operators"):
+        if t in METADATA_TABLES or t in INSIGHT_TABLES:
             return [TaskPartition(None)]
         if t == "changes":
             return self._changes_partitions()

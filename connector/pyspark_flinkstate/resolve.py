@@ -25,7 +25,7 @@ from flinkstate.read.changes import operator_max_parallelism
 from flinkstate.read.checkpoint import StoreCheckpoint
 from flinkstate.store.store import CheckpointStore
 
-from pyspark_flinkstate.options import ReadOptions, parse_read_options
+from pyspark_flinkstate.options import INSIGHT_TABLES, METADATA_TABLES, ReadOptions, parse_read_options
 
 __all__ = ["Resolved", "resolve", "output_columns", "TS_MS"]
 
@@ -90,7 +90,14 @@ def resolve(options: Any) -> Resolved:
     store = _store(opts)
     res = Resolved(opts=opts, io=getattr(store, "io", None))  # a Flink savepoint has no FileIO: its tasks read its files
     table = opts.table
-    if table in ("checkpoints", "files", "states", "operators"):
+    if table in INSIGHT_TABLES and table != "history":
+        res.pinned = [store.checkpoint(opts.checkpoint_id)]  # the latest, or the one asked for
+        res.checkpoint_ids = [res.pinned[0].checkpoint_id]
+        if opts.operator is not None:
+            res.pinned[0].operator(opts.operator)  # OperatorNotFoundError lists the operators
+            res.opts = dataclasses.replace(opts, operator=res.pinned[0].name_of(opts.operator))
+        return res
+    if table in METADATA_TABLES or table == "history":
         infos = store.checkpoints()
         if opts.checkpoint_id is not None:
             store.record(opts.checkpoint_id)
@@ -188,7 +195,11 @@ def output_columns(res: Resolved) -> list[tuple[str, pa.DataType]]:
 
     opts = res.opts
     t = opts.table
-    meta = {"checkpoints": CHECKPOINTS_SCHEMA, "files": FILES_SCHEMA, "states": STATES_SCHEMA, "operators": OPERATORS_SCHEMA}
+    from flinkstate.read.insight import HISTORY_SCHEMA, KEY_GROUPS_SCHEMA, SUBTASKS_SCHEMA, TOP_KEYS_SCHEMA, TTL_EXPIRY_SCHEMA
+
+    meta = {"checkpoints": CHECKPOINTS_SCHEMA, "files": FILES_SCHEMA, "states": STATES_SCHEMA, "operators": OPERATORS_SCHEMA,
+            "keyGroups": KEY_GROUPS_SCHEMA, "subtasks": SUBTASKS_SCHEMA, "topKeys": TOP_KEYS_SCHEMA, "ttlExpiry": TTL_EXPIRY_SCHEMA,
+            "history": HISTORY_SCHEMA}
     if t in meta:
         return [(f.name, f.type) for f in meta[t]]
     if t == "timers":

@@ -427,6 +427,10 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--json", action="store_true", help="print JSON for scripts")
         sp.add_argument("--storage-option", action="append", metavar="KEY=VALUE", help="fsspec/s3fs option (repeatable), e.g. endpoint_url=http://127.0.0.1:9000")
 
+    from flinkstate.report import add_commands
+
+    add_commands(sub, common)
+
     sp = sub.add_parser("checkpoints", help="list committed checkpoints and savepoints")
     common(sp)
     sp.add_argument("--all", action="store_true", help="include discarded checkpoints")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -20,7 +21,7 @@ from flinkstate.core.io import FileIO
 from flinkstate.format import constants as C
 from flinkstate.format.filekind import FileKind
 
-__all__ = ["describe_data_file", "sort_keys_for", "is_sorted"]
+__all__ = ["describe_data_file", "sort_keys_for", "is_sorted", "key_group_sizes", "ttl_column"]
 
 _ARROW_SCHEMA_KEY = "ARROW:schema"
 
@@ -78,3 +79,58 @@ def describe_data_file(io: FileIO, path: str) -> dict[str, Any]:
         "sort_keys": keys,
         "sorted": is_sorted(table, keys),
     }
+
+
+def key_group_sizes(io: FileIO, path: str, list_state: bool = False) -> pa.Table:
+    """Per key group of one keyed-state data file: its live entries, elements and share of the file's bytes
+    (`key_group`, `entries`, `elements`, `bytes`), from the `key_group` (and a delta's `tombstone`) column and the row
+    groups' sizes: a row group's compressed bytes are shared among its rows (tombstones count for bytes, not entries).
+    No value is decoded, but for a list state (`list_state`), whose `value` column is read for its list lengths: its
+    rows are weighted by their elements (plus one) and its elements counted."""
+    with io.open(path, "rb") as f:
+        pf = pq.ParquetFile(f)
+        md = pf.metadata
+        cols = [c for c in (C.COL_KEY_GROUP, C.COL_TOMBSTONE) if c in pf.schema_arrow.names]
+        if list_state and C.COL_VALUE in pf.schema_arrow.names:
+            cols.append(C.COL_VALUE)
+        parts = []
+        for i in range(md.num_row_groups):
+            rg = md.row_group(i)
+            if rg.num_rows == 0:
+                continue
+            t = pf.read_row_group(i, columns=cols)
+            live = pc.invert(t.column(C.COL_TOMBSTONE)) if C.COL_TOMBSTONE in cols else pa.array(np.ones(t.num_rows, bool))
+            live = pc.cast(live, pa.int64())
+            if C.COL_VALUE in cols:
+                n = pc.cast(pc.fill_null(pc.list_value_length(t.column(C.COL_VALUE)), 0), pa.int64())
+                elements = pc.multiply(n, live)
+                weight = np.asarray(n.to_numpy(), np.float64) + 1
+            else:
+                elements = live
+                weight = np.ones(t.num_rows)
+            nbytes = sum(rg.column(j).total_compressed_size for j in range(rg.num_columns))
+            parts.append(pa.table({"key_group": pc.cast(t.column(C.COL_KEY_GROUP), pa.int32()), "entries": live,
+                                   "elements": elements, "bytes": pa.array(weight * nbytes / weight.sum())}))
+    if not parts:
+        return pa.table({"key_group": pa.array([], pa.int32()), "entries": pa.array([], pa.int64()),
+                         "elements": pa.array([], pa.int64()), "bytes": pa.array([], pa.int64())})
+    t = pa.concat_tables(parts).group_by("key_group").aggregate([("entries", "sum"), ("elements", "sum"), ("bytes", "sum")])
+    return pa.table({"key_group": t.column("key_group"), "entries": t.column("entries_sum"), "elements": t.column("elements_sum"),
+                     "bytes": pc.cast(pc.round(t.column("bytes_sum")), pa.int64())})
+
+
+def ttl_column(io: FileIO, path: str) -> pa.Array:
+    """The last-access times (epoch ms) of a TTL state's data file, one per live entry or list element: its
+    `ttl_timestamp` column alone (no value decoded; a delta's tombstones left out)."""
+    with io.open(path, "rb") as f:
+        pf = pq.ParquetFile(f)
+        cols = [c for c in (C.COL_TTL, C.COL_TOMBSTONE) if c in pf.schema_arrow.names]
+        if C.COL_TTL not in cols:
+            return pa.array([], pa.int64())
+        t = pf.read(columns=cols)
+    if C.COL_TOMBSTONE in cols:
+        t = t.filter(pc.invert(t.column(C.COL_TOMBSTONE)))
+    col = t.column(C.COL_TTL).combine_chunks()
+    if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+        col = pc.list_flatten(col)
+    return pc.drop_null(col)

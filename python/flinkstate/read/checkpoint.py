@@ -532,6 +532,28 @@ class StoreCheckpoint(Checkpoint):
         """Metadata tables of this checkpoint: files(), states(), operators()."""
         return CheckpointInspect(self)
 
+    def key_group_figures(self, operator: str, state: str) -> pa.Table | None:
+        """Per key group: live entries, elements and bytes of the state's files (stored rows: a delta's upsert and the row
+        it replaces both count), from their `key_group` columns and row groups (`format.inspect.key_group_sizes`)."""
+        from flinkstate.format.inspect import key_group_sizes
+
+        lists = self.state_descriptor(operator, state).kind == "list"  # typed errors name what exists
+        parts = [key_group_sizes(self.io, e.path, lists) for e in self.state_files(operator, state)]
+        if not parts:
+            return None
+        t = pa.concat_tables(parts).group_by("key_group").aggregate([("entries", "sum"), ("elements", "sum"), ("bytes", "sum")])
+        return pa.table({"key_group": t.column("key_group"), "entries": t.column("entries_sum"), "elements": t.column("elements_sum"),
+                         "bytes": t.column("bytes_sum")})
+
+    def ttl_timestamps(self, operator: str, state: str) -> pa.Array | None:
+        """The `ttl_timestamp` columns of the state's files (stored rows: a delta's upsert and the row it replaces both count)."""
+        from flinkstate.format.inspect import ttl_column
+
+        if not self.state_descriptor(operator, state).ttl_enabled:
+            return None
+        parts = [ttl_column(self.io, e.path) for e in self.state_files(operator, state)]
+        return pa.concat_arrays(parts) if parts else pa.array([], pa.int64())
+
 
 def sort_timers(t: pa.Table) -> pa.Table:
     """Timers in (key group, timestamp) order, as `read_timers` returns them."""

@@ -109,6 +109,16 @@ class Checkpoint(ABC):
         Flink serializers, as a flinkstate checkpoint's Arrow types are its declaration)."""
         return None, None
 
+    def key_group_figures(self, operator: str, state: str) -> pa.Table | None:
+        """Per key group of a keyed state, what its files tell without decoding a value: `key_group`, `entries` and
+        `bytes` (stored bytes); None when they do not tell (then `read.insight` decodes the state's rows instead)."""
+        return None
+
+    def ttl_timestamps(self, operator: str, state: str) -> pa.Array | None:
+        """A TTL state's last-access times (epoch ms, one per entry or list element) read without its values; None
+        when the files do not hold them apart (then `read.insight` decodes the state's rows instead)."""
+        return None
+
     def operator(self, uid: str) -> OperatorMetadata:
         """One operator; OperatorNotFoundError lists the operators that exist."""
         op = self.operators.get(uid)

@@ -260,6 +260,14 @@ class FlinkCheckpoint(Checkpoint):
         """Metadata tables: states(), operators() with sizes from the handles (files() is empty: Flink's files are not flinkstate data files)."""
         return FlinkInspect(self)  # type: ignore[arg-type]
 
+    def key_group_figures(self, operator: str, state: str) -> pa.Table | None:
+        """Per key group: records and serialized bytes from the canonical files' framing and per-key-group offsets (no
+        value decoded); None for RocksDB/ForSt and heap-native handles."""
+        from flinkstate.flink.bridge.sizes import key_group_figures
+
+        self.state_descriptor(operator, state)  # typed errors name what exists
+        return key_group_figures(self.meta, self._flink_op(operator), state)
+
     def _name(self, operator: str) -> str:
         """The name an operator goes by here, given that name, its uid or its operator id (`names.find_operator`)."""
         if operator in self.ops:

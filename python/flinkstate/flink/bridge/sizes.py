@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+
 from flinkstate.flink.files.canonical import TIMER_PREFIX
 from flinkstate.flink.meta.metadata import (
     CheckpointMetadata,
@@ -27,7 +29,7 @@ from flinkstate.flink.meta.metadata import (
 )
 from flinkstate.format.filekind import Scope
 
-__all__ = ["Size", "SubtaskSize", "checkpoint_size", "operator_size", "state_sizes", "subtask_sizes"]
+__all__ = ["Size", "SubtaskSize", "checkpoint_size", "key_group_figures", "operator_size", "state_sizes", "subtask_sizes"]
 
 
 @dataclass
@@ -167,3 +169,28 @@ def state_sizes(meta: CheckpointMetadata, op: OperatorState) -> dict[tuple[str, 
             nbytes = ends[name] - starts[name] if name in starts else 0
             add(name, Scope.OPERATOR, oh.stream, None if mode == "BROADCAST" else len(offs), nbytes)
     return out
+
+
+def key_group_figures(meta: CheckpointMetadata, op: OperatorState, state: str) -> pa.Table | None:
+    """Per key group of one keyed state (Flink name; a PyFlink state's `python-state-` name too): records and serialized
+    bytes from the canonical files' framing (`files.canonical.record_figures`), no value decoded. None when a subtask's
+    handle is RocksDB/ForSt or heap-native (its records are not framed per key group without decoding)."""
+    from flinkstate.flink.files.canonical import record_figures
+    from flinkstate.flink.pyflink.coders import PREFIX
+
+    parts = []
+    for sub in op.subtasks:
+        h = sub.managed_keyed
+        if h is None:
+            continue
+        if not isinstance(h, KeyGroupsHandle):
+            return None
+        figures = record_figures(h, meta.directory, op)
+        if figures is None:
+            return None
+        t = figures.get(state, figures.get(PREFIX + state))
+        if t is not None:
+            parts.append(t)
+    if not parts:
+        return pa.table({"key_group": pa.array([], pa.int32()), "entries": pa.array([], pa.int64()), "bytes": pa.array([], pa.int64())})
+    return pa.concat_tables(parts)

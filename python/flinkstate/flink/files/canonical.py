@@ -57,7 +57,7 @@ from flinkstate.flink.serde.serializers import (
 )
 from flinkstate.flink.serde.values import Reader, make_reader, read_rest
 
-__all__ = ["KeyedState", "TIMER_PREFIX", "decode_key_groups", "decode_keyed_handle", "header_bytes", "read_keyed_state"]
+__all__ = ["KeyedState", "TIMER_PREFIX", "decode_key_groups", "decode_keyed_handle", "header_bytes", "read_keyed_state", "record_figures"]
 
 TIMER_PREFIX = "_timer_state/"
 _END_OF_KEY_GROUP = 0xFFFF
@@ -437,6 +437,38 @@ def _framed_stream(data: bytes, handle: KeyGroupsHandle, compressed: bool, where
             _FRAMED[key] = out
             while sum(len(v[0]) for v in _FRAMED.values()) > _FRAMED_MAX and len(_FRAMED) > 1:
                 _FRAMED.popitem(last=False)
+    return out
+
+
+def record_figures(handle: KeyGroupsHandle, base_dir: str, op: OperatorState) -> dict[str, pa.Table] | None:
+    """Per state (Flink name) of a canonical stream: per key group its records and their serialized bytes (`key_group`,
+    `entries`, `bytes`: length fields, key and value; uncompressed), from the framing alone: no key or value is
+    decoded. None for a heap-native stream or one whose framing cannot be verified (decode it instead)."""
+    data = handle.stream.read(base_dir)
+    where = handle.stream.location(base_dir) if handle.stream.kind != "inline" else f"inline state {handle.stream.path}"
+    starts = handle.offsets[handle.offsets > 0]
+    compressed, _, metas = read_keyed_header(DataReader(data, where=where), f"operator {op.label}", int(starts.min()) if len(starts) else len(data))
+    if not len(starts) or (handle.kind == "KeyGroupsStateHandle" and is_heap_native(data, handle)):
+        return None if len(starts) else {}
+    prefix = 1 if op.max_parallelism <= 128 else 2
+    buf, _, framed = _framed_stream(data, handle, compressed, where, prefix, len(metas))
+    if framed is None:
+        return None
+    pos, sids, kgs = framed
+    arr = np.frombuffer(buf, np.uint8)
+
+    def be32(at: np.ndarray) -> np.ndarray:
+        b = arr[at[:, None] + np.arange(4)].astype(np.int64)
+        return (b[:, 0] << 24) | (b[:, 1] << 16) | (b[:, 2] << 8) | b[:, 3]
+
+    klen = be32(pos.astype(np.int64))
+    size = 8 + klen + be32(pos.astype(np.int64) + 4 + klen)
+    out: dict[str, pa.Table] = {}
+    for i, m in enumerate(metas):
+        sel = sids == i
+        t = pa.table({"key_group": pa.array(kgs[sel], pa.int32()), "bytes": pa.array(size[sel], pa.int64())})
+        g = t.group_by("key_group").aggregate([("bytes", "count"), ("bytes", "sum")])
+        out[m.name] = pa.table({"key_group": g.column("key_group"), "entries": g.column("bytes_count"), "bytes": g.column("bytes_sum")})
     return out
 
 
