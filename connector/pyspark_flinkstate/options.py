@@ -43,11 +43,8 @@ READ_OPTIONS = (
     "startingCheckpointId",  # streaming reads only (stream_reader.py)
     "rawValues", "rowFields",  # Flink savepoints: Kryo/Avro values as bytes; Row field names per "operator/state"
     "ttl",  # Flink savepoints: TTL durations per "operator/state" (or "state"), "op/state=ms;state=ms"
-<<<<<<< HEAD
     "sqlRows", "sqlPlan",  # Flink SQL jobs' savepoints: RowData as columns (default) or bytes; the compiled plan naming them
-=======
     "topN", "ttlBucket", "parallelism",  # insight tables: keys per state (topKeys), hour|day (ttlExpiry), subtasks at (subtasks)
->>>>>>> insight24
 )
 WRITE_OPTIONS = (
     "path", "operator", "state", "checkpointId", "savepoint", "operation", "maxParallelism",
@@ -151,14 +148,11 @@ class ReadOptions:
     raw_values: bool = False
     row_fields: str | None = None
     ttl: str | None = None
-<<<<<<< HEAD
     sql_rows: str = "columns"
     sql_plan: str | None = None
-=======
     top_n: int = 10
     ttl_bucket: str = "hour"
     parallelism: int | None = None
->>>>>>> insight24
 
     def flink_options(self) -> dict[str, Any]:
         """The options a Flink savepoint opens with (none given: none, so a flinkstate root opens as usual)."""
@@ -209,14 +203,11 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
         raw_values=_bool(opts, "rawValues", False),
         row_fields=_checked(opts, "rowFields"),
         ttl=_checked(opts, "ttl"),
-<<<<<<< HEAD
         sql_rows=_choice(opts, "sqlRows", ("columns", "bytes"), "columns") or "columns",
         sql_plan=opts.get("sqlplan") or None,
-=======
         top_n=_int(opts, "topN", low=1) or 10,
         ttl_bucket=_choice(opts, "ttlBucket", ("hour", "day"), "hour") or "hour",
         parallelism=_int(opts, "parallelism", low=1),
->>>>>>> insight24
     )
 
 
