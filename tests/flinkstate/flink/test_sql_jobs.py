@@ -1,6 +1,7 @@
-"""Real Flink restores a SQL job's savepoint whole: the agg fixture (flink-2.3-sql/agg-hashmap, stopped with a savepoint
-after its first changelog rows) resumed from its own compiled plan ends with exactly the aggregates of the whole input,
-so the savepoint's state held every group's count, sum, max and average so far. The job: flinkjobs/sql/SqlJob.java."""
+"""Real Flink restores a SQL job's savepoint whole: the agg fixture (flink-<line>-sql/agg-hashmap, stopped with a
+savepoint after its first changelog rows) resumed by the same Flink from its own compiled plan ends with exactly the
+aggregates of the whole input, so the savepoint's state held every group's count, sum, max and average so far. The job:
+flinkjobs/sql/SqlJob.java."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from fsc_helpers import flink_harness
 
 pytestmark = [pytest.mark.flink]
-AGG = Path(__file__).resolve().parents[2] / "fixtures" / "flink-2.3-sql" / "agg-hashmap"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def _expected(rows: int) -> list[tuple[str, int, int, int, float]]:
@@ -31,12 +32,14 @@ def _parse(lines: list[str]) -> list[tuple[str, int, int, int, float]]:
     return sorted(out)
 
 
-def test_flink_restores_the_agg_savepoint_whole_and_finishes_the_input(tmp_path: Path) -> None:
-    fixture = json.loads((AGG / "fixture.json").read_text(encoding="utf-8"))
-    before = (AGG / "emitted.txt").read_text(encoding="utf-8").splitlines()
+@pytest.mark.parametrize("line", ["2.3", "1.20"])
+def test_flink_restores_the_agg_savepoint_whole_and_finishes_the_input(line: str, tmp_path: Path) -> None:
+    agg = FIXTURES / f"flink-{line}-sql" / "agg-hashmap"
+    fixture = json.loads((agg / "fixture.json").read_text(encoding="utf-8"))
+    before = (agg / "emitted.txt").read_text(encoding="utf-8").splitlines()
     assert sum(int(line.split(", ")[1]) for line in before) < fixture["rows"]  # the savepoint was taken mid-input
-    out = flink_harness().sql_restore("agg", AGG / "savepoint", AGG / "plan.json", tmp_path / "restored",
-                                      initial=AGG / "emitted.txt")
+    out = flink_harness().sql_restore("agg", agg / "savepoint", agg / "plan.json", tmp_path / "restored", version=line,
+                                      initial=agg / "emitted.txt")
     changelog = (out / "changelog.txt").read_text(encoding="utf-8").splitlines()
     # the restored groups' first change retracts exactly the row each had emitted before the savepoint
     first_retractions = {}
