@@ -17,9 +17,11 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def _resume(harness, query: str, savepoint: Path, out: Path, backend: str) -> list[str]:
-    """The SQL job restored from savepoint, run to the end of its input: its final rows."""
-    harness.run_sql_job(["restore", query, str(out), "2000", "400", backend, "-", "2", str(savepoint)])
-    return (out / "final.txt").read_text(encoding="utf-8").splitlines()
+    """The SQL job restored from savepoint with its fixture's plan, run to the end of its input: its rows then (the
+    fixture's emitted rows with the restored job's changelog folded on)."""
+    cell = FIXTURES / "flink-2.3-sql" / f"{query}-hashmap"
+    done = harness.sql_restore(query, savepoint, cell / "plan.json", out, backend=backend, initial=cell / "emitted.txt")
+    return (done / "emitted.txt").read_text(encoding="utf-8").splitlines()
 
 
 @pytest.mark.parametrize("query", ["agg", "window"])
