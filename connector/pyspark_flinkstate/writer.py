@@ -72,7 +72,7 @@ class WritePlan:
     flattened_list: bool
     new_state: bool
     list_append: bool = False  # mode("append") on an existing list state: each key's list grows by the new elements
-    sql: Any = None  # flinkstate.flink.sql.columns.SqlColumns: a SQL job's imported state, written by its columns
+    sql: Any = None  # flinkstate.flink.bridge.sql_columns.SqlColumns: a SQL job's imported state, written by its columns
 
     @property
     def collects_lists(self) -> bool:
@@ -198,7 +198,7 @@ def plan_write(options: Any, spark_schema: Any, overwrite: bool) -> WritePlan:
                 raise SchemaMismatchError(f"{what} is a {desc.kind} state, not {o.state_kind}")
             if desc.kind not in ("value", "list", "map", "reducing", "aggregating"):
                 raise SchemaMismatchError(f"{what}: cannot write a {desc.kind} state")
-        from flinkstate.flink.sql.columns import sql_columns
+        from flinkstate.flink.bridge.sql_columns import sql_columns
 
         sql = None if existing is None else sql_columns(w.properties, o.operator, o.state)
         flattened = _check_columns(desc, schema, what, o.operation == "delete", sql)

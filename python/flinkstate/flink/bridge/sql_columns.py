@@ -12,30 +12,25 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 
 from flinkstate.core.errors import SchemaMismatchError
+from flinkstate.flink.bridge.importer import SERIALIZERS_PROPERTY, node_from_json
 from flinkstate.flink.serde.rowdata import encode_rows, row_type
-from flinkstate.flink.serde.sqltypes import SqlType, sql_arrow_type, sql_type_from_json
+from flinkstate.flink.serde.serializers import TypeNode
+from flinkstate.flink.serde.sqltypes import SqlType, sql_arrow_type
 
 __all__ = ["SqlColumns", "sql_columns"]
 
-SERIALIZERS_PROPERTY = "flink.serializers."  # as flink.bridge.importer writes it
+
+def _row(node: TypeNode | None) -> SqlType | None:
+    return row_type(node.sql) if node is not None and node.kind == "rowdata" and node.sql else None
 
 
-def _row(node: Mapping[str, Any] | None) -> SqlType | None:
-    if not node or node.get("kind") != "rowdata" or not node.get("sql"):
-        return None
-    return row_type(tuple(sql_type_from_json(t) for t in node["sql"]))
-
-
-def _unwrap(node: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+def _unwrap(node: TypeNode | None) -> TypeNode | None:
     """A TTL wrapper's value serializer (children: timestamp, value), else the node."""
-    if node and node.get("kind") == "ttl":
-        return node["children"][1]
-    return node
+    return node.children[1] if node is not None and node.kind == "ttl" else node
 
 
 @dataclass(frozen=True)
@@ -86,18 +81,18 @@ def sql_columns(properties: Mapping[str, str], operator: str, state: str) -> Sql
     if not raw:
         return None
     kept = json.loads(raw)
-    key = _row(kept.get("key"))
+    key = _row(node_from_json(kept["key"])) if kept.get("key") else None
     sers = kept.get(state) or {}
-    value = _unwrap(sers.get("VALUE_SERIALIZER"))
+    value = _unwrap(node_from_json(sers["VALUE_SERIALIZER"])) if sers.get("VALUE_SERIALIZER") else None
     user_key = None
     list_value = False
-    if value and value.get("kind") == "map":
-        user_key = _row(value["children"][0])
-        value = _unwrap(value["children"][1])
-        if value and value.get("kind") == "list":
+    if value is not None and value.kind == "map":
+        user_key = _row(value.children[0])
+        value = _unwrap(value.children[1])
+        if value is not None and value.kind == "list":
             list_value = True
-            value = _unwrap(value["children"][0])
-    elif value and value.get("kind") == "list":
-        value = _unwrap(value["children"][0])
+            value = _unwrap(value.children[0])
+    elif value is not None and value.kind == "list":
+        value = _unwrap(value.children[0])
     out = SqlColumns(key, user_key, _row(value), list_value and _row(value) is not None)
     return out if (out.key or out.user_key or out.value) else None
