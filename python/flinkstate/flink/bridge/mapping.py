@@ -50,7 +50,7 @@ from flinkstate.flink.pyflink.coders import (
     row_key_groups,
 )
 from flinkstate.flink.serde.serializers import arrow_type
-from flinkstate.flink.sql.decoders import SQL_OPS, SqlDecoder, sql_key_groups, sql_keys, sql_states
+from flinkstate.flink.sql.decoders import SQL_OPS, SqlDecoder, sql_key_groups, sql_states
 
 __all__ = ["ReadOptions", "parse_row_fields", "parse_ttl", "state_descriptor", "stored_rows",
            "subtask_decoders", "subtask_states", "decode_subtask", "subtask_range"]
@@ -293,7 +293,7 @@ def key_groups_of(meta: CheckpointMetadata, uid: str, keys: Any, key_groups: Any
     key_row = meta.options.get(SQL_OPS, {}).get(uid)
     if keys is not None and key_row is not None:
         allowed = _key_groups_of(None, key_groups, key_type, maxp)
-        kgs = set(sql_key_groups(sql_keys(list(keys), key_row), key_row, maxp).to_pylist())
+        kgs = set(sql_key_groups(list(keys), key_row, maxp).to_pylist())
         return kgs if allowed is None else allowed & kgs
     if keys is None or uid not in meta.options.get("pyflink_ops", ()):
         return _key_groups_of(keys, key_groups, key_type, maxp)
