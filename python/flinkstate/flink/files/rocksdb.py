@@ -153,7 +153,7 @@ def column_families(handle: UnsupportedKeyedHandle, base_dir: str, prefix: int, 
 
     where (the header's file and the operator) starts the message of a missing or corrupt file, which names it.
     """
-    by_cf: dict[str, list[tuple[bytes, int, int, bytes]]] = defaultdict(list)
+    by_cf: dict[str, list[pa.Table]] = defaultdict(list)
     accounts: dict[str, FamilyAccount] = defaultdict(FamilyAccount)
     files = handle_files(handle, base_dir, where)
     live = _check_live(files, files.live(base_dir, where), base_dir, where)
@@ -172,27 +172,25 @@ def column_families(handle: UnsupportedKeyedHandle, base_dir: str, prefix: int, 
                                        f"{files.manifest[0]} records {want.column_family!r} in {want.size} bytes")
         acc = accounts[sst.column_family]
         acc.files.append(file)
-        acc.entries += len(sst.records)
-        by_cf[sst.column_family].extend(sst.records)
+        acc.entries += sst.records.num_rows
+        by_cf[sst.column_family].append(sst.records)
     lo, hi = handle.start, handle.start + handle.count - 1
-    for cf, records in by_cf.items():
-        _resolve(cf, records, accounts[cf], prefix, lo, hi)
+    for cf, tables in by_cf.items():
+        _resolve(cf, pa.concat_tables(tables), accounts[cf], prefix, lo, hi)
     return dict(accounts)
 
 
-def _resolve(cf: str, records: list[tuple[bytes, int, int, bytes]], acc: FamilyAccount, prefix: int, lo: int, hi: int) -> None:
-    """A column family's records resolved per key, with Arrow and numpy (no Python loop per record): records sorted by
+def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: int, hi: int) -> None:
+    """A column family's records (sst.RECORDS columns) resolved per key, with Arrow and numpy: records sorted by
     key and newest first; a key's newest put or delete ends it, the merge operands newer than that are its list
     elements, joined with ',' oldest first after the put's value; keys outside the key-group range are counted, not kept."""
-    n = len(records)
+    n = records.num_rows
     if not n:
         return
-    keys = pa.array([r[0] for r in records], pa.large_binary())  # 64-bit offsets: a family may exceed 2 GiB
-    seqs = pa.array(np.fromiter((r[1] for r in records), np.int64, n))
-    kinds_all = np.fromiter((r[2] for r in records), np.int64, n)
-    values = pa.array([r[3] for r in records], pa.large_binary())
-    order = pc.sort_indices(pa.table({"k": keys, "s": seqs}), sort_keys=[("k", "ascending"), ("s", "descending")])
-    keys, values, kinds = keys.take(order), values.take(order), kinds_all[order.to_numpy()]
+    order = pc.sort_indices(records, sort_keys=[("key", "ascending"), ("seq", "descending")])
+    records = records.take(order).combine_chunks()  # large_binary keys and values: a family may exceed 2 GiB
+    keys, values = records.column("key").chunk(0), records.column("value").chunk(0)
+    kinds = records.column("kind").chunk(0).to_numpy().astype(np.int64)
     bad = ~np.isin(kinds, (TYPE_VALUE, TYPE_MERGE, TYPE_DELETION, TYPE_SINGLE_DELETION))
     is_merge = kinds == TYPE_MERGE
     first = np.ones(n, bool)

@@ -1,4 +1,4 @@
-"""Read RocksDB block-based table (SST) files in pure Python: the records of a Flink RocksDB checkpoint.
+"""Read RocksDB block-based table (SST) files with numpy and Arrow: the records of a Flink RocksDB checkpoint as columns.
 
 Sources: RocksDB `table/block_based/block_based_table_builder.cc`, `table/format.cc` (footer,
 block trailer), `table/block_based/block_builder.cc` (prefix-compressed entries and restarts),
@@ -8,6 +8,7 @@ legacy footer, uncompressed and Snappy blocks, binary-search data blocks and a b
 (partitioned, as the ForSt backend writes) index
 (delta-encoded handles with restart interval 1, RocksDB's default). Block checksums (XXH3/CRC32C)
 are not verified; lengths are. Anything else is an UnsupportedFlinkFormatError naming the file.
+The blocks' entries are parsed all at once (`sst_blocks`): no Python loop per record.
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
+from flinkstate.flink.files.sst_blocks import PAD, Entries, parse_blocks, varints
 
-__all__ = ["SstFile", "TYPE_DELETION", "TYPE_MERGE", "TYPE_SINGLE_DELETION", "TYPE_VALUE", "read_sst"]
+__all__ = ["RECORDS", "SstFile", "TYPE_DELETION", "TYPE_MERGE", "TYPE_SINGLE_DELETION", "TYPE_VALUE", "read_sst"]
 
 _MAGIC = 0x88E241B785F4CFF7
 _LEGACY_MAGIC = 0xDB4775248B80FB57
@@ -27,18 +31,20 @@ _FOOTER = 53
 TYPE_DELETION, TYPE_VALUE, TYPE_MERGE, TYPE_SINGLE_DELETION = 0, 1, 2, 7
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
+RECORDS = pa.schema([("key", pa.large_binary()), ("seq", pa.int64()), ("kind", pa.uint8()), ("value", pa.large_binary())])
+_SNAPPY = pa.Codec("snappy")
 
 
 @dataclass
 class SstFile:
-    """One SST's column family and its records: (user key, sequence, type, value) in file order.
+    """One SST's column family and its records as columns (RECORDS: user key, sequence, type, value) in file order.
 
     The counts are the table properties the writer recorded (`rocksdb.num.entries` counts point
     records and range deletions); `read_sst` checks the records it read against them.
     """
 
     column_family: str
-    records: list[tuple[bytes, int, int, bytes]]
+    records: pa.Table
     range_deletions: int
     entries: int | None = None
     deletions: int | None = None
@@ -57,29 +63,57 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 class _Reader:
+    """An SST's bytes and name: its blocks, checked against the file's length and decompressed."""
+
     def __init__(self, data: bytes, where: str) -> None:
         self.data, self.where = data, where
+        self.array = np.frombuffer(data, np.uint8)
+
+    def blocks(self, offsets: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The blocks at offsets (a 5-byte trailer after each gives its compression) as (buffer padded by PAD, starts, ends)."""
+        offsets, sizes = np.asarray(offsets, np.int64), np.asarray(sizes, np.int64)
+        past = (offsets < 0) | (sizes < 0) | (offsets + sizes + 5 > len(self.data))
+        if past.any():
+            i = int(np.argmax(past))
+            raise CorruptFileError(f"{self.where}: block at {int(offsets[i])} of {int(sizes[i])} bytes runs past the end of the file")
+        kinds = self.array[offsets + sizes]
+        if ((kinds != 0) & (kinds != 1)).any():
+            kind = int(kinds[(kinds != 0) & (kinds != 1)][0])
+            raise UnsupportedFlinkFormatError(f"{self.where}: SST block compression type {kind} is not supported (none, snappy are)")
+        if not kinds.any():
+            return np.frombuffer(self.data + bytes(PAD), np.uint8), offsets, offsets + sizes
+        view = memoryview(self.data)
+        lengths, _ = varints(np.frombuffer(self.data + bytes(PAD), np.uint8), offsets, self.where)
+        lengths[kinds == 0] = sizes[kinds == 0]
+        chunks = []
+        for off, size, kind, n in zip(offsets.tolist(), sizes.tolist(), kinds.tolist(), lengths.tolist(), strict=True):
+            raw = view[off : off + size]
+            if kind == 0:
+                chunks.append(raw)
+                continue
+            try:
+                chunks.append(_SNAPPY.decompress(raw, decompressed_size=n))
+            except (OSError, ValueError, pa.ArrowException) as e:
+                raise CorruptFileError(f"{self.where}: bad snappy block at {off}: {e}") from e
+        chunks.append(bytes(PAD))
+        ends = np.cumsum(lengths)
+        return np.frombuffer(b"".join(chunks), np.uint8), ends - lengths, ends
+
+    def entries(self, offsets: np.ndarray, sizes: np.ndarray, delta_values: bool = False) -> Entries:
+        """Every entry of the (index or data) blocks at offsets, in order, parsed at once."""
+        offsets = np.asarray(offsets, np.int64)
+        buf, starts, ends = self.blocks(offsets, np.asarray(sizes, np.int64))
+        return parse_blocks(buf, starts, ends, offsets, self.where, delta_values)
 
     def block(self, offset: int, size: int) -> bytes:
-        """The contents of the block at offset (its 5-byte trailer gives the compression)."""
-        data = self.data
-        if offset < 0 or offset + size + 5 > len(data):
-            raise CorruptFileError(f"{self.where}: block at {offset} of {size} bytes runs past the end of the file")
-        raw = data[offset : offset + size]
-        kind = data[offset + size]
-        if kind == 0:
-            return raw
-        if kind == 1:
-            n, _ = _varint(raw, 0)
-            try:
-                return pa.decompress(raw, decompressed_size=n, codec="snappy").to_pybytes()
-            except (OSError, ValueError, pa.ArrowException) as e:
-                raise CorruptFileError(f"{self.where}: bad snappy block at {offset}: {e}") from e
-        raise UnsupportedFlinkFormatError(f"{self.where}: SST block compression type {kind} is not supported (none, snappy are)")
+        """The contents of one block (metaindex, properties, range deletions: a few entries each)."""
+        buf, starts, ends = self.blocks(np.array([offset]), np.array([size]))
+        return buf[int(starts[0]) : int(ends[0])].tobytes()
 
 
-def _entries(block: bytes, delta_values: bool = False) -> list[tuple[bytes, bytes]]:
-    """The (key, value) entries of a block: prefix-compressed keys, restart array at the end."""
+def _entries(block: bytes) -> list[tuple[bytes, bytes]]:
+    """The (key, value) entries of a block of a few entries (metaindex, properties: one restart segment each, so
+    parsing them in lockstep would take one numpy step per entry): prefix-compressed keys, restart array at the end."""
     if len(block) < 4:
         raise ValueError("a block is shorter than its restart count")
     packed = _U32.unpack_from(block, len(block) - 4)[0]
@@ -92,14 +126,6 @@ def _entries(block: bytes, delta_values: bool = False) -> list[tuple[bytes, byte
     while pos < end:
         shared, pos = _varint(block, pos)
         non_shared, pos = _varint(block, pos)
-        if delta_values:
-            key = key[:shared] + block[pos : pos + non_shared]
-            pos += non_shared
-            vstart = pos
-            _, pos = _varint(block, pos)  # offset
-            _, pos = _varint(block, pos)  # size
-            out.append((key, block[vstart:pos]))
-            continue
         vlen, pos = _varint(block, pos)
         key = key[:shared] + block[pos : pos + non_shared]
         pos += non_shared
@@ -122,9 +148,10 @@ def read_sst(data: bytes, where: str) -> SstFile:
         sst = _read_sst(data, where)
     except (IndexError, ValueError, struct.error) as e:
         raise CorruptFileError(f"{where}: corrupt SST file: {e}") from e
-    kinds = [r[2] for r in sst.records]
-    deletions = kinds.count(TYPE_DELETION) + kinds.count(TYPE_SINGLE_DELETION) + sst.range_deletions
-    got = (len(sst.records) + sst.range_deletions, deletions, kinds.count(TYPE_MERGE))
+    kinds = sst.records.column("kind").to_numpy()
+    merges = int(np.count_nonzero(kinds == TYPE_MERGE))
+    deletions = int(np.count_nonzero((kinds == TYPE_DELETION) | (kinds == TYPE_SINGLE_DELETION))) + sst.range_deletions
+    got = (sst.records.num_rows + sst.range_deletions, deletions, merges)
     said = (sst.entries, sst.deletions, sst.merges)
     if any(s is not None and s != g for s, g in zip(said, got, strict=True)):
         raise CorruptFileError(f"{where}: the SST's properties count {sst.entries} entries ({sst.deletions} deletions, {sst.merges} merge "
@@ -181,15 +208,18 @@ def _read_sst(data: bytes, where: str) -> SstFile:
     range_dels = 0
     if b"rocksdb.range_del" in meta:
         range_dels = len(_entries(r.block(*_handle(meta[b"rocksdb.range_del"]))))
-    records = []
-    index = _entries(r.block(index_off, index_size), delta)
+    index = r.entries(np.array([index_off]), np.array([index_size]), delta)
     if index_type == 2:  # the top-level index points to index partitions, which point to data blocks
-        index = [e for _, part in index for e in _entries(r.block(*_handle(part)), delta)]
-    for _, value in index:
-        for ikey, v in _entries(r.block(*_handle(value))):
-            if len(ikey) < 8:
-                raise ValueError("an internal key is shorter than its 8-byte trailer")
-            trailer = _U64.unpack_from(ikey, len(ikey) - 8)[0]
-            records.append((ikey[:-8], trailer >> 8, trailer & 0xFF, v))
+        index = r.entries(*index.handles(where), delta)
+    ikeys = r.entries(*index.handles(where))
+    lengths = pc.binary_length(ikeys.keys).to_numpy()
+    if (lengths < 8).any():
+        raise CorruptFileError(f"{where}: an internal key is shorter than its 8-byte trailer")
+    n = len(ikeys.keys)
+    trailer = pc.binary_slice(ikeys.keys, -8) if n else pa.array([], pa.large_binary())
+    packed = np.frombuffer(trailer.buffers()[2], "<u8", n) if n else np.zeros(0, np.uint64)
+    user = pc.binary_slice(ikeys.keys, 0, -8) if n else ikeys.keys
+    records = pa.table([user, pa.array((packed >> 8).astype(np.int64)), pa.array((packed & 0xFF).astype(np.uint8)), ikeys.values],
+                       schema=RECORDS)
     return SstFile(cf, records, range_dels, _count(props, b"rocksdb.num.entries"), _count(props, b"rocksdb.deleted.keys"),
                    _count(props, b"rocksdb.merge.operands"))

@@ -3,10 +3,11 @@ newer merge operands are appended after the put's value, oldest first; done with
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
 from flinkstate.flink.files.rocksdb import FamilyAccount, _resolve, records_buffer
-from flinkstate.flink.files.sst import TYPE_DELETION, TYPE_MERGE, TYPE_SINGLE_DELETION, TYPE_VALUE
+from flinkstate.flink.files.sst import RECORDS, TYPE_DELETION, TYPE_MERGE, TYPE_SINGLE_DELETION, TYPE_VALUE
 
 
 def k(kg: int, name: bytes) -> bytes:
@@ -15,7 +16,7 @@ def k(kg: int, name: bytes) -> bytes:
 
 def resolve(records: list[tuple[bytes, int, int, bytes]], lo: int = 0, hi: int = 9) -> tuple[FamilyAccount, dict[bytes, bytes]]:
     acc = FamilyAccount()
-    _resolve("cf", records, acc, 1, lo, hi)
+    _resolve("cf", pa.Table.from_pylist([dict(zip(RECORDS.names, r, strict=True)) for r in records], RECORDS), acc, 1, lo, hi)
     return acc, dict(zip(acc.live_keys.to_pylist(), acc.live_values.to_pylist(), strict=True))
 
 
