@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
 from flinkstate.flink.files.sst_blocks import PAD, Entries, parse_blocks, varints
@@ -99,11 +98,11 @@ class _Reader:
         ends = np.cumsum(lengths)
         return np.frombuffer(b"".join(chunks), np.uint8), ends - lengths, ends
 
-    def entries(self, offsets: np.ndarray, sizes: np.ndarray, delta_values: bool = False) -> Entries:
+    def entries(self, offsets: np.ndarray, sizes: np.ndarray, *, data: bool, delta_values: bool = False) -> Entries:
         """Every entry of the (index or data) blocks at offsets, in order, parsed at once."""
         offsets = np.asarray(offsets, np.int64)
         buf, starts, ends = self.blocks(offsets, np.asarray(sizes, np.int64))
-        return parse_blocks(buf, starts, ends, offsets, self.where, delta_values)
+        return parse_blocks(buf, starts, ends, offsets, self.where, data=data, delta_values=delta_values)
 
     def block(self, offset: int, size: int) -> bytes:
         """The contents of one block (metaindex, properties, range deletions: a few entries each)."""
@@ -208,18 +207,12 @@ def _read_sst(data: bytes, where: str) -> SstFile:
     range_dels = 0
     if b"rocksdb.range_del" in meta:
         range_dels = len(_entries(r.block(*_handle(meta[b"rocksdb.range_del"]))))
-    index = r.entries(np.array([index_off]), np.array([index_size]), delta)
+    index = r.entries(np.array([index_off]), np.array([index_size]), data=False, delta_values=delta)
     if index_type == 2:  # the top-level index points to index partitions, which point to data blocks
-        index = r.entries(*index.handles(where), delta)
-    ikeys = r.entries(*index.handles(where))
-    lengths = pc.binary_length(ikeys.keys).to_numpy()
-    if (lengths < 8).any():
-        raise CorruptFileError(f"{where}: an internal key is shorter than its 8-byte trailer")
-    n = len(ikeys.keys)
-    trailer = pc.binary_slice(ikeys.keys, -8) if n else pa.array([], pa.large_binary())
-    packed = np.frombuffer(trailer.buffers()[2], "<u8", n) if n else np.zeros(0, np.uint64)
-    user = pc.binary_slice(ikeys.keys, 0, -8) if n else ikeys.keys
-    records = pa.table([user, pa.array((packed >> 8).astype(np.int64)), pa.array((packed & 0xFF).astype(np.uint8)), ikeys.values],
+        index = r.entries(*index.handles(where), data=False, delta_values=delta)
+    e = r.entries(*index.handles(where), data=True)
+    assert e.keys is not None and e.trailers is not None and e.values is not None
+    records = pa.table([e.keys, pa.array((e.trailers >> 8).astype(np.int64)), pa.array((e.trailers & 0xFF).astype(np.uint8)), e.values],
                        schema=RECORDS)
     return SstFile(cf, records, range_dels, _count(props, b"rocksdb.num.entries"), _count(props, b"rocksdb.deleted.keys"),
                    _count(props, b"rocksdb.merge.operands"))

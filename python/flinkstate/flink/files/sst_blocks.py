@@ -7,7 +7,7 @@ restart array (u32 offsets of the entries that share nothing) and its u32 length
 flags a hash index. Every restart segment starts with a whole key, so all segments of all blocks are
 parsed in lockstep: step j decodes the j-th entry of every segment that has one (about 16 steps with
 RocksDB's default restart interval), and key j of a segment is key j-1's shared prefix plus its delta,
-rebuilt for all segments at once by Arrow's `take` and `binary_join_element_wise`.
+rebuilt for all segments at once in a byte matrix (one row per segment).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from numpy.lib.stride_tricks import sliding_window_view
 
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
@@ -24,7 +23,6 @@ from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatErro
 __all__ = ["PAD", "Entries", "parse_blocks", "varints"]
 
 PAD = 16  # zero bytes after a parsed buffer: a varint or u32 read at a valid position never reads past it
-_EMPTY = b""
 
 
 def varints(buf: np.ndarray, pos: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray]:
@@ -58,16 +56,14 @@ def _binary(offsets: np.ndarray, data: pa.Buffer | np.ndarray) -> pa.LargeBinary
     return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), buf])
 
 
-def _offsets(arr: pa.Array) -> np.ndarray:
-    return np.frombuffer(arr.buffers()[1], np.int64, len(arr) + 1, arr.offset)
-
-
 @dataclass(frozen=True)
 class Entries:
-    """The entries of the parsed blocks in block order: whole keys, values, and where each value starts in the buffer."""
+    """The entries of the parsed blocks in block order: where each value starts in the buffer and, for data blocks,
+    the user keys, the internal keys' trailers (u64 sequence << 8 | type) and the values."""
 
-    keys: pa.LargeBinaryArray
-    values: pa.LargeBinaryArray
+    keys: pa.LargeBinaryArray | None
+    trailers: np.ndarray | None
+    values: pa.LargeBinaryArray | None
     value_starts: np.ndarray
     buf: np.ndarray
 
@@ -120,11 +116,12 @@ def _segments(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, names: np.n
     return seg_start, seg_end, np.repeat(np.arange(len(starts)), num)
 
 
-def parse_blocks(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, names: np.ndarray, where: str,
-                 delta_values: bool = False) -> Entries:
+def parse_blocks(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, names: np.ndarray, where: str, *,
+                 data: bool, delta_values: bool = False) -> Entries:
     """Every entry of the blocks buf[starts[i]:ends[i]] (buf padded by PAD zero bytes), in block order.
 
-    names: each block's offset in the file, for messages. delta_values: an index block's delta-encoded handles
+    names: each block's offset in the file, for messages. data: data blocks (keys, trailers and values are
+    returned; of index blocks only where their values start, the block handles). delta_values: an index block's delta-encoded handles
     (every entry a restart point, as RocksDB writes them with its default index restart interval 1).
     An entry that overruns its restart segment, a key sharing more than the previous key holds, a restart entry
     that shares anything: a CorruptFileError naming the file and the block.
@@ -156,7 +153,7 @@ def parse_blocks(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, names: n
         steps.append(_Step(segs, shared, p, vstart, vend))
         cur[segs] = vend
         segs = segs[vend < end]
-    return _assemble(buf, steps, len(seg_start), seg_block, names, where)
+    return _assemble(buf, steps, len(seg_start), seg_block, names, where, data)
 
 
 def _check(bad: np.ndarray, segs: np.ndarray, seg_block: np.ndarray, names: np.ndarray, where: str,
@@ -166,46 +163,124 @@ def _check(bad: np.ndarray, segs: np.ndarray, seg_block: np.ndarray, names: np.n
         raise CorruptFileError(f"{where}: {what} in the block at {at}")
 
 
-def _assemble(buf: np.ndarray, steps: list[_Step], nseg: int, seg_block: np.ndarray, names: np.ndarray, where: str) -> Entries:
-    """Keys rebuilt step by step (key j = key j-1's shared prefix + delta j) and values, in block order."""
+def _assemble(buf: np.ndarray, steps: list[_Step], nseg: int, seg_block: np.ndarray, names: np.ndarray, where: str,
+              data: bool) -> Entries:
+    """The entries in block order: where each value starts and, for a data block, user keys, trailers and values."""
     count = np.zeros(nseg, np.int64)
     for s in steps:
         count[s.segs] += 1
     base = np.cumsum(count) - count
     n = int(count.sum())
-    if not n:
-        empty = pa.array([], pa.large_binary())
-        return Entries(empty, empty, np.zeros(0, np.int64), buf)
-    order = np.concatenate([base[s.segs] + j for j, s in enumerate(steps)])
-    bounds = np.empty((n, 3), np.int64)  # per entry in block order: key delta start, value start, value end
+    vstart, vend = np.empty(n, np.int64), np.empty(n, np.int64)
     for j, s in enumerate(steps):
         at = base[s.segs] + j
-        bounds[at, 0], bounds[at, 1], bounds[at, 2] = s.kstart, s.vstart, s.vend
-    data = pa.py_buffer(buf)
-    pieces = _binary(bounds.ravel(), data)  # piece 3i: entry i's key delta, 3i + 1: its value, 3i + 2: the gap to the next
-    values = pieces.take(pa.array(3 * np.arange(n) + 1))
-    sep = pa.scalar(_EMPTY, pa.large_binary())
-    per_step: list[pa.Array] = []
-    prev: pa.Array | None = None
-    prev_segs = np.zeros(0, np.int64)
-    for j, s in enumerate(steps):
-        delta = pieces.take(pa.array(3 * (base[s.segs] + j)))
-        if prev is None:
-            keys = delta
-        else:
-            row = np.searchsorted(prev_segs, s.segs)  # the segment's previous key in the last step's keys
-            po = _offsets(prev)
-            cut = np.zeros(len(prev), np.int64)
-            cut[row] = s.shared
-            if (cut > np.diff(po)).any():
-                _check(cut[row] > np.diff(po)[row], s.segs, seg_block, names, where, "a key shares more than the previous key holds")
-            prefix_bounds = np.empty((len(prev), 2), np.int64)
-            prefix_bounds[:, 0], prefix_bounds[:, 1] = po[:-1], po[:-1] + cut
-            halves = _binary(np.append(prefix_bounds.ravel(), po[-1]), prev.buffers()[2])
-            keys = pc.binary_join_element_wise(halves.take(pa.array(2 * row)), delta, sep)
-        per_step.append(keys)
-        prev, prev_segs = keys, s.segs
-    inverse = np.empty(n, np.int64)
-    inverse[order] = np.arange(n)
-    all_keys = pa.concat_arrays(per_step).take(pa.array(inverse))
-    return Entries(all_keys, values, bounds[:, 1].copy(), buf)
+        vstart[at], vend[at] = s.vstart, s.vend
+    if not data:
+        return Entries(None, None, None, vstart, buf)
+    if not n:
+        empty = pa.array([], pa.large_binary())
+        return Entries(empty, np.zeros(0, np.uint64), empty, vstart, buf)
+    pieces = _binary(np.stack([vstart, vend], axis=1).ravel(), pa.py_buffer(buf))  # piece 2i: value i, 2i + 1: what follows it
+    values = pieces.take(pa.array(np.arange(0, 2 * n, 2)))
+    keys, trailers = _internal_keys(buf, steps, base, n, (seg_block, names, where))
+    return Entries(keys, trailers, values, vstart, buf)
+
+
+def _internal_keys(buf: np.ndarray, steps: list[_Step], base: np.ndarray, n: int,
+                   blame: tuple[np.ndarray, np.ndarray, str]) -> tuple[pa.LargeBinaryArray, np.ndarray]:
+    """(user keys, u64 trailers) of the data entries in block order. Keys are rebuilt in byte matrices, one row per
+    segment, one step at a time (row = the previous row's shared columns + the delta read in place); segments are
+    grouped by their longest key rounded up to a power of two, so a matrix is at most twice its keys' bytes."""
+    lengths = [s.shared + s.vstart - s.kstart for s in steps]
+    longest = np.zeros(len(base), np.int64)
+    for s, length in zip(steps, lengths, strict=True):
+        longest[s.segs] = np.maximum(longest[s.segs], length)
+        _check(length < 8, s.segs, *blame, "an internal key is shorter than its 8-byte trailer")
+    width = 1 << np.ceil(np.log2(np.maximum(longest, 16))).astype(np.int64)  # 16 bytes at least: 3 words of a view's inline key
+    classes = np.unique(width[base < n][np.diff(base, append=n) > 0])
+    out = [_width_class(buf, steps, lengths, base, n, width == w, int(w), blame) for w in classes]
+    if len(out) == 1:
+        return out[0][0], out[0][1]
+    order = np.empty(n, np.int64)  # file index -> row of the classes' keys concatenated
+    trailers = np.empty(n, np.uint64)
+    at = 0
+    for keys, tr, fi in out:
+        order[fi] = np.arange(at, at + len(fi))
+        trailers[fi] = tr
+        at += len(fi)
+    return pa.concat_arrays([o[0] for o in out]).take(pa.array(order)), trailers
+
+
+def _windows(data: np.ndarray, w: int) -> np.ndarray:
+    """Every w-byte window of data as one item (void of w bytes, stride 1): a fancy index copies whole windows at once."""
+    return np.ndarray(shape=(len(data) - w + 1,), dtype=np.dtype((np.void, w)), buffer=data, strides=(1,))
+
+
+_LOW_BYTES = np.array([(1 << (8 * c)) - 1 for c in range(9)], np.uint64)  # c low bytes of a little-endian word set
+_LOW_BYTES_32 = np.array([(1 << (8 * c)) - 1 for c in range(5)], np.uint32)
+
+
+def _items(rows: np.ndarray) -> np.ndarray:
+    """A C-contiguous 2-D array as a 1-D array of whole rows (void items): a row gather or scatter is one copy per row."""
+    return rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel()
+
+
+def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray], base: np.ndarray, n: int, member: np.ndarray,
+                 w: int, blame: tuple[np.ndarray, np.ndarray, str]) -> tuple[pa.LargeBinaryArray, np.ndarray, np.ndarray]:
+    """(user keys, trailers, file indices, ascending) of the entries of the segments in member, whose keys are at most w bytes.
+
+    A key is a row of w / 8 little-endian words: the step's delta is read as the w bytes from kstart - shared (so
+    column `shared` on is the delta) and its first `shared` bytes are replaced by the previous row's, word by word."""
+    words = w // 8
+    keep_of = _items(_LOW_BYTES[np.clip(np.arange(w + 1)[:, None] - 8 * np.arange(words), 0, 8)])  # shared -> words to keep
+    lo = min(int((s.kstart - s.shared).min()) for s in steps)
+    hi = max(int((s.kstart - s.shared).max()) for s in steps) + w
+    front = w if lo < 0 else 0
+    padded = np.concatenate([np.zeros(front, np.uint8), buf, np.zeros(w, np.uint8)]) if front or hi > len(buf) else buf
+    windows = _windows(padded, w)
+    mine = np.repeat(member, np.diff(base, append=n))  # which entries (in block order) are this class's
+    m = int(mine.sum())
+    rank = np.arange(n) if m == n else np.cumsum(mine) - 1  # an entry's row in this class's matrix
+    matrix = np.empty((m, words), np.uint64)
+    rows = _items(matrix)
+    user = np.empty(m, np.int64)
+    prev, prev_segs, prev_len = np.zeros(0, rows.dtype), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    for j, (s, length) in enumerate(zip(steps, lengths, strict=True)):
+        pick = member[s.segs]
+        segs, shared, kstart, length = s.segs[pick], s.shared[pick], s.kstart[pick], length[pick]
+        if not len(segs):
+            break
+        keys = windows[kstart - shared + front]
+        if j:
+            same = len(segs) == len(prev_segs)
+            row = None if same else np.searchsorted(prev_segs, segs)
+            before = prev if same else prev[row]
+            _check(shared > (prev_len if same else prev_len[row]), segs, *blame, "a key shares more than the previous key holds")
+            k, b, keep = (a.view("<u8") for a in (keys, before, keep_of[shared]))
+            k ^= (k ^ b) & keep
+        at = rank[base[segs] + j]
+        rows[at] = keys
+        user[at] = length - 8
+        prev, prev_segs, prev_len = keys, segs, length
+    trailers = _windows(matrix.view(np.uint8).ravel(), 8)[np.arange(m) * w + user].view("<u8").copy()
+    files_sorted = np.arange(n) if m == n else np.flatnonzero(mine)
+    return _user_keys(matrix.view("<u4"), user, w), trailers, files_sorted
+
+
+def _user_keys(words: np.ndarray, user: np.ndarray, w: int) -> pa.LargeBinaryArray:
+    """The first user[i] bytes of each row of w bytes, as large_binary: Arrow binary views on the rows (a key of up to
+    12 bytes inline, zero-padded) cast by Arrow, which copies each key once."""
+    m = len(user)
+    per_buffer = (2**31 - 1) // w  # view offsets are int32: the rows are split into buffers under 2 GiB
+    row = np.arange(m)
+    views = np.zeros((m, 4), "<u4")
+    views[:, 0] = user
+    inline = user <= 12
+    head = words[:, :3] & _LOW_BYTES_32[np.clip(user[:, None] - 4 * np.arange(3), 0, 4)]
+    views[inline, 1:] = head[inline]
+    views[~inline, 1] = words[~inline, 0]
+    views[~inline, 2] = (row // per_buffer)[~inline]
+    views[~inline, 3] = ((row % per_buffer) * w)[~inline]
+    flat = words.view(np.uint8).ravel()
+    buffers = [pa.py_buffer(flat[b * per_buffer * w : (b + 1) * per_buffer * w]) for b in range(max(1, -(-m // per_buffer)))]
+    return pa.Array.from_buffers(pa.binary_view(), m, [None, pa.py_buffer(views), *buffers]).cast(pa.large_binary())
