@@ -40,6 +40,7 @@ from flinkstate.flink.files.sst import (
     TYPE_VALUE,
     read_sst,
 )
+from flinkstate.flink.files.views import gather, inline_views, range_views
 from flinkstate.flink.meta.metadata import StreamHandle, UnsupportedKeyedHandle
 
 __all__ = ["FamilyAccount", "HandleFiles", "column_families", "family_sizes", "handle_files", "key_groups_of_keys", "records_buffer"]
@@ -176,6 +177,7 @@ def column_families(handle: UnsupportedKeyedHandle, base_dir: str, prefix: int, 
         by_cf[sst.column_family].append(sst.records)
     lo, hi = handle.start, handle.start + handle.count - 1
     for cf, tables in by_cf.items():
+        tables.sort(key=lambda t: t.column("key")[0].as_py() if t.num_rows else b"")  # a level's SSTs in key order
         _resolve(cf, pa.concat_tables(tables), accounts[cf], prefix, lo, hi)
     return dict(accounts)
 
@@ -187,8 +189,10 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
     n = records.num_rows
     if not n:
         return
-    order = pc.sort_indices(records, sort_keys=[("key", "ascending"), ("seq", "descending")])
-    records = records.take(order).combine_chunks()  # large_binary keys and values: a family may exceed 2 GiB
+    records = records.combine_chunks()  # large_binary keys and values: a family may exceed 2 GiB
+    if not _in_order(records):
+        order = pc.sort_indices(records, sort_keys=[("key", "ascending"), ("seq", "descending")])
+        records = records.take(order).combine_chunks()
     keys, values = records.column("key").chunk(0), records.column("value").chunk(0)
     kinds = records.column("kind").chunk(0).to_numpy().astype(np.int64)
     bad = ~np.isin(kinds, (TYPE_VALUE, TYPE_MERGE, TYPE_DELETION, TYPE_SINGLE_DELETION))
@@ -207,7 +211,10 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
     count = (stop - starts) + has_base  # records that make the key's value
     acc.keys += len(starts)
     acc.deleted += int((count == 0).sum())
-    kg = key_groups_of_keys(keys.take(pa.array(starts)), prefix)
+    offs, data = _binary_parts(keys)
+    kg = data[offs[starts]].astype(np.int64)
+    if prefix == 2:
+        kg = (kg << 8) | data[offs[starts] + 1]
     in_range = (kg >= lo) & (kg <= hi)
     acc.out_of_range += int(((count > 0) & ~in_range).sum())
     keep = (count > 0) & in_range
@@ -216,11 +223,26 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
         return
     # each kept key's records, oldest first: the put's value, then the merge operands
     idx = np.repeat(g_start + g_count - 1, g_count) - (np.arange(int(g_count.sum())) - np.repeat(np.cumsum(g_count) - g_count, g_count))
-    offsets = np.concatenate([[0], np.cumsum(g_count)]).astype(np.int64)
-    parts = pa.LargeListArray.from_arrays(pa.array(offsets), values.take(pa.array(idx)))
-    joined = pc.binary_join(parts, pa.scalar(b",", pa.large_binary()))
+    if (g_count == 1).all():  # no key with merge operands to join
+        joined = values.take(pa.array(idx))
+    else:
+        offsets = np.concatenate([[0], np.cumsum(g_count)]).astype(np.int64)
+        parts = pa.LargeListArray.from_arrays(pa.array(offsets), values.take(pa.array(idx)))
+        joined = pc.binary_join(parts, pa.scalar(b",", pa.large_binary())).cast(pa.large_binary())
     acc.live_keys = pa.concat_arrays([acc.live_keys, keys.take(pa.array(g_start))])
-    acc.live_values = pa.concat_arrays([acc.live_values, joined.cast(pa.large_binary())])
+    acc.live_values = pa.concat_arrays([acc.live_values, joined])
+
+
+def _in_order(records: pa.Table) -> bool:
+    """Whether the (single-chunk) records are already by key ascending, sequence descending, as one SST's are, or a
+    family's SSTs of one level taken by first key: then no sort is needed."""
+    n = records.num_rows
+    keys, seqs = records.column("key").chunk(0), records.column("seq").chunk(0)
+    later, earlier = keys.slice(1), keys.slice(0, n - 1)
+    if pc.any(pc.less(later, earlier)).as_py():
+        return False
+    same = pc.equal(later, earlier)
+    return not pc.any(pc.and_(same, pc.greater(seqs.slice(1), seqs.slice(0, n - 1)))).as_py()
 
 
 def key_groups_of_keys(keys: pa.Array, prefix: int) -> np.ndarray:
@@ -242,23 +264,22 @@ def family_sizes(handle: UnsupportedKeyedHandle, base_dir: str, where: str) -> d
 
 
 def records_buffer(keys: pa.Array, values: pa.Array) -> tuple[bytes, np.ndarray]:
-    """Keys and values framed as canonical records (i32 klen, key, i32 vlen, value) and each record's offset, with numpy."""
+    """Keys and values framed as canonical records (i32 klen, key, i32 vlen, value) and each record's offset: four Arrow
+    binary views per record (the lengths inline, key and value pointing into the arrays' data) gathered by one cast."""
     ko, kd = _binary_parts(keys)
     vo, vd = _binary_parts(values)
     klen, vlen = np.diff(ko), np.diff(vo)
-    size = 8 + klen + vlen
-    starts = np.concatenate([[0], np.cumsum(size)[:-1]]).astype(np.int64) if len(size) else np.zeros(0, np.int64)
-    out = np.empty(int(size.sum()), np.uint8)
-    for at, length in ((starts, klen), (starts + 4 + klen, vlen)):
-        be = length.astype(">i4").view(np.uint8).reshape(-1, 4)
-        for b in range(4):
-            out[at + b] = be[:, b]
-    for dst, off, length, data in ((starts + 4, ko, klen, kd), (starts + 8 + klen, vo, vlen, vd)):
-        total = int(length.sum())
-        if total:
-            rel = np.arange(total) - np.repeat(np.cumsum(length) - length, length)
-            out[np.repeat(dst, length) + rel] = data[np.repeat(off[:-1], length) + rel]
-    return out.tobytes(), starts
+    key_views, key_buffers = range_views(kd, ko[:-1], klen)
+    value_views, value_buffers = range_views(vd, vo[:-1], vlen, first_buffer=len(key_buffers))
+    views = np.empty((len(klen), 4, 4), "<u4")
+    views[:, 0] = inline_views(klen.astype(">i4").view("<u4"))
+    views[:, 1] = key_views
+    views[:, 2] = inline_views(vlen.astype(">i4").view("<u4"))
+    views[:, 3] = value_views
+    framed = gather(views.reshape(-1, 4), key_buffers + value_buffers)
+    offsets = np.frombuffer(framed.buffers()[1], np.int64, len(framed) + 1)
+    data = framed.buffers()[2]
+    return (data.to_pybytes()[: int(offsets[-1])] if data is not None else b""), offsets[:-1:4].copy()
 
 
 def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:

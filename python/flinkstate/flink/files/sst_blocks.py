@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-from numpy.lib.stride_tricks import sliding_window_view
 
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
+from flinkstate.flink.files.views import gather, range_views, windows
 
 __all__ = ["PAD", "Entries", "parse_blocks", "varints"]
 
@@ -47,13 +47,7 @@ def varints(buf: np.ndarray, pos: np.ndarray, where: str) -> tuple[np.ndarray, n
 
 def _u32(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """The little-endian u32 at each position."""
-    return np.ascontiguousarray(sliding_window_view(buf, 4)[pos]).view("<u4").ravel().astype(np.int64)
-
-
-def _binary(offsets: np.ndarray, data: pa.Buffer | np.ndarray) -> pa.LargeBinaryArray:
-    """A large_binary array over data whose item i is data[offsets[i]:offsets[i + 1]] (offsets ascending)."""
-    buf = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
-    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), buf])
+    return windows(buf, 4)[pos].view("<u4").astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -180,8 +174,7 @@ def _assemble(buf: np.ndarray, steps: list[_Step], nseg: int, seg_block: np.ndar
     if not n:
         empty = pa.array([], pa.large_binary())
         return Entries(empty, np.zeros(0, np.uint64), empty, vstart, buf)
-    pieces = _binary(np.stack([vstart, vend], axis=1).ravel(), pa.py_buffer(buf))  # piece 2i: value i, 2i + 1: what follows it
-    values = pieces.take(pa.array(np.arange(0, 2 * n, 2)))
+    values = gather(*range_views(buf, vstart, vend - vstart))
     keys, trailers = _internal_keys(buf, steps, base, n, (seg_block, names, where))
     return Entries(keys, trailers, values, vstart, buf)
 
@@ -211,13 +204,7 @@ def _internal_keys(buf: np.ndarray, steps: list[_Step], base: np.ndarray, n: int
     return pa.concat_arrays([o[0] for o in out]).take(pa.array(order)), trailers
 
 
-def _windows(data: np.ndarray, w: int) -> np.ndarray:
-    """Every w-byte window of data as one item (void of w bytes, stride 1): a fancy index copies whole windows at once."""
-    return np.ndarray(shape=(len(data) - w + 1,), dtype=np.dtype((np.void, w)), buffer=data, strides=(1,))
-
-
 _LOW_BYTES = np.array([(1 << (8 * c)) - 1 for c in range(9)], np.uint64)  # c low bytes of a little-endian word set
-_LOW_BYTES_32 = np.array([(1 << (8 * c)) - 1 for c in range(5)], np.uint32)
 
 
 def _items(rows: np.ndarray) -> np.ndarray:
@@ -237,7 +224,7 @@ def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray],
     hi = max(int((s.kstart - s.shared).max()) for s in steps) + w
     front = w if lo < 0 else 0
     padded = np.concatenate([np.zeros(front, np.uint8), buf, np.zeros(w, np.uint8)]) if front or hi > len(buf) else buf
-    windows = _windows(padded, w)
+    wins = windows(padded, w)
     mine = np.repeat(member, np.diff(base, append=n))  # which entries (in block order) are this class's
     m = int(mine.sum())
     rank = np.arange(n) if m == n else np.cumsum(mine) - 1  # an entry's row in this class's matrix
@@ -250,7 +237,7 @@ def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray],
         segs, shared, kstart, length = s.segs[pick], s.shared[pick], s.kstart[pick], length[pick]
         if not len(segs):
             break
-        keys = windows[kstart - shared + front]
+        keys = wins[kstart - shared + front]
         if j:
             same = len(segs) == len(prev_segs)
             row = None if same else np.searchsorted(prev_segs, segs)
@@ -262,25 +249,7 @@ def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray],
         rows[at] = keys
         user[at] = length - 8
         prev, prev_segs, prev_len = keys, segs, length
-    trailers = _windows(matrix.view(np.uint8).ravel(), 8)[np.arange(m) * w + user].view("<u8").copy()
+    trailers = windows(matrix.view(np.uint8).ravel(), 8)[np.arange(m) * w + user].view("<u8").copy()
     files_sorted = np.arange(n) if m == n else np.flatnonzero(mine)
-    return _user_keys(matrix.view("<u4"), user, w), trailers, files_sorted
-
-
-def _user_keys(words: np.ndarray, user: np.ndarray, w: int) -> pa.LargeBinaryArray:
-    """The first user[i] bytes of each row of w bytes, as large_binary: Arrow binary views on the rows (a key of up to
-    12 bytes inline, zero-padded) cast by Arrow, which copies each key once."""
-    m = len(user)
-    per_buffer = (2**31 - 1) // w  # view offsets are int32: the rows are split into buffers under 2 GiB
-    row = np.arange(m)
-    views = np.zeros((m, 4), "<u4")
-    views[:, 0] = user
-    inline = user <= 12
-    head = words[:, :3] & _LOW_BYTES_32[np.clip(user[:, None] - 4 * np.arange(3), 0, 4)]
-    views[inline, 1:] = head[inline]
-    views[~inline, 1] = words[~inline, 0]
-    views[~inline, 2] = (row // per_buffer)[~inline]
-    views[~inline, 3] = ((row % per_buffer) * w)[~inline]
-    flat = words.view(np.uint8).ravel()
-    buffers = [pa.py_buffer(flat[b * per_buffer * w : (b + 1) * per_buffer * w]) for b in range(max(1, -(-m // per_buffer)))]
-    return pa.Array.from_buffers(pa.binary_view(), m, [None, pa.py_buffer(views), *buffers]).cast(pa.large_binary())
+    flat = matrix.view(np.uint8).ravel()
+    return gather(*range_views(flat, np.arange(m) * w, user)), trailers, files_sorted

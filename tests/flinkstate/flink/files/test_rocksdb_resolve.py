@@ -49,3 +49,15 @@ def test_records_buffer_frames_canonical_records() -> None:
     buf, starts = records_buffer(acc.live_keys, acc.live_values)
     want = b"".join(len(key).to_bytes(4, "big") + key + len(v).to_bytes(4, "big") + v for key, v in live.items())
     assert buf == want and starts.tolist() == [0, 8 + 2 + 2]
+
+
+def test_records_already_in_order_resolve_as_shuffled_ones() -> None:
+    """One SST's records come in key order, newest first: the sort is skipped then, and the result is the same."""
+    records = [(k(kg, b"key%d" % (i % 5)), seq, kind, b"%d" % seq) for i, (kg, seq, kind) in
+               enumerate([(1, 4, TYPE_VALUE), (1, 9, TYPE_MERGE), (2, 3, TYPE_MERGE), (2, 8, TYPE_DELETION), (1, 7, TYPE_MERGE),
+                          (3, 2, TYPE_VALUE), (3, 6, TYPE_MERGE), (1, 5, TYPE_VALUE), (2, 1, TYPE_VALUE), (3, 10, TYPE_MERGE)])]
+    ordered = sorted(records, key=lambda r: (r[0], -r[1]))
+    assert ordered != records
+    shuffled, in_order = resolve(records), resolve(ordered)
+    assert shuffled[1] == in_order[1] and shuffled[1]
+    assert (shuffled[0].keys, shuffled[0].deleted) == (in_order[0].keys, in_order[0].deleted)

@@ -1,0 +1,65 @@
+"""Many byte ranges gathered into one binary array by Arrow: numpy builds Arrow binary views (16 bytes each, a range
+of up to 12 bytes inline, else its first 4 bytes, a buffer number and an offset) and Arrow's cast to large_binary
+copies every range once, in C++. The RocksDB reader's hot paths (SST keys and values, canonical record framing) use it
+instead of per-byte numpy index arithmetic."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["gather", "inline_views", "range_views", "windows"]
+
+_SPAN = 1 << 30  # each data buffer a view points into starts at a multiple of this and spans two (offsets are int32)
+_LOW = np.array([(1 << (8 * c)) - 1 for c in range(5)], np.uint32)  # the c low bytes of a little-endian u32
+
+
+def windows(data: np.ndarray, w: int) -> np.ndarray:
+    """Every w-byte window of data as one item (void of w bytes, stride 1): a fancy index copies whole windows at once."""
+    return np.ndarray(shape=(len(data) - w + 1,), dtype=np.dtype((np.void, w)), buffer=data, strides=(1,))
+
+
+def _heads(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The first 12 bytes of each range as 3 little-endian u32, zeroed past its length."""
+    n = len(data)
+    late = starts > n - 12
+    head = np.empty((len(starts), 3), "<u4")
+    if n >= 12:
+        head[:] = windows(data, 12)[np.minimum(starts, n - 12)].view("<u4").reshape(-1, 3)
+    if late.any():  # ranges starting in the last 12 bytes: read from a zero-padded copy of the tail
+        tail_at = max(0, n - 12)
+        tail = np.concatenate([data[tail_at:], np.zeros(12, np.uint8)])
+        head[late] = windows(tail, 12)[starts[late] - tail_at].view("<u4").reshape(-1, 3)
+    return head & _LOW[np.clip(lengths[:, None] - 4 * np.arange(3), 0, 4)]
+
+
+def range_views(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, first_buffer: int = 0) -> tuple[np.ndarray, list[pa.Buffer]]:
+    """Views of data[starts[i] : starts[i] + lengths[i]] ((m, 4) u32) and the data buffers they number from first_buffer.
+
+    A range must be under 1 GiB (Arrow's int32 view offsets; data itself may be larger: it is split in 1 GiB steps)."""
+    if len(lengths) and int(lengths.max()) >= _SPAN:
+        raise ValueError(f"a binary value of {int(lengths.max())} bytes is over 1 GiB")
+    views = np.empty((len(starts), 4), "<u4")
+    views[:, 0] = lengths
+    head = _heads(data, starts, lengths)
+    inline = lengths <= 12
+    views[:, 1:] = head
+    far = ~inline
+    views[far, 2] = first_buffer + (starts[far] >> 30)
+    views[far, 3] = starts[far] & (_SPAN - 1)
+    buffers = [pa.py_buffer(data[b * _SPAN : (b + 2) * _SPAN]) for b in range(max(1, -(-len(data) // _SPAN)))]
+    return views, buffers
+
+
+def inline_views(words: np.ndarray) -> np.ndarray:
+    """Views of 4-byte values, given as u32 whose memory bytes are the value's (e.g. a big-endian i32 viewed as u32)."""
+    views = np.zeros((len(words), 4), "<u4")
+    views[:, 0] = 4
+    views[:, 1] = words
+    return views
+
+
+def gather(views: np.ndarray, buffers: list[pa.Buffer]) -> pa.LargeBinaryArray:
+    """The ranges the views name, copied once into a large_binary array (Arrow's cast)."""
+    arr = pa.Array.from_buffers(pa.binary_view(), len(views), [None, pa.py_buffer(np.ascontiguousarray(views)), *buffers])
+    return arr.cast(pa.large_binary())
