@@ -40,7 +40,7 @@ from flinkstate.flink.files.sst import (
     TYPE_VALUE,
     read_sst,
 )
-from flinkstate.flink.files.views import gather, inline_views, range_views
+from flinkstate.flink.files.views import gather, range_views
 from flinkstate.flink.meta.metadata import StreamHandle, UnsupportedKeyedHandle
 
 __all__ = ["FamilyAccount", "HandleFiles", "column_families", "family_sizes", "handle_files", "key_groups_of_keys", "records_buffer"]
@@ -271,11 +271,11 @@ def records_buffer(keys: pa.Array, values: pa.Array) -> tuple[bytes, np.ndarray]
     klen, vlen = np.diff(ko), np.diff(vo)
     key_views, key_buffers = range_views(kd, ko[:-1], klen)
     value_views, value_buffers = range_views(vd, vo[:-1], vlen, first_buffer=len(key_buffers))
-    views = np.empty((len(klen), 4, 4), "<u4")
-    views[:, 0] = inline_views(klen.astype(">i4").view("<u4"))
-    views[:, 1] = key_views
-    views[:, 2] = inline_views(vlen.astype(">i4").view("<u4"))
-    views[:, 3] = value_views
+    views = np.zeros((len(klen), 16), "<u4")  # per record: the views of klen (4 bytes inline), key, vlen, value
+    views[:, 0], views[:, 1] = 4, klen.astype(">i4").view("<u4")
+    views[:, 4:8] = key_views
+    views[:, 8], views[:, 9] = 4, vlen.astype(">i4").view("<u4")
+    views[:, 12:] = value_views
     framed = gather(views.reshape(-1, 4), key_buffers + value_buffers)
     offsets = np.frombuffer(framed.buffers()[1], np.int64, len(framed) + 1)
     data = framed.buffers()[2]

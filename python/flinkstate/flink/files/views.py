@@ -8,10 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["gather", "inline_views", "range_views", "windows"]
+__all__ = ["gather", "range_views", "windows"]
 
 _SPAN = 1 << 30  # each data buffer a view points into starts at a multiple of this and spans two (offsets are int32)
-_LOW = np.array([(1 << (8 * c)) - 1 for c in range(5)], np.uint32)  # the c low bytes of a little-endian u32
+# length -> the 3 little-endian u32 masks keeping a range's first min(length, 12) bytes
+_KEEP = np.array([[(1 << (8 * min(max(c - 4 * k, 0), 4))) - 1 for k in range(3)] for c in range(13)], "<u4")
 
 
 def windows(data: np.ndarray, w: int) -> np.ndarray:
@@ -30,7 +31,8 @@ def _heads(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndar
         tail_at = max(0, n - 12)
         tail = np.concatenate([data[tail_at:], np.zeros(12, np.uint8)])
         head[late] = windows(tail, 12)[starts[late] - tail_at].view("<u4").reshape(-1, 3)
-    return head & _LOW[np.clip(lengths[:, None] - 4 * np.arange(3), 0, 4)]
+    head &= _KEEP[np.minimum(lengths, 12)]
+    return head
 
 
 def range_views(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, first_buffer: int = 0) -> tuple[np.ndarray, list[pa.Buffer]]:
@@ -49,14 +51,6 @@ def range_views(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, first
     views[far, 3] = starts[far] & (_SPAN - 1)
     buffers = [pa.py_buffer(data[b * _SPAN : (b + 2) * _SPAN]) for b in range(max(1, -(-len(data) // _SPAN)))]
     return views, buffers
-
-
-def inline_views(words: np.ndarray) -> np.ndarray:
-    """Views of 4-byte values, given as u32 whose memory bytes are the value's (e.g. a big-endian i32 viewed as u32)."""
-    views = np.zeros((len(words), 4), "<u4")
-    views[:, 0] = 4
-    views[:, 1] = words
-    return views
 
 
 def gather(views: np.ndarray, buffers: list[pa.Buffer]) -> pa.LargeBinaryArray:
