@@ -228,10 +228,11 @@ def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray],
     mine = np.repeat(member, np.diff(base, append=n))  # which entries (in block order) are this class's
     m = int(mine.sum())
     rank = np.arange(n) if m == n else np.cumsum(mine) - 1  # an entry's row in this class's matrix
-    matrix = np.empty((m, words), np.uint64)
-    rows = _items(matrix)
+    perm = np.empty(m, np.int64)  # row (in block order) -> its key's row in the step-major matrix
     user = np.empty(m, np.int64)
-    prev, prev_segs, prev_len = np.zeros(0, rows.dtype), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    rows: list[np.ndarray] = []
+    done = 0
+    prev, prev_segs, prev_len = keep_of[:0], np.zeros(0, np.int64), np.zeros(0, np.int64)
     for j, (s, length) in enumerate(zip(steps, lengths, strict=True)):
         pick = member[s.segs]
         segs, shared, kstart, length = s.segs[pick], s.shared[pick], s.kstart[pick], length[pick]
@@ -246,10 +247,13 @@ def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray],
             k, b, keep = (a.view("<u8") for a in (keys, before, keep_of[shared]))
             k ^= (k ^ b) & keep
         at = rank[base[segs] + j]
-        rows[at] = keys
+        perm[at] = np.arange(done, done + len(segs))
         user[at] = length - 8
+        rows.append(keys)
+        done += len(segs)
         prev, prev_segs, prev_len = keys, segs, length
-    trailers = windows(matrix.view(np.uint8).ravel(), 8)[np.arange(m) * w + user].view("<u8").copy()
+    flat = np.concatenate(rows).view(np.uint8)
+    starts = perm * w
+    trailers = windows(flat, 8)[starts + user].view("<u8").copy()
     files_sorted = np.arange(n) if m == n else np.flatnonzero(mine)
-    flat = matrix.view(np.uint8).ravel()
-    return gather(*range_views(flat, np.arange(m) * w, user)), trailers, files_sorted
+    return gather(*range_views(flat, starts, user)), trailers, files_sorted
