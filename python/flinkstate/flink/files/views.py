@@ -12,7 +12,8 @@ __all__ = ["gather", "range_views", "windows"]
 
 _SPAN = 1 << 30  # each data buffer a view points into starts at a multiple of this and spans two (offsets are int32)
 # length -> the 3 little-endian u32 masks keeping a range's first min(length, 12) bytes
-_KEEP = np.array([[(1 << (8 * min(max(c - 4 * k, 0), 4))) - 1 for k in range(3)] for c in range(13)], "<u4")
+_KEEP = np.array([[(1 << (8 * min(max(c - 4 * k, 0), 4))) - 1 for k in range(3)] for c in range(13)], "<u4").view(
+    np.dtype((np.void, 12))).ravel()
 
 
 def windows(data: np.ndarray, w: int) -> np.ndarray:
@@ -24,15 +25,14 @@ def _heads(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndar
     """The first 12 bytes of each range as 3 little-endian u32, zeroed past its length."""
     n = len(data)
     late = starts > n - 12
-    head = np.empty((len(starts), 3), "<u4")
-    if n >= 12:
-        head[:] = windows(data, 12)[np.minimum(starts, n - 12)].view("<u4").reshape(-1, 3)
+    head = windows(data, 12)[np.minimum(starts, n - 12)] if n >= 12 else np.zeros(len(starts), _KEEP.dtype)
     if late.any():  # ranges starting in the last 12 bytes: read from a zero-padded copy of the tail
         tail_at = max(0, n - 12)
         tail = np.concatenate([data[tail_at:], np.zeros(12, np.uint8)])
-        head[late] = windows(tail, 12)[starts[late] - tail_at].view("<u4").reshape(-1, 3)
-    head &= _KEEP[np.minimum(lengths, 12)]
-    return head
+        head[late] = windows(tail, 12)[starts[late] - tail_at]
+    words = head.view("<u4").reshape(-1, 3)
+    words &= _KEEP[np.minimum(lengths, 12)].view("<u4").reshape(-1, 3)
+    return words
 
 
 def range_views(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, first_buffer: int = 0) -> tuple[np.ndarray, list[pa.Buffer]]:
