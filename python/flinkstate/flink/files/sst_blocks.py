@@ -227,9 +227,10 @@ def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray],
     wins = windows(padded, w)
     mine = np.repeat(member, np.diff(base, append=n))  # which entries (in block order) are this class's
     m = int(mine.sum())
-    rank = np.arange(n) if m == n else np.cumsum(mine) - 1  # an entry's row in this class's matrix
+    rank = None if m == n else np.cumsum(mine) - 1  # an entry's row in this class's matrix (None: the same)
     perm = np.empty(m, np.int64)  # row (in block order) -> its key's row in the step-major matrix
     user = np.empty(m, np.int64)
+    trailers = np.empty(m, np.uint64)
     rows: list[np.ndarray] = []
     done = 0
     prev, prev_segs, prev_len = keep_of[:0], np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -246,14 +247,14 @@ def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray],
             _check(shared > (prev_len if same else prev_len[row]), segs, *blame, "a key shares more than the previous key holds")
             k, b, keep = (a.view("<u8") for a in (keys, before, keep_of[shared]))
             k ^= (k ^ b) & keep
-        at = rank[base[segs] + j]
+        at = base[segs] + j if rank is None else rank[base[segs] + j]
         perm[at] = np.arange(done, done + len(segs))
         user[at] = length - 8
+        trailers[at] = windows(keys.view(np.uint8), 8)[np.arange(len(segs)) * w + length - 8].view("<u8")
         rows.append(keys)
         done += len(segs)
         prev, prev_segs, prev_len = keys, segs, length
     flat = np.concatenate(rows).view(np.uint8)
     starts = perm * w
-    trailers = windows(flat, 8)[starts + user].view("<u8").copy()
     files_sorted = np.arange(n) if m == n else np.flatnonzero(mine)
     return gather(*range_views(flat, starts, user)), trailers, files_sorted

@@ -45,10 +45,9 @@ def range_views(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, first
     views[:, 0] = lengths
     head = _heads(data, starts, lengths)
     inline = lengths <= 12
-    views[:, 1:] = head
-    far = ~inline
-    views[far, 2] = first_buffer + (starts[far] >> 30)
-    views[far, 3] = starts[far] & (_SPAN - 1)
+    views[:, 1] = head[:, 0]
+    views[:, 2] = np.where(inline, head[:, 1], first_buffer + (starts >> 30))
+    views[:, 3] = np.where(inline, head[:, 2], starts & (_SPAN - 1))
     buffers = [pa.py_buffer(data[b * _SPAN : (b + 2) * _SPAN]) for b in range(max(1, -(-len(data) // _SPAN)))]
     return views, buffers
 
