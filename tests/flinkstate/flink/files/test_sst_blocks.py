@@ -120,7 +120,7 @@ def _build_block(entries: list[tuple[bytes, bytes]], interval: int, delta: bool 
 
 
 def write_sst(records: list[Record], *, per_block: int = 40, interval: int = 16, snappy: bool = True, two_level: bool = False,
-              edit: Callable[[int, bytes], bytes] = lambda i, b: b) -> bytes:
+              delta_index: bool = True, edit: Callable[[int, bytes], bytes] = lambda i, b: b) -> bytes:
     """An SST of records (already in internal-key order); edit(i, block) may corrupt data block i before it is written."""
     out = bytearray()
 
@@ -137,13 +137,13 @@ def write_sst(records: list[Record], *, per_block: int = 40, interval: int = 16,
         block = _build_block([(k + _U64.pack(s << 8 | t), v) for k, s, t, v in chunk], interval)
         index.append((chunk[-1][0], put(edit(i // per_block, block), snappy)))
     if two_level:
-        index = [(part[-1][0], put(_build_block(part, 1, delta=True), False)) for part in (index[:3], index[3:]) if part]
-    index_handle = put(_build_block(index, 1, delta=True), False)
+        index = [(part[-1][0], put(_build_block(part, 1, delta=delta_index), False)) for part in (index[:3], index[3:]) if part]
+    index_handle = put(_build_block(index, 1, delta=delta_index), False)
     props = {b"rocksdb.column.family.name": b"cf", b"rocksdb.num.entries": _v(len(records)),
              b"rocksdb.deleted.keys": _v(sum(r[2] == TYPE_DELETION for r in records)),
              b"rocksdb.merge.operands": _v(sum(r[2] == TYPE_MERGE for r in records)),
              b"rocksdb.block.based.table.index.type": _U32.pack(2 if two_level else 0),
-             b"rocksdb.index.value.is.delta.encoded": _v(1)}
+             b"rocksdb.index.value.is.delta.encoded": _v(int(delta_index))}
     props_handle = put(_build_block(sorted(props.items()), 1 << 30), False)
     meta_handle = put(_build_block([(b"rocksdb.properties", props_handle)], 1), False)
     footer = (bytes([1]) + meta_handle + index_handle).ljust(41, b"\0") + _U32.pack(5) + _U64.pack(_MAGIC)
@@ -193,10 +193,12 @@ def test_every_fixture_sst_reads_as_the_reference_parser_reads_it(rocksdb_full: 
 
 
 @pytest.mark.parametrize("interval", [1, 2, 16, 1000])
-@pytest.mark.parametrize(("snappy", "two_level"), [(True, False), (False, False), (True, True)])
-def test_written_ssts_read_exactly(interval: int, snappy: bool, two_level: bool) -> None:
+@pytest.mark.parametrize(("snappy", "two_level", "delta_index"), [(True, False, True), (False, False, True), (True, True, True),
+                                                                  (True, True, False)])
+def test_written_ssts_read_exactly(interval: int, snappy: bool, two_level: bool, delta_index: bool) -> None:
+    """Block handles delta-encoded (format_version 4+) or whole (value lengths, as format_version 2 and 3 write them)."""
     records = sample(500)
-    data = write_sst(records, interval=interval, snappy=snappy, two_level=two_level)
+    data = write_sst(records, interval=interval, snappy=snappy, two_level=two_level, delta_index=delta_index)
     assert reference_records(data) == records
     assert records_of(data) == records
 
