@@ -228,11 +228,9 @@ def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray],
     mine = np.repeat(member, np.diff(base, append=n))  # which entries (in block order) are this class's
     m = int(mine.sum())
     rank = None if m == n else np.cumsum(mine) - 1  # an entry's row in this class's matrix (None: the same)
-    perm = np.empty(m, np.int64)  # row (in block order) -> its key's row in the step-major matrix
-    user = np.empty(m, np.int64)
+    views = np.empty(m, np.dtype((np.void, 16)))  # per entry (in block order), the view of its user key in its step's rows
+    buffers: list[pa.Buffer] = []
     trailers = np.empty(m, np.uint64)
-    rows: list[np.ndarray] = []
-    done = 0
     prev, prev_segs, prev_len = keep_of[:0], np.zeros(0, np.int64), np.zeros(0, np.int64)
     for j, (s, length) in enumerate(zip(steps, lengths, strict=True)):
         pick = member[s.segs]
@@ -248,13 +246,11 @@ def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray],
             k, b, keep = (a.view("<u8") for a in (keys, before, keep_of[shared]))
             k ^= (k ^ b) & keep
         at = base[segs] + j if rank is None else rank[base[segs] + j]
-        perm[at] = np.arange(done, done + len(segs))
-        user[at] = length - 8
-        trailers[at] = windows(keys.view(np.uint8), 8)[np.arange(len(segs)) * w + length - 8].view("<u8")
-        rows.append(keys)
-        done += len(segs)
+        flat, starts = keys.view(np.uint8), np.arange(len(segs)) * w
+        trailers[at] = windows(flat, 8)[starts + length - 8].view("<u8")
+        step_views, step_buffers = range_views(flat, starts, length - 8, first_buffer=len(buffers))
+        views[at] = _items(step_views)
+        buffers += step_buffers
         prev, prev_segs, prev_len = keys, segs, length
-    flat = np.concatenate(rows).view(np.uint8)
-    starts = perm * w
     files_sorted = np.arange(n) if m == n else np.flatnonzero(mine)
-    return gather(*range_views(flat, starts, user)), trailers, files_sorted
+    return gather(views.view("<u4").reshape(-1, 4), buffers), trailers, files_sorted
