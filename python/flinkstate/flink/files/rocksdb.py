@@ -202,8 +202,11 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
         first[1:] = ~pc.equal(keys.slice(1), keys.slice(0, n - 1)).to_numpy(zero_copy_only=False)
     starts = np.flatnonzero(first)
     ends = np.append(starts[1:], n)
-    stops = np.append(np.flatnonzero(~is_merge), n)  # a key's first non-merge record (newest put or delete) ends what counts
-    stop = np.minimum(stops[np.searchsorted(stops, starts)], ends)
+    if is_merge.any():
+        stops = np.append(np.flatnonzero(~is_merge), n)  # a key's first non-merge record (newest put or delete) ends what counts
+        stop = np.minimum(stops[np.searchsorted(stops, starts)], ends)
+    else:
+        stop = starts
     decisive = stop[stop < ends]
     if bad[decisive].any():  # only a record that decides a key matters, as Flink's merge would read it
         raise ValueError(f"column family {cf!r}: record type {int(kinds[decisive[bad[decisive]][0]])} is not supported")
