@@ -82,7 +82,7 @@ class _Reader:
         if not kinds.any():
             return np.frombuffer(self.data + bytes(PAD), np.uint8), offsets, offsets + sizes
         view = memoryview(self.data)
-        lengths, _ = varints(np.frombuffer(self.data + bytes(PAD), np.uint8), offsets, self.where)
+        lengths, _ = varints(self.array, offsets, self.where)  # the snappy preamble; within the file: the 5-byte trailer follows
         lengths[kinds == 0] = sizes[kinds == 0]
         chunks = []
         for off, size, kind, n in zip(offsets.tolist(), sizes.tolist(), kinds.tolist(), lengths.tolist(), strict=True):
