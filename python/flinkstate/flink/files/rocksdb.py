@@ -232,8 +232,9 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
         offsets = np.concatenate([[0], np.cumsum(g_count)]).astype(np.int64)
         parts = pa.LargeListArray.from_arrays(pa.array(offsets), values.take(pa.array(idx)))
         joined = pc.binary_join(parts, pa.scalar(b",", pa.large_binary())).cast(pa.large_binary())
-    acc.live_keys = pa.concat_arrays([acc.live_keys, keys.take(pa.array(g_start))])
-    acc.live_values = pa.concat_arrays([acc.live_values, joined])
+    live_keys = keys.take(pa.array(g_start))
+    acc.live_keys = pa.concat_arrays([acc.live_keys, live_keys]) if len(acc.live_keys) else live_keys
+    acc.live_values = pa.concat_arrays([acc.live_values, joined]) if len(acc.live_values) else joined
 
 
 def _in_order(records: pa.Table) -> bool:
