@@ -283,7 +283,7 @@ def records_buffer(keys: pa.Array, values: pa.Array) -> tuple[bytes, np.ndarray]
     framed = gather(views.reshape(-1, 4), key_buffers + value_buffers)
     offsets = np.frombuffer(framed.buffers()[1], np.int64, len(framed) + 1)
     data = framed.buffers()[2]
-    return (data.to_pybytes()[: int(offsets[-1])] if data is not None else b""), offsets[:-1:4].copy()
+    return (data[: int(offsets[-1])].to_pybytes() if data is not None else b""), offsets[:-1:4].copy()
 
 
 def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
