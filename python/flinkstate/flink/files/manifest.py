@@ -12,6 +12,7 @@ that does not depend on the handle's own file lists. Checksums are not verified;
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from dataclasses import dataclass
 
@@ -171,7 +172,24 @@ class _Edit:
 
 
 def live_files(data: bytes, where: str) -> list[LiveFile]:
-    """The live SSTs a MANIFEST's edits leave, in file-number order."""
+    """The live SSTs a MANIFEST's edits leave, in file-number order.
+
+    A MANIFEST logs every edit of the database's life (a long-running job's holds thousands), and a read of every
+    state opens each subtask's MANIFEST once per state: its replay is kept for the process, by a digest of its bytes."""
+    key = hashlib.blake2b(data, digest_size=16).digest()
+    live = _REPLAYED.get(key)
+    if live is None:
+        live = tuple(_replay(data, where))
+        if len(_REPLAYED) >= 1024:
+            _REPLAYED.clear()
+        _REPLAYED[key] = live
+    return list(live)
+
+
+_REPLAYED: dict[bytes, tuple[LiveFile, ...]] = {}  # MANIFEST digest -> its live files
+
+
+def _replay(data: bytes, where: str) -> list[LiveFile]:
     names: dict[int, str] = {0: "default"}
     files: dict[int, dict[int, int]] = {0: {}}  # column family id -> file number -> size
     try:
