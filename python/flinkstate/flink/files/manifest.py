@@ -109,7 +109,11 @@ class _Edit:
         self.deleted: list[int] = []
 
     def varint(self) -> int:
-        value = shift = 0
+        b = self.buf[self.pos]
+        self.pos += 1
+        if b < 0x80:
+            return b
+        value, shift = b & 0x7F, 7
         while True:
             b = self.buf[self.pos]
             self.pos += 1
@@ -117,6 +121,13 @@ class _Edit:
             if b < 0x80:
                 return value
             shift += 7
+
+    def skip(self) -> None:
+        """Step over a length-prefixed field."""
+        n = self.varint()
+        if self.pos + n > len(self.buf):
+            raise ValueError("a length-prefixed field runs past its record")
+        self.pos += n
 
     def slice(self) -> bytes:
         n = self.varint()
@@ -131,14 +142,14 @@ class _Edit:
         if tag == _NEW_FILE3:
             self.varint()  # path id
         size = self.varint()
-        self.slice()  # smallest internal key
-        self.slice()  # largest internal key
+        self.skip()  # smallest internal key
+        self.skip()  # largest internal key
         if tag != _NEW_FILE:
             self.varint()  # smallest sequence number
             self.varint()  # largest sequence number
         if tag == _NEW_FILE4:
             while (custom := self.varint()) != 1:  # custom fields up to kTerminate
-                self.slice()
+                self.skip()
                 if custom & _CUSTOM_MUST_KNOW and custom != _PATH_ID:
                     raise UnsupportedFlinkFormatError(f"new-file custom field {custom} (which must be understood) is not supported")
         self.added.append((number & 0x3FFFFFFFFFFFFFFF, size))
@@ -149,10 +160,10 @@ class _Edit:
             if tag in (_LOG_NUMBER, _NEXT_FILE, _LAST_SEQUENCE, _PREV_LOG_NUMBER, _MIN_LOG_TO_KEEP, _MAX_CF, _IN_ATOMIC_GROUP):
                 self.varint()
             elif tag == _COMPARATOR:
-                self.slice()
+                self.skip()
             elif tag == _COMPACT_CURSOR:
                 self.varint()
-                self.slice()
+                self.skip()
             elif tag == _DELETED_FILE:
                 self.varint()  # level
                 self.deleted.append(self.varint())
@@ -165,7 +176,7 @@ class _Edit:
             elif tag == _CF_DROP:
                 self.cf_drop = True
             elif tag & _SAFE_IGNORE:
-                self.slice()
+                self.skip()
             else:
                 raise UnsupportedFlinkFormatError(f"MANIFEST tag {tag} (blob files?) is not supported")
         return self
