@@ -124,6 +124,20 @@ def read_operator_state(meta: CheckpointMetadata, uid: str, name: str) -> pa.Tab
     return pa.table(cols)
 
 
+def operator_state_types(meta: CheckpointMetadata, uid: str) -> dict[str, tuple[pa.DataType, pa.DataType | None]]:
+    """Each operator state's (value type, key type or None) as `read_operator_state` gives them, from the subtasks'
+    file headers alone: describing an operator decodes none of its elements."""
+    out: dict[str, tuple[pa.DataType, pa.DataType | None]] = {}
+    for _, h, _, where, _, metas in _subtask_streams(meta, meta.operator(uid)):
+        for name in h.states:
+            m = metas.get(name)
+            if m is None:
+                raise CorruptFileError(f"{where}: operator {meta.operator(uid).label}: state {name!r} is not in the file header")
+            key = m.serializers.get("KEY_SERIALIZER")
+            out.setdefault(name, (arrow_type(m.serializers["VALUE_SERIALIZER"]), None if key is None else arrow_type(key)))
+    return out
+
+
 def operator_state_serializers(meta: CheckpointMetadata, uid: str) -> dict[str, str]:
     """The value serializer snapshot class of each operator state of an operator (from its first subtask's header)."""
     for _, _, _, _, _, metas in _subtask_streams(meta, meta.operator(uid)):

@@ -4,7 +4,8 @@ A record is `i32 klen, key, i32 vlen, value` where key = key-group prefix (its f
 metadata-follows flag) + key + namespace [+ map user key]. The framing loop only collects where
 each record starts; lengths, key groups, keys, namespaces and values are then read with numpy
 for all records of the state (`_vector`). LIST values are split into their ','-delimited
-elements when these have a fixed width (with or without TTL); MAP values are a null flag + value.
+elements (with or without TTL): by arithmetic when these have a fixed width, else element j of
+every list at once (`_vseq`); MAP values are a null flag + value.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import numpy as np
 import pyarrow as pa
 
 from flinkstate.flink.serde._vector import Source, VReader, gather, vector_reader
-from flinkstate.flink.serde.serializers import FIXED_WIDTH, TypeNode
+from flinkstate.flink.serde._vseq import lockstep_delimited
+from flinkstate.flink.serde.serializers import FIXED_WIDTH, TypeNode, arrow_type
 
 __all__ = ["RecordPlan", "record_plan"]
 
@@ -22,9 +24,9 @@ class RecordPlan:
     """How to read one state's records with vector readers: key, namespace, [user key], element (TTL unwrapped)."""
 
     def __init__(self, kind: str, prefix: int, key: VReader, ns: VReader | None, user_key: VReader | None,
-                 elem: VReader, ttl: bool, list_width: int) -> None:
+                 elem: VReader, ttl: bool, list_width: int, elem_type: pa.DataType | None = None) -> None:
         self.kind, self.prefix, self.key, self.ns, self.user_key = kind, prefix, key, ns, user_key
-        self.elem, self.ttl, self.list_width = elem, ttl, list_width
+        self.elem, self.ttl, self.list_width, self.elem_type = elem, ttl, list_width, elem_type
 
     def columns(self, src: Source, starts: np.ndarray, kgs: np.ndarray) -> dict[str, pa.Array]:
         """The columns (key_group, key, [namespace], [user_key], value, [ttl_last_access]) of these records."""
@@ -96,6 +98,8 @@ class RecordPlan:
     def _list(self, src: Source, cols: dict[str, pa.Array], vpos: np.ndarray, vlen: np.ndarray) -> dict[str, pa.Array]:
         """One row per element: elements of list_width bytes, each followed by ',' but the last."""
         w = self.list_width
+        if w < 0:
+            return self._list_variable(src, cols, vpos, vlen)
         if (vlen % (w + 1) != w).any():
             raise ValueError(f"a list value is not ','-delimited {w}-byte elements")
         counts = (vlen + 1) // (w + 1)
@@ -109,6 +113,29 @@ class RecordPlan:
         take = pa.array(rows)
         out = {name: col.take(take) for name, col in cols.items()}
         self._values(src, out, starts, None, starts + w)
+        return out
+
+
+    def _list_variable(self, src: Source, cols: dict[str, pa.Array], vpos: np.ndarray, vlen: np.ndarray) -> dict[str, pa.Array]:
+        """One row per element of variable width: element j of every list decoded at once, up to its ','."""
+        if (vlen == 0).any():
+            raise ValueError("a list value has no bytes")
+        elem, typ = self.elem, self.elem_type
+        if self.ttl:
+            inner = self.elem
+
+            def elem(s: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
+                ts, pos = _LONG(s, pos, present)
+                v, pos = inner(s, pos, present)
+                return pa.StructArray.from_arrays([v, ts], names=["v", "t"]), pos
+
+            typ = pa.struct([("v", typ), ("t", pa.int64())])
+        values, counts = lockstep_delimited(src, src.arr, elem, vpos, vpos + vlen, typ)
+        out = {name: col.take(pa.array(np.repeat(np.arange(len(vpos)), counts))) for name, col in cols.items()}
+        if self.ttl:
+            out["value"], out["ttl_last_access"] = values.field("v"), values.field("t")
+        else:
+            out["value"] = values
         return out
 
 
@@ -147,11 +174,10 @@ def record_plan(kind: str, prefix: int, key: TypeNode, ns: TypeNode, value: Type
     ttl = elem.kind == "ttl"
     inner = elem.children[1] if ttl else elem
     list_width = 0
-    if kind == "LIST":
-        if inner.kind not in FIXED_WIDTH or inner.kind in ("char", "void"):
-            return None  # variable-width elements: the ',' cannot be found without decoding
-        list_width = FIXED_WIDTH[inner.kind] + (8 if ttl else 0)
+    if kind == "LIST":  # fixed-width elements are found by arithmetic; others by decoding them (-1)
+        fixed = inner.kind in FIXED_WIDTH and inner.kind not in ("char", "void")
+        list_width = FIXED_WIDTH[inner.kind] + (8 if ttl else 0) if fixed else -1
     elem_reader = vector_reader(inner, ctx)
     if elem_reader is None:
         return None
-    return RecordPlan(kind, prefix, key_reader, ns_reader, user_key, elem_reader, ttl, list_width)
+    return RecordPlan(kind, prefix, key_reader, ns_reader, user_key, elem_reader, ttl, list_width, arrow_type(inner))

@@ -4,7 +4,8 @@ A vector reader takes the buffer (as a uint8 array and as bytes), one start offs
 an optional mask of the values that are present (absent ones, e.g. null map values or null Row
 fields, take no bytes), and returns an Arrow array and the offsets just after each value.
 Base types, chars, `StringValue` strings (UTF-16 unit varints re-encoded as UTF-8 with numpy,
-a shortcut when all are ASCII), byte[], Row (null mask), Tuple and POJO (null flags) are vectorised; other serializers have no
+a shortcut when all are ASCII), byte[], Row (null mask), Tuple and POJO (null flags), primitive, String[] and
+generic arrays (`_vseq`: element j of every array at once) are vectorised; other serializers have no
 vector reader (`vector_reader` returns None) and their states are decoded record by record.
 """
 
@@ -17,6 +18,7 @@ import pyarrow as pa
 from numpy.lib.stride_tricks import as_strided
 
 from flinkstate.flink.errors import UnsupportedSerializerError
+from flinkstate.flink.serde._vseq import lockstep
 from flinkstate.flink.serde.serializers import TypeNode, arrow_type
 
 __all__ = ["Source", "VReader", "gather", "vector_reader"]
@@ -362,6 +364,27 @@ def _primitive_array(node: TypeNode) -> VReader | None:
     return read
 
 
+def _object_array(node: TypeNode, ctx: str, flagged: bool) -> VReader | None:
+    """StringArraySerializer (i32 length, then each string) and GenericArraySerializer (each element led by a presence
+    byte): the elements decoded in lockstep across the arrays (`_vseq`)."""
+    elem = vector_reader(node.children[0], ctx)
+    if elem is None:
+        return None
+    typ = arrow_type(node)
+
+    def read(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
+        n = _lengths(src, pos, present, "an array")
+        values, end = lockstep(src, src.arr, elem, pos + 4, n, flagged, typ.value_type)
+        offsets = np.zeros(len(pos) + 1, np.int64)
+        np.cumsum(n, out=offsets[1:])
+        mask = _mask(present)
+        out = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values, type=typ,
+                                       mask=None if mask is None else pa.array(mask))
+        return out, _advance(pos, end, present)
+
+    return read
+
+
 def vector_reader(node: TypeNode, ctx: str) -> VReader | None:
     """The vector reader of this serializer, or None when its values are decoded one by one."""
     kind = node.kind
@@ -385,4 +408,6 @@ def vector_reader(node: TypeNode, ctx: str) -> VReader | None:
         return _time_window
     if kind == "parray":
         return _primitive_array(node)
+    if kind in ("sarray", "garray"):
+        return _object_array(node, ctx, kind == "garray")
     return None
