@@ -165,6 +165,8 @@ class _StateDecoder:
             self.elem_reader = lambda buf, pos: ((_I64.unpack_from(buf, pos)[0], bytes(buf[pos + 8 :])), len(buf))
         else:
             self.elem_reader = read_rest
+        # the same bytes at once when key and namespace have vector readers
+        self.plan = record_plan(self.kind, self.prefix, self.key_node, self.ns_node, self.value_node, ctx, raw_rest=True)
 
     def kept_as_bytes(self) -> str | None:
         """The serializers of this state whose values are read as their serialized bytes (Kryo, Avro and unknown classes,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from flinkstate.flink.serde._vector import Source, VReader, gather, vector_reader
+from flinkstate.flink.serde._vector import Source, VReader, gather, segments, vector_reader
 from flinkstate.flink.serde._vseq import lockstep_delimited
 from flinkstate.flink.serde.serializers import FIXED_WIDTH, TypeNode, arrow_type
 
@@ -24,7 +24,7 @@ class RecordPlan:
     """How to read one state's records with vector readers: key, namespace, [user key], element (TTL unwrapped)."""
 
     def __init__(self, kind: str, prefix: int, key: VReader, ns: VReader | None, user_key: VReader | None,
-                 elem: VReader, ttl: bool, list_width: int, elem_type: pa.DataType | None = None) -> None:
+                 elem: VReader | None, ttl: bool, list_width: int, elem_type: pa.DataType | None = None) -> None:
         self.kind, self.prefix, self.key, self.ns, self.user_key = kind, prefix, key, ns, user_key
         self.elem, self.ttl, self.list_width, self.elem_type = elem, ttl, list_width, elem_type
 
@@ -86,12 +86,13 @@ class RecordPlan:
 
     def _values(self, src: Source, cols: dict[str, pa.Array], pos: np.ndarray, present: np.ndarray | None,
                 end: np.ndarray) -> None:
+        read = self.elem if self.elem is not None else _rest(end)  # None: a value of unknown layout, kept as its bytes
         if self.ttl:
             ts, pos = _LONG(src, pos, present)
-            cols["value"], pos = self.elem(src, pos, present)
+            cols["value"], pos = read(src, pos, present)
             cols["ttl_last_access"] = ts
         else:
-            cols["value"], pos = self.elem(src, pos, present)
+            cols["value"], pos = read(src, pos, present)
         if (pos != end).any():
             raise ValueError("unread bytes in a value")
 
@@ -139,6 +140,24 @@ class RecordPlan:
         return out
 
 
+def _rest(end: np.ndarray) -> VReader:
+    """A reader of the bytes from each position to its value's end (a Kryo/Avro value: the record frames it alone)."""
+
+    def read(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
+        n = end - pos if present is None else np.where(present, end - pos, 0)
+        if (n < 0).any():
+            raise ValueError("a value is shorter than its TTL timestamp")
+        offsets = np.zeros(len(pos) + 1, np.int64)
+        np.cumsum(n, out=offsets[1:])
+        data = src.arr[segments(pos, n)]
+        validity = None if present is None or present.all() else pa.array(present).buffers()[1]
+        nulls = 0 if present is None else int(len(pos) - present.sum())
+        out = pa.Array.from_buffers(pa.large_binary(), len(pos), [validity, pa.py_buffer(offsets), pa.py_buffer(data)], nulls)
+        return out, end if present is None else np.where(present, end, pos)
+
+    return read
+
+
 def _long_reader() -> VReader:
     return vector_reader(TypeNode("long", "i64"), "")  # type: ignore[return-value]
 
@@ -146,8 +165,12 @@ def _long_reader() -> VReader:
 _LONG = _long_reader()
 
 
-def record_plan(kind: str, prefix: int, key: TypeNode, ns: TypeNode, value: TypeNode | None, ctx: str) -> RecordPlan | None:
-    """A RecordPlan for a VALUE/REDUCING/AGGREGATING/LIST/MAP state or a timer service when every part has a vector reader."""
+def record_plan(kind: str, prefix: int, key: TypeNode, ns: TypeNode, value: TypeNode | None, ctx: str,
+                raw_rest: bool = False) -> RecordPlan | None:
+    """A RecordPlan for a VALUE/REDUCING/AGGREGATING/LIST/MAP state or a timer service when every part has a vector reader.
+
+    raw_rest: the value (a VALUE/MAP state's, inside its TTL wrapper if any) has no decoder and is read as the bytes up to
+    its record's end, as Kryo and Avro values are kept."""
     if kind == "TIMER":
         key_reader = vector_reader(key, ctx)
         ns_reader = None if ns.kind == "void" else vector_reader(ns, ctx)
@@ -177,6 +200,8 @@ def record_plan(kind: str, prefix: int, key: TypeNode, ns: TypeNode, value: Type
     if kind == "LIST":  # fixed-width elements are found by arithmetic; others by decoding them (-1)
         fixed = inner.kind in FIXED_WIDTH and inner.kind not in ("char", "void")
         list_width = FIXED_WIDTH[inner.kind] + (8 if ttl else 0) if fixed else -1
+    if raw_rest and kind != "LIST":
+        return RecordPlan(kind, prefix, key_reader, ns_reader, user_key, None, ttl, 0, pa.large_binary())
     elem_reader = vector_reader(inner, ctx)
     if elem_reader is None:
         return None

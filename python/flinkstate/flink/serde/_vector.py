@@ -21,7 +21,7 @@ from flinkstate.flink.errors import UnsupportedSerializerError
 from flinkstate.flink.serde._vseq import lockstep
 from flinkstate.flink.serde.serializers import TypeNode, arrow_type
 
-__all__ = ["Source", "VReader", "gather", "vector_reader"]
+__all__ = ["Source", "VReader", "gather", "segments", "vector_reader"]
 
 _DTYPES = {"long": ">i8", "int": ">i4", "short": ">i2", "byte": "i1", "double": ">f8", "float": ">f4", "bool": "u1"}
 
@@ -98,7 +98,7 @@ def _varint(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return value, length
 
 
-def _segments(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+def segments(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """The byte offsets of the concatenated segments [start, start + len)."""
     total = int(lens.sum())
     if total == 0:
@@ -114,7 +114,7 @@ def _string(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[p
     valid = n > 0 if present is None else present & (n > 0)
     chars = np.where(valid, n - 1, 0)
     data_start = pos + hdr
-    idx = _segments(data_start, chars)
+    idx = segments(data_start, chars)
     data = arr[idx]
     end = np.where(valid, data_start + chars, pos + hdr)
     # A non-ASCII unit's first varint byte has its high bit set and comes within the first `chars`
@@ -123,7 +123,7 @@ def _string(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[p
         return _string_array(chars, valid, data), _advance(pos, end, present)
     # Some non-ASCII string: decode every string's UTF-16 unit varints and re-encode as UTF-8, vectorised.
     length = _varint_run_lengths(arr, data_start, chars)
-    units = _unit_values(arr[_segments(data_start, length)])
+    units = _unit_values(arr[segments(data_start, length)])
     utf8, utf8_lens = _utf16_to_utf8(units, np.repeat(np.arange(len(pos)), chars), len(pos))
     end = np.where(valid, data_start + length, pos + hdr)
     return _string_array(utf8_lens, valid, utf8), _advance(pos, end, present)
@@ -143,7 +143,7 @@ def _string_array(lens: np.ndarray, valid: np.ndarray, data: np.ndarray) -> pa.A
 def _varint_run_lengths(arr: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """The byte length of `counts` consecutive 7-bit varints (1 to 3 bytes each) at each start."""
     cand = np.minimum(3 * counts, len(arr) - starts).clip(0)
-    idx = _segments(starts, cand)
+    idx = segments(starts, cand)
     term = np.cumsum(arr[idx] < 0x80)
     first = np.cumsum(cand) - cand
     before = np.zeros(len(counts), np.int64)
@@ -224,7 +224,7 @@ def _lengths(src: Source, pos: np.ndarray, present: np.ndarray | None, what: str
 def _bytes(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
     """BytePrimitiveArraySerializer: i32 length then the bytes."""
     n = _lengths(src, pos, present, "a byte[]")
-    data = src.arr[_segments(pos + 4, n)]
+    data = src.arr[segments(pos + 4, n)]
     offsets = np.zeros(len(pos) + 1, np.int32)
     np.cumsum(n, out=offsets[1:])
     valid = np.ones(len(pos), bool) if present is None else present
