@@ -121,12 +121,24 @@ def _string(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[p
     # bytes, so if none of these bytes has it, every string is ASCII and its bytes are its UTF-8.
     if not len(data) or data.max() < 0x80:
         return _string_array(chars, valid, data), _advance(pos, end, present)
-    # Some non-ASCII string: decode every string's UTF-16 unit varints and re-encode as UTF-8, vectorised.
-    length = _varint_run_lengths(arr, data_start, chars)
-    units = _unit_values(arr[segments(data_start, length)])
-    utf8, utf8_lens = _utf16_to_utf8(units, np.repeat(np.arange(len(pos)), chars), len(pos))
-    end = np.where(valid, data_start + length, pos + hdr)
-    return _string_array(utf8_lens, valid, utf8), _advance(pos, end, present)
+    # The strings with a non-ASCII unit: their UTF-16 unit varints decoded and re-encoded as UTF-8, vectorised; the
+    # ASCII ones keep their bytes, which are their UTF-8.
+    first = np.cumsum(chars) - chars
+    counts = np.concatenate(([0], np.cumsum(data >= 0x80)))
+    wide = np.flatnonzero(counts[first + chars] > counts[first])
+    length = _varint_run_lengths(arr, data_start[wide], chars[wide])
+    units = _unit_values(arr[segments(data_start[wide], length)])
+    utf8, utf8_lens = _utf16_to_utf8(units, np.repeat(np.arange(len(wide)), chars[wide]), len(wide))
+    lens = chars.copy()
+    lens[wide] = utf8_lens
+    end[wide] = data_start[wide] + length
+    out = np.empty(int(lens.sum()), np.uint8)
+    at = np.cumsum(lens) - lens
+    narrow = np.ones(len(pos), bool)
+    narrow[wide] = False
+    out[segments(at[narrow], chars[narrow])] = data[segments(first[narrow], chars[narrow])]
+    out[segments(at[wide], utf8_lens)] = utf8
+    return _string_array(lens, valid, out), _advance(pos, end, present)
 
 
 def _string_array(lens: np.ndarray, valid: np.ndarray, data: np.ndarray) -> pa.Array:
