@@ -86,8 +86,12 @@ class Bin:
     def take(self, idx: np.ndarray) -> Bin:
         """The rows at idx, in that order."""
         if self.mat is not None:
-            return Bin.fixed(self.mat[idx])
+            return Bin.fixed(self.rows()[idx].view(np.uint8).reshape(len(idx), self.width))
         return Bin.from_arrow(self.arrow().take(pa.array(idx)))
+
+    def rows(self) -> np.ndarray:
+        """Fixed-width rows as one numpy void scalar each (fast to gather and compare whole rows)."""
+        return np.ascontiguousarray(self.mat).view(np.dtype((np.void, max(1, self.width)))).reshape(self.n) if self.width else np.zeros(self.n, "V1")
 
     def slice(self, start: int, stop: int) -> Bin:
         """Rows start..stop-1 (views, no copy)."""
@@ -117,6 +121,22 @@ class Bin:
                                      [None, pa.py_buffer(offs), pa.py_buffer(np.ascontiguousarray(data))])
 
 
+def _side_by_side(parts: list[Bin]) -> Bin:
+    """Fixed-width parts as one: each copied into its field of a packed structured row (faster than hstack)."""
+    n = parts[0].n
+    parts = [p for p in parts if p.width > 0]
+    if not parts:
+        return Bin.fixed(np.zeros((n, 0), np.uint8))
+    widths = [p.width for p in parts]
+    offsets = np.cumsum([0, *widths[:-1]]).tolist()
+    dt = np.dtype({"names": [f"f{i}" for i in range(len(parts))], "formats": [np.dtype((np.void, w)) for w in widths],
+                   "offsets": offsets, "itemsize": sum(widths)})
+    out = np.empty(n, dt)
+    for i, p in enumerate(parts):
+        out[f"f{i}"] = p.rows()
+    return Bin.fixed(out.view(np.uint8).reshape(n, sum(widths)))
+
+
 def _merge_fixed(parts: list[Bin]) -> list[Bin]:
     """Adjacent fixed-width parts as one (a Long key and a VoidNamespace byte: one 9-byte part)."""
     out: list[Bin] = []
@@ -126,7 +146,7 @@ def _merge_fixed(parts: list[Bin]) -> list[Bin]:
             run.append(p)
             continue
         if run:
-            out.append(run[0] if len(run) == 1 else Bin.fixed(np.hstack([r.mat for r in run])))
+            out.append(run[0] if len(run) == 1 else _side_by_side(run))
             run = []
         if p is not None:
             out.append(p)

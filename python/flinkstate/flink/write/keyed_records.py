@@ -49,7 +49,7 @@ class StateRecords(Mapping[int, list[tuple[bytes, bytes]]]):
     def __init__(self, kgs: np.ndarray, keys: Bin, values: Bin) -> None:
         self.kgs = kgs.astype(np.int64, copy=False)
         self.key_bin, self.value_bin = keys, values
-        self._groups = np.unique(self.kgs)
+        self._groups = self.kgs[np.flatnonzero(np.diff(self.kgs, prepend=-1))] if len(self.kgs) else self.kgs
         self._framed: tuple[memoryview, np.ndarray] | None = None
 
     @property
@@ -87,11 +87,12 @@ class StateRecords(Mapping[int, list[tuple[bytes, bytes]]]):
             klen, vlen = self.key_bin.lens(), self.value_bin.lens()
             rec = concat([_be(klen, 4), self.key_bin, _be(vlen, 4), self.value_bin])
             offsets, data = rec.as_var()
-            data = data.copy()
+            if not data.flags.writeable:  # an Arrow buffer: the flags are set on a copy
+                data = data.copy()
             last = np.ones(n, bool)
             last[:-1] = self.kgs[1:] != self.kgs[:-1]
             data[offsets[:-1][last] + 4] |= 0x80
-            self._framed = (memoryview(data.tobytes()), offsets)
+            self._framed = (memoryview(data), offsets)
         return self._framed
 
     @staticmethod
@@ -174,6 +175,8 @@ def _sort_order(keys: Bin) -> np.ndarray:
     padded = np.zeros((n, 8 * words), np.uint8)
     padded[:, 8 * words - w if words == 1 else 0 : (8 * words - w if words == 1 else 0) + w] = mat
     cols = padded.view(">u8").astype(np.uint64)
+    if words == 1 and (cols[1:, 0] >= cols[:-1, 0]).all():  # already in order (a root's rows often are)
+        return np.arange(n)
     row_bits = max(1, int(n - 1).bit_length())
     if words == 1 and 8 * w + row_bits <= 64:  # (key, row) is unique: any sort is stable
         return (np.sort((cols[:, 0] << np.uint64(row_bits)) | np.arange(n, dtype=np.uint64)) & np.uint64((1 << row_bits) - 1)).astype(np.int64)
@@ -188,7 +191,8 @@ def _same_as_previous(keys: Bin) -> np.ndarray:
     if keys.n < 2:
         return same
     if keys.mat is not None:
-        same[1:] = (keys.mat[1:] == keys.mat[:-1]).all(axis=1)
+        rows = keys.rows()
+        same[1:] = rows[1:] == rows[:-1]
     else:
         arr = keys.arrow()
         same[1:] = pc.equal(arr.slice(1), arr.slice(0, keys.n - 1)).to_numpy(zero_copy_only=False)
@@ -262,9 +266,9 @@ def _values(kind: str, vnode: TypeNode, table: pa.Table, n: int, ctx: str) -> Bi
     return concat(parts)
 
 
-def frame_key_groups(records: list[StateRecords], kg_range: tuple[int, int], base: int, compress: bool) -> tuple[bytes, list[int]]:
-    """The key-group streams of key groups kg_range (inclusive) of these states and each one's offset (base + position,
-    0 for an empty key group). A stream is u16 state id, then records `i32 klen, key, i32 vlen, value`; the last record
+def frame_key_groups(records: list[StateRecords], kg_range: tuple[int, int], head: bytes, compress: bool) -> tuple[bytes, list[int]]:
+    """head followed by the key-group streams of key groups kg_range (inclusive) of these states, and each key group's
+    offset in it (0 for an empty key group). A stream is u16 state id, then records `i32 klen, key, i32 vlen, value`; the last record
     of a state's run has the 0x80 flag on its first key byte and is followed by the next state's id or 0xFFFF.
     A run is a contiguous slice of its state's framed records (`StateRecords.framed`), so this copies slices, not values.
     With compress, each key group's stream is snappy-framed on its own."""
@@ -274,22 +278,24 @@ def frame_key_groups(records: list[StateRecords], kg_range: tuple[int, int], bas
     for recs in records:
         buf, starts = recs.framed()
         runs.append((buf, starts[np.searchsorted(recs.kgs, kgs)].tolist()))
-    chunks: list[bytes] = []
+    chunks: list[bytes | memoryview] = [head]
     offsets: list[int] = []
-    at = base
+    at = len(head)
     for g in range(hi - lo + 1):
         parts = [(sid, buf, b[g], b[g + 1]) for sid, (buf, b) in enumerate(runs) if b[g] < b[g + 1]]
         if not parts:
             offsets.append(0)
             continue
-        stream = [parts[0][0].to_bytes(2, "big")]
+        stream: list[bytes | memoryview] = [parts[0][0].to_bytes(2, "big")]
         for j, (_, buf, a, b) in enumerate(parts):
             stream.append(buf[a:b])
             stream.append(parts[j + 1][0].to_bytes(2, "big") if j + 1 < len(parts) else b"\xff\xff")
-        data = b"".join(stream)
-        if compress:
-            data = snappy_frame(data)
         offsets.append(at)
-        at += len(data)
-        chunks.append(data)
+        if compress:
+            framed = snappy_frame(b"".join(stream))
+            chunks.append(framed)
+            at += len(framed)
+        else:
+            chunks += stream
+            at += sum(len(x) for x in stream)
     return b"".join(chunks), offsets

@@ -136,8 +136,7 @@ def _keyed_file(op: OperatorExport, kg_range: tuple[int, int], records: list[Map
     out += struct.pack(">h", len(metas))
     for m in metas:
         write_state_meta(out, m)
-    stream, offsets = frame_key_groups([StateRecords.of(r) for r in records], kg_range, len(out), compress)
-    return bytes(out) + stream, offsets
+    return frame_key_groups([StateRecords.of(r) for r in records], kg_range, bytes(out), compress)
 
 
 def _operator_file(op: OperatorExport, index: int) -> tuple[bytes, dict[str, tuple[int, list[int]]]] | None:
