@@ -2,8 +2,8 @@
 
 `column_encoder(node, ctx)` gives a function from an Arrow array to a `Bin` whose row i is exactly the
 bytes the per-value writer (`encode.make_writer`) appends for value i. Vectorised: Long, Int, Short,
-Byte, Boolean, Double, Float, Char (ASCII), String (`StringValue`: varint(length + 1), 0 for null, then
-the characters; ASCII rows at once, other rows through the per-value writer), byte[], raw serialized
+Byte, Boolean, Double, Float, Char (ASCII), String (`StringValue`: varint(UTF-16 length + 1), 0 for null, then
+each UTF-16 unit as a varint, from the UTF-8 bytes with numpy; ASCII bytes as they are), byte[], raw serialized
 bytes (Kryo/Avro/unknown classes, BinaryRowData/ArrayData, StringData), VoidNamespace, TimeWindow,
 enum, Row (null mask), Tuple and POJO (null flags) of these. Any other serializer, or a column whose
 Arrow type is not the natural one (e.g. floats for a Long), goes through the per-value writer, so the
@@ -110,7 +110,7 @@ def _char(fallback: VEncoder) -> VEncoder:
 
 
 def _string(fallback: VEncoder) -> VEncoder:
-    """StringValue: varint(length + 1) (0 for null) and ASCII characters as bytes; non-ASCII rows one by one."""
+    """StringValue: varint(UTF-16 length + 1) (0 for null), then each UTF-16 unit as a varint (ASCII: its byte)."""
 
     def enc(arr: pa.Array) -> Bin:
         if not _is_str(arr.type):
@@ -123,15 +123,50 @@ def _string(fallback: VEncoder) -> VEncoder:
             lens = np.where(valid, lens, 0)
             if lens.sum() != len(data):  # null slots holding bytes
                 body = body.keep(valid)
-        out = concat([varint(np.where(valid, lens + 1, 0)), body])
-        high = np.flatnonzero(body.data >= 0x80)
-        if len(high) == 0:
-            return out
-        wide = np.zeros(len(arr), bool)
-        wide[np.searchsorted(body.offsets, high, side="right") - 1] = True
-        return concat([out.keep(~wide), fallback(arr.filter(pa.array(wide))).expand(wide)])
+        if not len(body.data) or body.data.max() < 0x80:  # ASCII: units are the bytes
+            return concat([varint(np.where(valid, lens + 1, 0)), body])
+        found = _utf16_varints(body)
+        if found is None:  # not well-formed UTF-8: the per-value writer says what is wrong
+            return fallback(arr)
+        units, chars = found
+        return concat([varint(np.where(valid, units + 1, 0)), chars])
 
     return enc
+
+
+def _utf16_varints(body: Bin) -> tuple[np.ndarray, Bin] | None:
+    """Per row of UTF-8 bytes: its number of UTF-16 units and those units as 7-bit varints (1 to 3 bytes each)."""
+    data = body.data.astype(np.int64)
+    n = len(data)
+    starts = np.flatnonzero((data & 0xC0) != 0x80)
+    b0 = data[starts]
+    width = np.select([b0 < 0x80, b0 >> 5 == 6, b0 >> 4 == 14, b0 >> 3 == 30], [1, 2, 3, 4], 0)
+    if (width == 0).any() or (np.diff(np.append(starts, n)) != width).any():
+        return None
+    cp = np.where(width == 1, b0, b0 & (0xFF >> (width + 1)))
+    for j in (1, 2, 3):
+        more = width > j
+        cp = np.where(more, (cp << 6) | (data[np.minimum(starts + j, n - 1)] & 0x3F), cp)
+    shortest = np.array([0, 0, 0x80, 0x800, 0x10000])[width]
+    if ((cp >= 0xD800) & (cp <= 0xDFFF)).any() or (cp > 0x10FFFF).any() or (cp < shortest).any():
+        return None
+    row = np.searchsorted(body.offsets, starts, side="right") - 1
+    pair = cp >= 0x10000  # a supplementary character: a surrogate pair
+    units = np.repeat(cp, 1 + pair)
+    unit_row = np.repeat(row, 1 + pair)
+    first = np.cumsum(1 + pair) - (1 + pair)
+    hi, lo = first[pair], first[pair] + 1
+    s = cp[pair] - 0x10000
+    units[hi], units[lo] = 0xD800 + (s >> 10), 0xDC00 + (s & 0x3FF)
+    nb = 1 + (units >= 0x80) + (units >= 0x4000)
+    at = np.cumsum(nb) - nb
+    out = np.empty(int(nb.sum()), np.uint8)
+    for j in range(3):
+        sel = nb > j
+        out[at[sel] + j] = ((units[sel] >> (7 * j)) & 0x7F) | np.where(nb[sel] > j + 1, 0x80, 0)
+    rows = body.n
+    count = np.bincount(unit_row, minlength=rows)
+    return count, Bin.from_lens(np.bincount(unit_row, weights=nb, minlength=rows).astype(np.int64), out)
 
 
 def _framed(arrow_ok: Callable[[pa.DataType], bool], length: bool, what: str, fallback: VEncoder) -> VEncoder:

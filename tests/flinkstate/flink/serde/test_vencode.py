@@ -61,6 +61,17 @@ def test_base_types(kind, arr):
     assert_same(simple(kind), arr)
 
 
+def test_strings_of_every_utf8_width_and_unit_varint_length():
+    """Random strings over code points at every boundary (1-4 UTF-8 bytes, 1-3 byte unit varints, surrogate pairs)."""
+    edges = [0, 1, 0x7F, 0x80, 0x7FF, 0x800, 0x3FFF, 0x4000, 0xD7FF, 0xE000, 0xFFFF, 0x10000, 0x1F600, 0x10FFFF]
+    rng = np.random.default_rng(3)
+    pool = edges + rng.integers(0, 0xD800, 50).tolist() + rng.integers(0x10000, 0x110000, 20).tolist()
+    text = ["".join(chr(pool[i]) for i in rng.integers(0, len(pool), rng.integers(0, 12))) for _ in range(300)]
+    arr = pa.array([None if i % 17 == 0 else t for i, t in enumerate(text)])
+    assert_same(simple("string"), arr)
+    assert_same(simple("string"), arr.slice(5, 100))
+
+
 @pytest.mark.parametrize("kind", ["opaque", "unknown", "rowdata", "arraydata"])
 def test_raw_bytes(kind):
     assert_same(TypeNode(kind, "org.example.Raw"), pa.array([b"", b"\x01\x02", b"abc" * 50]))
