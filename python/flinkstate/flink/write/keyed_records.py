@@ -32,10 +32,10 @@ _SIGN = np.uint64(1 << 63)
 
 
 class ColumnValueError(InvalidArgumentError):
-    """A value of this column does not fit its Flink serializer (overflow, null, wrong type)."""
+    """A value of this column cannot be written (does not fit its Flink serializer: overflow, null, wrong type)."""
 
-    def __init__(self, column: str, cause: Exception) -> None:
-        super().__init__(f"column {column!r}: a value does not fit its Flink serializer: {cause}")
+    def __init__(self, column: str, problem: str) -> None:
+        super().__init__(f"column {column!r}: {problem}")
         self.column = column
 
 
@@ -116,20 +116,23 @@ def _encode(node: TypeNode, arr: pa.Array, column: str, ctx: str) -> Bin:
     try:
         return column_encoder(node, ctx)(arr)
     except (struct.error, TypeError, AttributeError, OverflowError, ValueError, KeyError) as e:
-        raise ColumnValueError(column, e) from e
+        raise ColumnValueError(column, f"a value does not fit its Flink serializer: {e}") from e
 
 
 def _key_groups(table: pa.Table, maxp: int, prefix: int) -> np.ndarray:
     """The key group of each row (Flink's hash of the key, else the table's key_group column)."""
     try:
         kg = assign_key_groups(table.column("key"), maxp)
-    except InvalidArgumentError:
+    except InvalidArgumentError as e:
+        if "key_group" not in table.column_names:
+            raise ColumnValueError("key", f"{e}, and the table has no key_group column to take key groups from") from e
         kg = _column(table, "key_group")
         if kg.null_count:
-            raise ColumnValueError("key_group", ValueError("a null key group")) from None
+            raise ColumnValueError("key_group", "a null key group") from e
     kgs = kg.to_numpy(zero_copy_only=False).astype(np.int64)
     if len(kgs) and (kgs.min() < 0 or kgs.max() >= 1 << (8 * prefix)):
-        raise ColumnValueError("key_group", OverflowError(f"key group {int(kgs.max())} does not fit {prefix} byte(s)"))
+        bad = int(kgs.min()) if kgs.min() < 0 else int(kgs.max())
+        raise ColumnValueError("key_group", f"key group {bad} does not fit the {prefix}-byte key-group prefix")
     return kgs
 
 
@@ -148,7 +151,7 @@ def _len_suffix(lens: np.ndarray) -> Bin:
 def _timestamps(arr: pa.Array) -> np.ndarray:
     """A timer's timestamps as the u64 bits of the i64 (as `& (2**64 - 1)` of a Python int)."""
     if arr.null_count:
-        raise ColumnValueError("timestamp", TypeError("a null timestamp"))
+        raise ColumnValueError("timestamp", "a null timestamp")
     if pa.types.is_uint64(arr.type):
         return arr.to_numpy(zero_copy_only=False).astype(np.uint64)
     if pa.types.is_integer(arr.type):
@@ -156,7 +159,7 @@ def _timestamps(arr: pa.Array) -> np.ndarray:
     try:
         return np.array([v & ((1 << 64) - 1) for v in plain_values(arr)], np.uint64)
     except TypeError as e:
-        raise ColumnValueError("timestamp", e) from e
+        raise ColumnValueError("timestamp", f"not an integer timestamp: {e}") from e
 
 
 def _sort_order(keys: Bin) -> np.ndarray:
