@@ -50,7 +50,7 @@ class StateRecords(Mapping[int, list[tuple[bytes, bytes]]]):
         self.kgs = kgs.astype(np.int64, copy=False)
         self.key_bin, self.value_bin = keys, values
         self._groups = self.kgs[np.flatnonzero(np.diff(self.kgs, prepend=-1))] if len(self.kgs) else self.kgs
-        self._framed: tuple[memoryview, np.ndarray] | None = None
+        self._framed: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def key_bytes(self) -> pa.Array:
@@ -79,7 +79,12 @@ class StateRecords(Mapping[int, list[tuple[bytes, bytes]]]):
     def __len__(self) -> int:
         return len(self._groups)
 
-    def framed(self) -> tuple[memoryview, np.ndarray]:
+    def key_group_slice(self, lo: int, hi: int) -> StateRecords:
+        """The records of key groups lo..hi (one subtask's), sharing this one's arrays."""
+        a, b = self.rows(lo, hi)
+        return StateRecords(self.kgs[a:b], self.key_bin.slice(a, b), self.value_bin.slice(a, b))
+
+    def framed(self) -> tuple[np.ndarray, np.ndarray]:
         """The records framed back to back (`i32 klen, key, i32 vlen, value`, the last record of each key group with
         the 0x80 flag on its first key byte) and each record's start (n + 1 offsets), computed once."""
         if self._framed is None:
@@ -92,7 +97,7 @@ class StateRecords(Mapping[int, list[tuple[bytes, bytes]]]):
             last = np.ones(n, bool)
             last[:-1] = self.kgs[1:] != self.kgs[:-1]
             data[offsets[:-1][last] + 4] |= 0x80
-            self._framed = (memoryview(data), offsets)
+            self._framed = (data, offsets)
         return self._framed
 
     @staticmethod
@@ -280,7 +285,7 @@ def frame_key_groups(records: list[StateRecords], kg_range: tuple[int, int], hea
     runs = []  # per state: its framed bytes and the byte bounds of each key group's run
     for recs in records:
         buf, starts = recs.framed()
-        runs.append((buf, starts[np.searchsorted(recs.kgs, kgs)].tolist()))
+        runs.append((memoryview(buf), starts[np.searchsorted(recs.kgs, kgs)].tolist()))
     chunks: list[bytes | memoryview] = [head]
     offsets: list[int] = []
     at = len(head)

@@ -270,6 +270,20 @@ def test_string_keys_and_namespaces_same_bytes_as_the_per_value_writer(maxp):
     assert_same_files(OperatorExport("op", 2, maxp, _string_keyed(300)))
 
 
+def test_subtask_slices_pickle_and_frame_the_same():
+    """A subtask's key_group_slice (e.g. sent to a worker process) frames its key groups as the whole state does."""
+    import pickle
+
+    op = OperatorExport("op", 3, 300, _long_keyed(200))
+    metas = list(op.keyed.meta.values())
+    tables = {**op.keyed.states, **{TIMER_PREFIX + k: v for k, v in op.keyed.timers.items()}}
+    whole = [_encode_state(op, m, tables) for m in metas]
+    for lo, hi in _ranges(3, 300):
+        part = [pickle.loads(pickle.dumps(r.key_group_slice(lo, hi))) for r in whole]
+        assert all(set(p) == {kg for kg in r if lo <= kg <= hi} for p, r in zip(part, whole, strict=True))
+        assert _keyed_file(op, (lo, hi), part, metas, False) == _keyed_file(op, (lo, hi), whole, metas, False)
+
+
 def test_key_group_column_when_keys_cannot_be_hashed_and_empty_states():
     """A key type without a modelled hashCode takes the key_group column; empty tables write no records."""
     ks = KeyedState(TypeNode("bytes", _CLS["bytes"]))
