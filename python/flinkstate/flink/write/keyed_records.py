@@ -22,8 +22,9 @@ import pyarrow.compute as pc
 from flinkstate.core.errors import InvalidArgumentError
 from flinkstate.core.keygroups import assign_key_groups
 from flinkstate.flink.serde._bin import Bin, concat
+from flinkstate.flink.serde._crc32c import snappy_frames
 from flinkstate.flink.serde._vencode import column_encoder
-from flinkstate.flink.serde.encode import plain_values, snappy_frame
+from flinkstate.flink.serde.encode import plain_values
 from flinkstate.flink.serde.serializers import StateMeta, TypeNode
 
 __all__ = ["ColumnValueError", "StateRecords", "frame_key_groups", "state_records"]
@@ -288,22 +289,27 @@ def frame_key_groups(records: list[StateRecords], kg_range: tuple[int, int], hea
         runs.append((memoryview(buf), starts[np.searchsorted(recs.kgs, kgs)].tolist()))
     chunks: list[bytes | memoryview] = [head]
     offsets: list[int] = []
+    streams: list[bytes] = []  # with compress: each key group's stream, framed together at the end
     at = len(head)
     for g in range(hi - lo + 1):
         parts = [(sid, buf, b[g], b[g + 1]) for sid, (buf, b) in enumerate(runs) if b[g] < b[g + 1]]
         if not parts:
-            offsets.append(0)
+            offsets.append(0 if not compress else -1)
             continue
         stream: list[bytes | memoryview] = [parts[0][0].to_bytes(2, "big")]
         for j, (_, buf, a, b) in enumerate(parts):
             stream.append(buf[a:b])
             stream.append(parts[j + 1][0].to_bytes(2, "big") if j + 1 < len(parts) else b"\xff\xff")
-        offsets.append(at)
         if compress:
-            framed = snappy_frame(b"".join(stream))
-            chunks.append(framed)
-            at += len(framed)
+            streams.append(b"".join(stream))
+            offsets.append(len(streams) - 1)
         else:
+            offsets.append(at)
             chunks += stream
             at += sum(len(x) for x in stream)
+    if compress:
+        framed = snappy_frames(streams)
+        starts = np.cumsum([len(head)] + [len(f) for f in framed]).tolist()
+        offsets = [0 if i < 0 else starts[i] for i in offsets]
+        chunks += framed
     return b"".join(chunks), offsets
