@@ -2,8 +2,10 @@
 
 A `Bin` holds n byte strings, either all of one width (an (n, w) uint8 matrix, e.g. a Long key or a
 key-group prefix) or of varying width (offsets n + 1 and the concatenated bytes). Serialized keys and
-values are built by concatenating such parts row by row (`concat`), one numpy scatter per part,
-never value by value; `Bin.arrow` gives the Arrow binary array.
+values are built by concatenating such parts row by row (`concat`: fixed-width parts copied into the
+fields of one packed numpy row, others joined by Arrow's element-wise binary join), never value by
+value; rows are gathered (`take`) as numpy void scalars or with Arrow's take; `Bin.arrow` gives the
+Arrow binary array without copying.
 """
 
 from __future__ import annotations
@@ -12,16 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["Bin", "binary_parts", "concat", "segments", "varint"]
-
-
-def segments(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """The byte offsets of the concatenated segments [start, start + len)."""
-    total = int(lens.sum())
-    if total == 0:
-        return np.zeros(0, np.int64)
-    offsets = np.cumsum(lens) - lens
-    return np.repeat(starts - offsets, lens) + np.arange(total)
+__all__ = ["Bin", "binary_parts", "concat", "varint"]
 
 
 def binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -85,13 +78,15 @@ class Bin:
 
     def take(self, idx: np.ndarray) -> Bin:
         """The rows at idx, in that order."""
+        if self.width == 0:
+            return Bin.fixed(np.zeros((len(idx), 0), np.uint8))
         if self.mat is not None:
             return Bin.fixed(self.rows()[idx].view(np.uint8).reshape(len(idx), self.width))
         return Bin.from_arrow(self.arrow().take(pa.array(idx)))
 
     def rows(self) -> np.ndarray:
-        """Fixed-width rows as one numpy void scalar each (fast to gather and compare whole rows)."""
-        return np.ascontiguousarray(self.mat).view(np.dtype((np.void, max(1, self.width)))).reshape(self.n) if self.width else np.zeros(self.n, "V1")
+        """Fixed-width rows (width > 0) as one numpy void scalar each: gathered and compared whole, fast."""
+        return np.ascontiguousarray(self.mat).view(np.dtype((np.void, self.width))).reshape(self.n)
 
     def slice(self, start: int, stop: int) -> Bin:
         """Rows start..stop-1 (views, no copy)."""

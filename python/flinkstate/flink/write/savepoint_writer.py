@@ -55,6 +55,7 @@ __all__ = [
 TARGET_VERSIONS = {"1.18": 4, "1.19": 4, "1.20": 4, "2.0": 5, "2.1": 6, "2.2": 6, "2.3": 6}
 DEFAULT_FLINK_VERSION = "2.3"
 
+
 def _savepoint_properties() -> bytes:
     """The java-serialized CheckpointProperties every exported `_metadata` ends with (the same 745 bytes in 1.18 to 2.3):
     package data read through importlib.resources, so an installed package finds it (tests/test_packaging.py)."""
