@@ -186,7 +186,7 @@ def timers(ks: KeyedState, name: str, key: TypeNode, ns: TypeNode, table: pa.Tab
 
 
 _RNG = np.random.default_rng(23)
-_WORDS = ["a", "b", "é", "日本", "😀", "", "nul\x00", "x" * 200]
+_WORDS = ["a", "b", "é", "日本", "😀", "", "nul\x00", "x" * 200, "y" * 300]  # 300: a 2-byte length suffix
 
 
 def _words(n: int, nulls: bool = False) -> pa.Array:
@@ -322,3 +322,19 @@ def test_values_that_do_not_fit_name_operator_state_and_column(tmp_path):
     with pytest.raises(InvalidArgumentError, match=r"operator 'op', state 'n', column 'key'"):
         write(pa.table({"key": pa.array([1, None]), "key_group": pa.array([1, 2], pa.int32()), "value": pa.array([1, 2], pa.int32())}))
     assert os.listdir(tmp_path) == []
+
+
+def test_chunked_dictionary_large_sliced_and_timestamp_columns():
+    """Column layouts the encoders see from real tables: chunks, dictionaries, large strings, a sliced table, timer
+    timestamps as an Arrow timestamp or as uint64 bits."""
+    n = 300
+    ks = KeyedState(simple("string"))
+    keys = pa.chunked_array([pa.array([f"k{i % 17}" for i in range(150)]), pa.array([f"é{i % 5}" for i in range(150)])])
+    state(ks, "dict", "VALUE", simple("string"), pa.table({"key": keys, "value": pa.array([f"v{i % 4}" for i in range(n)]).dictionary_encode()}))
+    state(ks, "large", "MAP", comp("map", simple("string"), simple("int")),
+          pa.table({"key": keys, "user_key": pa.array([f"u{i % 3}" for i in range(n)], pa.large_string()), "value": pa.array(range(n))}))
+    both = pa.concat_arrays([keys.combine_chunks(), keys.combine_chunks()])
+    state(ks, "sliced", "LIST", simple("long"), pa.table({"key": both, "value": pa.array(range(2 * n))}).slice(n // 2, n))
+    timers(ks, "ts", simple("string"), VOID, pa.table({"key": keys, "timestamp": pa.array(_RNG.integers(0, 2**40, n)).cast(pa.timestamp("ms"))}))
+    timers(ks, "u64", simple("string"), VOID, pa.table({"key": keys, "timestamp": pa.array(_RNG.integers(0, 2**64 - 1, n, dtype=np.uint64))}))
+    assert_same_files(OperatorExport("op", 2, 256, ks))
