@@ -16,12 +16,12 @@ import os
 import shutil
 import struct
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 from flinkstate.core.errors import FlinkStateError, InvalidArgumentError
-from flinkstate.core.keygroups import assign_key_groups
 from flinkstate.flink.files.canonical import TIMER_PREFIX, KeyedState
 from flinkstate.flink.meta.metadata import MAGIC
 from flinkstate.flink.serde.encode import (
@@ -29,11 +29,16 @@ from flinkstate.flink.serde.encode import (
     make_writer,
     murmur3_128,
     plain_values,
-    snappy_frame,
     write_state_meta,
     write_type,
 )
 from flinkstate.flink.serde.serializers import StateMeta
+from flinkstate.flink.write.keyed_records import (
+    ColumnValueError,
+    StateRecords,
+    frame_key_groups,
+    state_records,
+)
 
 __all__ = [
     "DEFAULT_FLINK_VERSION",
@@ -49,8 +54,6 @@ __all__ = [
 # Flink release -> the `_metadata` version it writes (and the newest it reads).
 TARGET_VERSIONS = {"1.18": 4, "1.19": 4, "1.20": 4, "2.0": 5, "2.1": 6, "2.2": 6, "2.3": 6}
 DEFAULT_FLINK_VERSION = "2.3"
-
-_SIGN = 1 << 63
 
 
 def _savepoint_properties() -> bytes:
@@ -105,118 +108,36 @@ def _ranges(p: int, maxp: int) -> list[tuple[int, int]]:
     return [((i * maxp + p - 1) // p, ((i + 1) * maxp - 1) // p) for i in range(p)]
 
 
-def _key_groups(table: pa.Table, maxp: int) -> list[int]:
-    try:
-        return assign_key_groups(table.column("key"), maxp).to_pylist()
-    except InvalidArgumentError:
-        return table.column("key_group").to_pylist()
+def _state_records(name: str, meta: StateMeta, table: pa.Table, ks: KeyedState, maxp: int) -> StateRecords:
+    """The sorted records (key bytes without the flag, value bytes) of one state, by key group (a StateRecords mapping)."""
+    return state_records(meta, table, ks.key_type, maxp, f"state {name!r}")
 
 
-def _state_records(name: str, meta: StateMeta, table: pa.Table, ks: KeyedState, maxp: int) -> dict[int, list[tuple[bytes, bytes]]]:
-    """Per key group, the sorted (key bytes without the flag, value bytes) of one state."""
-    ctx = f"state {name!r}"
-    prefix = 1 if maxp <= 128 else 2
-    kgs = _key_groups(table, maxp)
-    cols = {c: plain_values(table.column(c)) for c in table.column_names}
-    n = table.num_rows
-    by_key: dict[tuple[int, bytes], bytearray | list] = {}
-    if meta.backend_type == "PRIORITY_QUEUE":
-        node = meta.serializers["VALUE_SERIALIZER"]
-        kw, nw = make_writer(node.children[0], ctx), make_writer(node.children[1], ctx)
-        ns = cols.get("namespace", [None] * n)
-        out: dict[int, list[tuple[bytes, bytes]]] = {}
-        for i in range(n):
-            b = bytearray(kgs[i].to_bytes(prefix, "big"))
-            b += struct.pack(">Q", (cols["timestamp"][i] & ((1 << 64) - 1)) ^ _SIGN)
-            kw(b, cols["key"][i])
-            nw(b, ns[i])
-            out.setdefault(kgs[i], []).append((bytes(b), b""))
-        return {k: sorted(v) for k, v in out.items()}
-    vnode = meta.serializers["VALUE_SERIALIZER"]
-    nsnode = meta.serializers["NAMESPACE_SERIALIZER"]
-    kind = meta.keyed_type
-    kw, nw = make_writer(ks.key_type, ctx), make_writer(nsnode, ctx)
-    ambiguous = ks.key_type.fixed_width < 0 and nsnode.fixed_width < 0
-    elem = vnode.children[1] if kind == "MAP" else vnode.children[0] if kind == "LIST" else vnode
-    ukw = make_writer(vnode.children[0], ctx) if kind == "MAP" else None
-    ttl = elem.kind == "ttl"
-    ew = make_writer(elem.children[1] if ttl else elem, ctx)
-    ns = cols.get("namespace", [None] * n)
-    for i in range(n):
-        b = bytearray(kgs[i].to_bytes(prefix, "big"))
-        s = len(b)
-        kw(b, cols["key"][i])
-        if ambiguous:
-            _len_suffix(b, len(b) - s)
-        s = len(b)
-        nw(b, ns[i])
-        if ambiguous:
-            _len_suffix(b, len(b) - s)
-        if ukw is not None:
-            ukw(b, cols["user_key"][i])
-        v = bytearray()
-        val = cols["value"][i]
-        if kind == "MAP":
-            v.append(1 if val is None else 0)
-        if val is not None or kind != "MAP":
-            if ttl:
-                v += struct.pack(">q", cols["ttl_last_access"][i])
-            ew(v, val)
-        k = (kgs[i], bytes(b))
-        if kind == "LIST" and k in by_key:
-            by_key[k] += b"," + v
-        else:
-            by_key[k] = v
-    out = {}
-    for (kg, kb), v in sorted(by_key.items()):
-        out.setdefault(kg, []).append((kb, bytes(v)))
-    return out
-
-
-def _encode_state(op: OperatorExport, m: StateMeta, tables: dict[str, pa.Table]) -> dict[int, list[tuple[bytes, bytes]]]:
+def _encode_state(op: OperatorExport, m: StateMeta, tables: dict[str, pa.Table]) -> StateRecords:
     """_state_records with bad input (missing table or column, null key, value not fitting the serializer) as a typed error."""
     where = f"operator {op.uid!r}, state {m.name!r}"
     if m.name not in tables:
         raise InvalidArgumentError(f"{where}: declared in the keyed state but no table was given")
     try:
         return _state_records(m.name, m, tables[m.name], op.keyed, op.max_parallelism)
+    except ColumnValueError as e:
+        raise InvalidArgumentError(f"{where}, {e}") from e
     except KeyError as e:
         raise InvalidArgumentError(f"{where}: missing column {e}; got columns {tables[m.name].column_names}") from e
     except (struct.error, TypeError, AttributeError, OverflowError, ValueError) as e:
         raise InvalidArgumentError(f"{where}: a value does not fit its Flink serializer: {e}") from e
 
 
-def _len_suffix(b: bytearray, n: int) -> None:
-    b.append(n & 0xFF)
-    n >>= 8
-    while n:
-        b.append(n & 0xFF)
-        n >>= 8
-
-
-def _keyed_file(op: OperatorExport, kg_range: tuple[int, int], records: list[dict[int, list]], metas: list[StateMeta], compress: bool) -> tuple[bytes, list[int]]:
+def _keyed_file(op: OperatorExport, kg_range: tuple[int, int], records: list[Mapping[int, list[tuple[bytes, bytes]]]],
+                metas: list[StateMeta], compress: bool) -> tuple[bytes, list[int]]:
+    """One subtask's keyed state file (header + key-group streams of kg_range) and each key group's offset (0: empty).
+    records: per state, a StateRecords (or any key group -> sorted [(key, value)] mapping)."""
     out = bytearray(struct.pack(">i?i", 6, compress, 2))
     write_type(out, op.keyed.key_type)
     out += struct.pack(">h", len(metas))
     for m in metas:
         write_state_meta(out, m)
-    offsets = []
-    for kg in range(kg_range[0], kg_range[1] + 1):
-        runs = [(sid, recs[kg]) for sid, recs in enumerate(records) if recs.get(kg)]
-        if not runs:
-            offsets.append(0)
-            continue
-        offsets.append(len(out))
-        s = bytearray(struct.pack(">H", runs[0][0]))
-        for j, (_, recs) in enumerate(runs):
-            for r, (kb, vb) in enumerate(recs):
-                last = r == len(recs) - 1
-                key = bytes([kb[0] | 0x80]) + kb[1:] if last else kb
-                s += struct.pack(">i", len(key)) + key + struct.pack(">i", len(vb)) + vb
-                if last:
-                    s += struct.pack(">H", runs[j + 1][0] if j + 1 < len(runs) else 0xFFFF)
-        out += snappy_frame(bytes(s)) if compress else s
-    return bytes(out), offsets
+    return frame_key_groups([StateRecords.of(r) for r in records], kg_range, bytes(out), compress)
 
 
 def _operator_file(op: OperatorExport, index: int) -> tuple[bytes, dict[str, tuple[int, list[int]]]] | None:
