@@ -7,15 +7,15 @@ header version 6, serializer snapshots, the CheckpointProperties tail), checked 
 each release wrote (flinkjobs/harness.py) and by each release restoring the export (tests). Releases
 outside TARGET_VERSIONS are refused by name. Keyed state: one file per subtask with a KeyedBackendSerializationProxy
 header and per-key-group streams (KeyGroupsSavepointStateHandle with RelativeFileStateHandle, so the
-directory can be moved). The savepoint is written to a temporary folder and renamed into place.
+directory can be moved). The savepoint is written to a temporary folder and renamed into place, in steps that can
+run apart (`write_keyed_subtask` per subtask from its key-group range's rows, then `write_metadata`): an export runs
+the first as one Spark task per subtask (`flink.bridge.export_task`).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import struct
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -39,6 +39,13 @@ from flinkstate.flink.write.keyed_records import (
     frame_key_groups,
     state_records,
 )
+from flinkstate.flink.write.savepoint_folder import (
+    KeyedFile,
+    discard,
+    publish,
+    temp_folder,
+    write_file,
+)
 
 __all__ = [
     "DEFAULT_FLINK_VERSION",
@@ -48,6 +55,9 @@ __all__ = [
     "UnsupportedFlinkVersionError",
     "check_destination",
     "metadata_version_for",
+    "subtask_ranges",
+    "write_keyed_subtask",
+    "write_metadata",
     "write_savepoint",
 ]
 
@@ -187,69 +197,90 @@ def check_destination(dest: str) -> str:
     return dest
 
 
-def write_savepoint(dest: str, operators: list[OperatorExport], *, checkpoint_id: int = 1, compression: bool = False,
-                    flink_version: str = DEFAULT_FLINK_VERSION) -> str:
-    """Write a canonical savepoint directory at dest for Flink `flink_version` (refused if dest holds `_metadata`); returns dest."""
+def subtask_ranges(parallelism: int, max_parallelism: int) -> list[tuple[int, int]]:
+    """The key-group range of each subtask, as Flink assigns them (KeyGroupRangeAssignment)."""
+    return _ranges(parallelism, max_parallelism)
+
+
+def write_keyed_subtask(folder: str, op: OperatorExport, key_group_range: tuple[int, int], tables: dict[str, pa.Table],
+                        compression: bool = False) -> KeyedFile:
+    """Encode one subtask's keyed state and write its file into the savepoint folder: tables hold, per state and per
+    timer service (`_timer_state/<service>`) of op.keyed.meta, the rows of key_group_range only (op.keyed's own
+    tables are not read). Memory: that range's rows and their encoded bytes."""
+    metas = list(op.keyed.meta.values())
+    return _write_keyed(folder, op, key_group_range, [_encode_state(op, m, tables) for m in metas], metas, compression)
+
+
+def _write_keyed(folder: str, op: OperatorExport, key_group_range: tuple[int, int],
+                 records: list[Mapping[int, list[tuple[bytes, bytes]]]], metas: list[StateMeta], compression: bool) -> KeyedFile:
+    data, offsets = _keyed_file(op, key_group_range, records, metas, compression)
+    rel, size = write_file(folder, data)
+    return KeyedFile(rel, size, tuple(offsets))
+
+
+def write_metadata(folder: str, operators: list[OperatorExport], keyed_files: Mapping[tuple[str, int], KeyedFile], *,
+                   checkpoint_id: int = 1, flink_version: str = DEFAULT_FLINK_VERSION) -> None:
+    """Write each operator's operator-state files and the savepoint's `_metadata` into folder; keyed_files holds the
+    keyed-state file of every subtask (operator uid, subtask index) of an operator with keyed state."""
     version = metadata_version_for(flink_version)
-    dest = check_destination(dest)
-    # Encode everything before writing any file (type errors surface first).
-    planned = []
+    meta = bytearray(struct.pack(">iiqii", MAGIC, version, checkpoint_id, 0, len(operators)))
     for op in operators:
-        keyed = None
-        if op.keyed is not None:
-            metas = [op.keyed.meta[n] for n in op.keyed.meta]
-            tables = {**op.keyed.states, **{TIMER_PREFIX + k: v for k, v in op.keyed.timers.items()}}
-            records = [_encode_state(op, m, tables) for m in metas]
-            keyed = (metas, records)
-        planned.append((op, keyed))
-    parent = os.path.dirname(dest)
-    os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f".{os.path.basename(dest)}.tmp-{uuid.uuid4().hex}")
-    os.makedirs(tmp)
-    try:
-        meta = bytearray(struct.pack(">iiqii", MAGIC, version, checkpoint_id, 0, len(planned)))
-        for op, keyed in planned:
-            h = bytes.fromhex(op.operator_id) if op.operator_id else murmur3_128(op.uid.encode("utf-8"))
-            if version >= 5:  # 1.x metadata has no names or uids: Flink finds operators by the id hashed from the uid
-                meta += encode_utf(op.name or "") + encode_utf(op.uid)
-            meta += h
-            meta += struct.pack(">ii", op.parallelism, op.max_parallelism)
-            if op.coordinator_state is not None:
-                meta += b"\x01" + encode_utf(f"coordinator-{op.uid}") + struct.pack(">i", len(op.coordinator_state)) + op.coordinator_state
+        h = bytes.fromhex(op.operator_id) if op.operator_id else murmur3_128(op.uid.encode("utf-8"))
+        if version >= 5:  # 1.x metadata has no names or uids: Flink finds operators by the id hashed from the uid
+            meta += encode_utf(op.name or "") + encode_utf(op.uid)
+        meta += h
+        meta += struct.pack(">ii", op.parallelism, op.max_parallelism)
+        if op.coordinator_state is not None:
+            meta += b"\x01" + encode_utf(f"coordinator-{op.uid}") + struct.pack(">i", len(op.coordinator_state)) + op.coordinator_state
+        else:
+            meta += b"\x00"
+        meta += struct.pack(">i", op.parallelism)
+        for i, rng in enumerate(_ranges(op.parallelism, op.max_parallelism)):
+            meta += struct.pack(">i", i)
+            if op.operator_states:
+                data, handles = _operator_file(op, i)
+                rel, size = write_file(folder, data)
+                meta += struct.pack(">ib", 1, 4) + struct.pack(">i", len(handles))
+                for name, (mode, offs) in handles.items():
+                    meta += encode_utf(name) + struct.pack(">bi", mode, len(offs)) + b"".join(struct.pack(">q", o) for o in offs)
+                meta += _stream(rel, size)
+            else:
+                meta += struct.pack(">i", 0)
+            meta += struct.pack(">i", 0)
+            if op.keyed is not None:
+                kf = keyed_files[(op.uid, i)]
+                meta += struct.pack(">bii", 7, rng[0], len(kf.offsets)) + b"".join(struct.pack(">q", o) for o in kf.offsets)
+                meta += _stream(kf.rel, kf.size)
             else:
                 meta += b"\x00"
-            meta += struct.pack(">i", op.parallelism)
+            meta += b"\x00" + struct.pack(">ii", 0, 0)
+    meta += _savepoint_properties()
+    write_file(folder, bytes(meta), "_metadata")
+
+
+def write_savepoint(dest: str, operators: list[OperatorExport], *, checkpoint_id: int = 1, compression: bool = False,
+                    flink_version: str = DEFAULT_FLINK_VERSION) -> str:
+    """Write a canonical savepoint directory at dest for Flink `flink_version` (refused if dest holds `_metadata`); returns dest.
+
+    The same steps as an export run as Spark tasks: each subtask's keyed file (`write_keyed_subtask`; here every state
+    is encoded once, before any file is written, and cut by subtask), then `write_metadata`, in a temporary folder
+    renamed into place (nothing at dest on a failure)."""
+    metadata_version_for(flink_version)
+    dest = check_destination(dest)
+    encoded = []
+    for op in operators:  # type errors surface before any file is written
+        if op.keyed is not None:
+            metas = list(op.keyed.meta.values())
+            tables = {**op.keyed.states, **{TIMER_PREFIX + k: v for k, v in op.keyed.timers.items()}}
+            encoded.append((op, metas, [_encode_state(op, m, tables) for m in metas]))
+    folder = temp_folder(dest)
+    try:
+        keyed_files: dict[tuple[str, int], KeyedFile] = {}
+        for op, metas, records in encoded:
             for i, rng in enumerate(_ranges(op.parallelism, op.max_parallelism)):
-                meta += struct.pack(">i", i)
-                if op.operator_states:
-                    data, handles = _operator_file(op, i)
-                    rel = uuid.uuid4().hex
-                    with open(os.path.join(tmp, rel), "wb") as f:
-                        f.write(data)
-                    meta += struct.pack(">ib", 1, 4) + struct.pack(">i", len(handles))
-                    for name, (mode, offs) in handles.items():
-                        meta += encode_utf(name) + struct.pack(">bi", mode, len(offs)) + b"".join(struct.pack(">q", o) for o in offs)
-                    meta += _stream(rel, len(data))
-                else:
-                    meta += struct.pack(">i", 0)
-                meta += struct.pack(">i", 0)
-                if keyed is not None:
-                    data, offs = _keyed_file(op, rng, keyed[1], keyed[0], compression)
-                    rel = uuid.uuid4().hex
-                    with open(os.path.join(tmp, rel), "wb") as f:
-                        f.write(data)
-                    meta += struct.pack(">bii", 7, rng[0], len(offs)) + b"".join(struct.pack(">q", o) for o in offs)
-                    meta += _stream(rel, len(data))
-                else:
-                    meta += b"\x00"
-                meta += b"\x00" + struct.pack(">ii", 0, 0)
-        meta += _savepoint_properties()
-        with open(os.path.join(tmp, "_metadata"), "wb") as f:
-            f.write(meta)
-        if os.path.isdir(dest):
-            os.rmdir(dest)
-        os.rename(tmp, dest)
+                keyed_files[(op.uid, i)] = _write_keyed(folder, op, rng, records, metas, compression)
+        write_metadata(folder, operators, keyed_files, checkpoint_id=checkpoint_id, flink_version=flink_version)
+        return publish(folder, dest)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard(folder)
         raise
-    return dest
