@@ -40,11 +40,14 @@ def original_dump(large: Path, tmp_path_factory: pytest.TempPathFactory) -> list
     return _harness().restore_and_dump(large, tmp_path_factory.mktemp("orig") / "dump.txt", "hashmap", 2, timeout=3600)
 
 
-def test_import_export_restores_to_the_same_dump(large: Path, original_dump: list[str], tmp_path: Path) -> None:
+@pytest.mark.parametrize("spark", [(), ("--spark=local[2]",)], ids=["one-process", "spark-jobs"])
+def test_import_export_restores_to_the_same_dump(large: Path, original_dump: list[str], tmp_path: Path,
+                                                 spark: tuple[str, ...]) -> None:
+    """`flinkstate import` then `flinkstate export`, in one process or as Spark jobs (one task per Flink subtask)."""
     from flinkstate.cli import main
 
-    assert main(["import", str(large), str(tmp_path / "root"), "--raw-values"]) == 0
-    assert main(["export", str(tmp_path / "root"), str(tmp_path / "sp")]) == 0
+    assert main(["import", str(large), str(tmp_path / "root"), "--raw-values", *spark]) == 0
+    assert main(["export", str(tmp_path / "root"), str(tmp_path / "sp"), *spark]) == 0
     got = _harness().restore_and_dump(tmp_path / "sp", tmp_path / "dump.txt", "hashmap", 2, timeout=3600)
     assert len(got) > 1_000_000
     assert got == original_dump
