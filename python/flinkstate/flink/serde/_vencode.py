@@ -5,7 +5,8 @@ bytes the per-value writer (`encode.make_writer`) appends for value i. Vectorise
 Byte, Boolean, Double, Float, Char (ASCII), String (`StringValue`: varint(UTF-16 length + 1), 0 for null, then
 each UTF-16 unit as a varint, from the UTF-8 bytes with numpy; ASCII bytes as they are), byte[], raw serialized
 bytes (Kryo/Avro/unknown classes, BinaryRowData/ArrayData, StringData), VoidNamespace, TimeWindow,
-enum, Row (null mask), Tuple and POJO (null flags) of these. Any other serializer, or a column whose
+enum, Row (null mask), Tuple and POJO (null flags) of these, and arrays and List values of these (all
+elements at once). Any other serializer, or a column whose
 Arrow type is not the natural one (e.g. floats for a Long), goes through the per-value writer, so the
 bytes are always the same; values that do not fit raise ValueError/TypeError like the per-value writer.
 """
@@ -19,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinkstate.flink.serde._bin import Bin, binary_parts, concat, varint
+from flinkstate.flink.serde._vector import segments
 from flinkstate.flink.serde.encode import make_writer, plain_values
 from flinkstate.flink.serde.serializers import TypeNode
 
@@ -125,13 +127,35 @@ def _string(fallback: VEncoder) -> VEncoder:
                 body = body.keep(valid)
         if not len(body.data) or body.data.max() < 0x80:  # ASCII: units are the bytes
             return concat([varint(np.where(valid, lens + 1, 0)), body])
-        found = _utf16_varints(body)
+        found = _non_ascii_rows(body)
         if found is None:  # not well-formed UTF-8: the per-value writer says what is wrong
             return fallback(arr)
         units, chars = found
         return concat([varint(np.where(valid, units + 1, 0)), chars])
 
     return enc
+
+
+def _non_ascii_rows(body: Bin) -> tuple[np.ndarray, Bin] | None:
+    """`_utf16_varints` of the rows holding a non-ASCII byte; the ASCII rows' bytes are their units already."""
+    offsets, data = body.as_var()
+    high = np.concatenate(([0], np.cumsum(data >= 0x80)))
+    wide = np.flatnonzero(high[offsets[1:]] > high[offsets[:-1]])
+    found = _utf16_varints(body.take(wide))
+    if found is None:
+        return None
+    wide_units, wide_chars = found
+    lens = np.diff(offsets)
+    units = lens.copy()
+    units[wide] = wide_units
+    out_lens = lens.copy()
+    out_lens[wide] = wide_chars.lens()
+    out = Bin.from_lens(out_lens, np.empty(int(out_lens.sum()), np.uint8))
+    narrow = np.ones(body.n, bool)
+    narrow[wide] = False
+    out.data[segments(out.offsets[:-1][narrow], lens[narrow])] = data[segments(offsets[:-1][narrow], lens[narrow])]
+    out.data[segments(out.offsets[:-1][wide], out_lens[wide])] = wide_chars.as_var()[1]
+    return units, out
 
 
 def _utf16_varints(body: Bin) -> tuple[np.ndarray, Bin] | None:
@@ -286,6 +310,29 @@ def _pojo(node: TypeNode, ctx: str, fallback: VEncoder) -> VEncoder:
     return enc
 
 
+def _array(node: TypeNode, ctx: str, fallback: VEncoder, flagged: bool) -> VEncoder:
+    """long[]..., String[], List values (i32 length, then the elements) and Integer[]... (GenericArraySerializer: a
+    presence byte before each element): every row's elements encoded at once, cut back into rows by the list offsets."""
+    elem = column_encoder(node.children[0], ctx)
+
+    def enc(arr: pa.Array) -> Bin:
+        if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)) or arr.null_count:
+            return fallback(arr)
+        offs = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), np.int64)
+        child = arr.values.slice(int(offs[0]), int(offs[-1] - offs[0]))
+        offs = offs - offs[0]
+        head = Bin.fixed(np.diff(offs).astype(">i4").view(np.uint8).reshape(-1, 4))
+        if flagged:
+            present = _valid(child)
+            elems = concat([Bin.fixed(present.astype(np.uint8).reshape(-1, 1)), _present_part(elem, child, present)])
+        else:
+            elems = elem(child)
+        eo, data = elems.as_var()
+        return concat([head, Bin.var(eo[offs], data)])
+
+    return enc
+
+
 def column_encoder(node: TypeNode, ctx: str) -> VEncoder:
     """The column encoder of this serializer: vectorised where listed above, else the per-value writer."""
     kind = node.kind
@@ -314,4 +361,6 @@ def column_encoder(node: TypeNode, ctx: str) -> VEncoder:
         return _tuple(node, ctx, fallback)
     if kind == "pojo":
         return _pojo(node, ctx, fallback)
+    if kind in ("list", "parray", "sarray", "garray"):
+        return _array(node, ctx, fallback, kind == "garray")
     return fallback

@@ -149,3 +149,30 @@ def test_bin_concat_take_and_varint():
         out.append(v)
         want.append(bytes(out))
     assert rows(varint(values)) == want
+
+
+def _array_node(kind: str, elem: str) -> TypeNode:
+    cls = {"sarray": "org.apache.flink.api.common.typeutils.base.array.StringArraySerializer$StringArraySerializerSnapshot",
+           "parray": "org.apache.flink.api.common.typeutils.base.array.LongPrimitiveArraySerializer$LongPrimitiveArraySerializerSnapshot",
+           "garray": "org.apache.flink.api.common.typeutils.base.GenericArraySerializerSnapshot"}.get(kind, _COMP_CLS.get(kind, kind))
+    return TypeNode(kind, cls, (simple(elem),))
+
+
+ARRAYS = [
+    ("sarray", "string", pa.array([["a", "é", None], [], ["x" * 200, "😀"], None][:3])),
+    ("sarray", "string", pa.array([[t] * 3 for t in _TEXT], pa.large_list(pa.string())).slice(3)),
+    ("parray", "long", pa.array([[1, 2, 3], [], [2**62, -1]], pa.list_(pa.int64()))),
+    ("garray", "int", pa.array([[1, None, 3], [None], [], [7]], pa.list_(pa.int32()))),
+    ("list", "string", pa.array([["a"], ["b", "c"], []])),
+    ("parray", "long", pa.array([[1], None])),  # a null array: the per-value writer's error
+]
+
+
+@pytest.mark.parametrize(("kind", "elem", "arr"), ARRAYS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(ARRAYS)])
+def test_arrays(kind, elem, arr):
+    node = _array_node(kind, elem)
+    if arr.null_count:
+        with pytest.raises(TypeError):
+            column_encoder(node, "ctx")(arr)
+        return
+    assert_same(node, arr)
