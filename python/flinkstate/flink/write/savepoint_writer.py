@@ -19,16 +19,17 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 
 from flinkstate.core.errors import FlinkStateError, InvalidArgumentError
 from flinkstate.flink.files.canonical import TIMER_PREFIX, KeyedState
 from flinkstate.flink.meta.metadata import MAGIC
+from flinkstate.flink.serde._bin import concat
+from flinkstate.flink.serde._vencode import column_encoder
 from flinkstate.flink.serde.encode import (
     encode_utf,
-    make_writer,
     murmur3_128,
-    plain_values,
     write_state_meta,
     write_type,
 )
@@ -161,24 +162,19 @@ def _operator_file(op: OperatorExport, index: int) -> tuple[bytes, dict[str, tup
         write_state_meta(out, m)
     handles: dict[str, tuple[int, list[int]]] = {}
     modes = {"SPLIT_DISTRIBUTE": 0, "UNION": 1, "BROADCAST": 2}
-    for name, (mode, table, m) in op.operator_states.items():
-        sub = [s % op.parallelism for s in table.column("subtask").to_pylist()]
-        rows = [i for i, s in enumerate(sub) if s == index]
-        vw = make_writer(m.serializers["VALUE_SERIALIZER"], f"operator {op.uid}, state {name!r}")
-        values = plain_values(table.column("value"))
-        offs = []
+    for name, (mode, table, m) in op.operator_states.items():  # this subtask's elements, encoded at once
+        ctx = f"operator {op.uid}, state {name!r}"
+        rows = pa.array(np.flatnonzero(table.column("subtask").to_numpy() % op.parallelism == index))
+        values = column_encoder(m.serializers["VALUE_SERIALIZER"], ctx)(table.column("value").take(rows).combine_chunks())
         if mode == "BROADCAST":
-            kw = make_writer(m.serializers["KEY_SERIALIZER"], f"operator {op.uid}, state {name!r}")
-            keys = plain_values(table.column("key"))
-            offs.append(len(out))
+            keys = column_encoder(m.serializers["KEY_SERIALIZER"], ctx)(table.column("key").take(rows).combine_chunks())
+            offs = [len(out)]
             out += struct.pack(">i", len(rows))
-            for i in rows:
-                kw(out, keys[i])
-                vw(out, values[i])
+            out += concat([keys, values]).as_var()[1].tobytes()
         else:
-            for i in rows:
-                offs.append(len(out))
-                vw(out, values[i])
+            at, data = values.as_var()
+            offs = (len(out) + at[:-1]).tolist()
+            out += data.tobytes()
         handles[name] = (modes[mode], offs)
     return bytes(out), handles
 
