@@ -204,12 +204,13 @@ def _utf16_to_utf8(units: np.ndarray, row: np.ndarray, n_rows: int) -> tuple[np.
         raise ValueError("a string holds an unpaired UTF-16 surrogate, which an Arrow string cannot hold")
     nb = 1 + (cp >= 0x80) + (cp >= 0x800) + (cp >= 0x10000)
     at = np.cumsum(nb) - nb
-    out = np.empty(int(nb.sum()), np.uint8)
-    for j in range(4):
-        sel = np.flatnonzero(nb > j)
-        width = nb[sel]
-        v = cp[sel] >> (6 * (width - 1 - j))
-        out[at[sel] + j] = (v | _LEAD[width]) if j == 0 else ((v & 0x3F) | 0x80)
+    out = np.empty(int(at[-1] + nb[-1]) if len(nb) else 0, np.uint8)
+    out[at] = (cp >> (6 * (nb - 1))) | _LEAD[nb]  # every unit's first byte (an ASCII one's only byte) at once
+    multi = np.flatnonzero(nb > 1)
+    for j in range(1, 4):  # the continuation bytes, of the few non-ASCII characters
+        multi = multi[nb[multi] > j]
+        width = nb[multi]
+        out[at[multi] + j] = ((cp[multi] >> (6 * (width - 1 - j))) & 0x3F) | 0x80
     return out, np.bincount(row, weights=nb, minlength=n_rows).astype(np.int64)
 
 
