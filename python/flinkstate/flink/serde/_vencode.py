@@ -159,35 +159,44 @@ def _non_ascii_rows(body: Bin) -> tuple[np.ndarray, Bin] | None:
 
 
 def _utf16_varints(body: Bin) -> tuple[np.ndarray, Bin] | None:
-    """Per row of UTF-8 bytes: its number of UTF-16 units and those units as 7-bit varints (1 to 3 bytes each)."""
-    data = body.data.astype(np.int64)
+    """Per row of UTF-8 bytes: its number of UTF-16 units and those units as 7-bit varints (1 to 3 bytes each).
+    Every character's first byte is handled at once; the further bytes only for the non-ASCII characters."""
+    data = body.data
     n = len(data)
     starts = np.flatnonzero((data & 0xC0) != 0x80)
-    b0 = data[starts]
-    width = np.select([b0 < 0x80, b0 >> 5 == 6, b0 >> 4 == 14, b0 >> 3 == 30], [1, 2, 3, 4], 0)
-    if (width == 0).any() or (np.diff(np.append(starts, n)) != width).any():
+    b0 = data[starts].astype(np.int32)
+    width = 1 + (b0 >= 0xC0) + (b0 >= 0xE0) + (b0 >= 0xF0)
+    if (b0 >= 0xF8).any() or (np.diff(np.append(starts, n)) != width).any():
         return None
-    cp = np.where(width == 1, b0, b0 & (0xFF >> (width + 1)))
+    cp = b0.copy()
+    multi = np.flatnonzero(width > 1)
+    cp[multi] = b0[multi] & (0xFF >> (width[multi] + 1))
+    more = multi
     for j in (1, 2, 3):
-        more = width > j
-        cp = np.where(more, (cp << 6) | (data[np.minimum(starts + j, n - 1)] & 0x3F), cp)
-    shortest = np.array([0, 0, 0x80, 0x800, 0x10000])[width]
-    if ((cp >= 0xD800) & (cp <= 0xDFFF)).any() or (cp > 0x10FFFF).any() or (cp < shortest).any():
+        more = more[width[more] > j]
+        cp[more] = (cp[more] << 6) | (data[starts[more] + j] & 0x3F)
+    shortest = np.array([0, 0, 0x80, 0x800, 0x10000])[width[multi]]
+    big = cp[multi]
+    if ((big >= 0xD800) & (big <= 0xDFFF)).any() or (big > 0x10FFFF).any() or (big < shortest).any():
         return None
     row = np.searchsorted(body.offsets, starts, side="right") - 1
     pair = cp >= 0x10000  # a supplementary character: a surrogate pair
-    units = np.repeat(cp, 1 + pair)
-    unit_row = np.repeat(row, 1 + pair)
-    first = np.cumsum(1 + pair) - (1 + pair)
-    hi, lo = first[pair], first[pair] + 1
-    s = cp[pair] - 0x10000
-    units[hi], units[lo] = 0xD800 + (s >> 10), 0xDC00 + (s & 0x3FF)
+    units, unit_row = cp, row
+    if pair.any():
+        units = np.repeat(cp, 1 + pair)
+        unit_row = np.repeat(row, 1 + pair)
+        first = np.cumsum(1 + pair) - (1 + pair)
+        hi, lo = first[pair], first[pair] + 1
+        sup = cp[pair] - 0x10000
+        units[hi], units[lo] = 0xD800 + (sup >> 10), 0xDC00 + (sup & 0x3FF)
     nb = 1 + (units >= 0x80) + (units >= 0x4000)
     at = np.cumsum(nb) - nb
-    out = np.empty(int(nb.sum()), np.uint8)
-    for j in range(3):
-        sel = nb > j
-        out[at[sel] + j] = ((units[sel] >> (7 * j)) & 0x7F) | np.where(nb[sel] > j + 1, 0x80, 0)
+    out = np.empty(int(at[-1] + nb[-1]) if len(nb) else 0, np.uint8)
+    out[at] = (units & 0x7F) | np.where(nb > 1, 0x80, 0)  # every unit's first varint byte (an ASCII one's only byte)
+    wide = np.flatnonzero(nb > 1)
+    for k in (1, 2):
+        wide = wide[nb[wide] > k]
+        out[at[wide] + k] = ((units[wide] >> (7 * k)) & 0x7F) | np.where(nb[wide] > k + 1, 0x80, 0)
     rows = body.n
     count = np.bincount(unit_row, minlength=rows)
     return count, Bin.from_lens(np.bincount(unit_row, weights=nb, minlength=rows).astype(np.int64), out)
