@@ -56,8 +56,16 @@ def expire(spark: Any, root: str, operator: str | None = None, state: str | None
     return _open(root, storage_options).expire(operator, state, at=at, progress=progress, run=spark_runner(spark))
 
 
-def cli_runner() -> Runner:
-    """The runner of `flinkstate compact|expire --spark`: the active SparkSession, or a local one with the progress bar on."""
+def cli_runner(what: str = "maintenance", master: str | None = None) -> Any:
+    """The runner of `flinkstate compact|expire --spark`: the active SparkSession, or a local one with the progress bar on.
+
+    what="import" or "export": the runner of `flinkstate import|export --spark [MASTER]` (`flink_jobs.cli_runners`),
+    found through the same entry point."""
+    if what in ("import", "export"):
+        from pyspark_flinkstate.flink_jobs import cli_runners
+
+        runners = cli_runners(master)
+        return runners[0] if what == "import" else runners[1]
     from pyspark.sql import SparkSession
 
     spark = SparkSession.getActiveSession()

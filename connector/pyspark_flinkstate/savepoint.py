@@ -106,7 +106,8 @@ class SavepointWriter:
         """Write every change and commit once; returns the new CheckpointInfo.
 
         flink_savepoint=DEST also exports the new checkpoint as a canonical Flink savepoint at DEST for Flink
-        flink_version (default the newest; Flink restores it). DEST and the version are checked first, so an existing
+        flink_version (default the newest; Flink restores it), as a Spark job (`flink_jobs.export_savepoint`: DEST on a
+        filesystem every executor sees). DEST and the version are checked first, so an existing
         savepoint there or an unsupported version fails before anything is committed.
         """
         if flink_savepoint is not None:
@@ -120,9 +121,10 @@ class SavepointWriter:
             metadata_version_for(flink_version)
             check_destination(flink_savepoint)
             info = self.write(savepoint=True, checkpoint_id=checkpoint_id)
-            from flinkstate.flink.bridge.store_export import export_savepoint
+            from pyspark_flinkstate.flink_jobs import export_savepoint
 
-            export_savepoint(self.store, flink_savepoint, checkpoint_id=info.checkpoint_id, compression=flink_compression,
+            # one Spark task per Flink subtask writes its keyed file; the driver writes _metadata
+            export_savepoint(self.spark, self.store, flink_savepoint, checkpoint_id=info.checkpoint_id, compression=flink_compression,
                              flink_version=flink_version)
             return info
         kind = "savepoint" if savepoint else "checkpoint"

@@ -247,7 +247,7 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate export ROOT DEST [--checkpoint ID] [--compression snappy]`: write a checkpoint as a Flink savepoint."""
     from flinkstate.core.errors import InvalidArgumentError
-    from flinkstate.flink.bridge.store_export import export_savepoint
+    from flinkstate.flink.bridge.store_export import plan_export, run_export
 
     store = _open_existing(args)
     cid = store.checkpoint(args.checkpoint).checkpoint_id
@@ -257,8 +257,9 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
         if not sep or "/" not in state or not cls.strip():
             raise InvalidArgumentError(f"--pojo {item!r}: expected OPERATOR/STATE=JAVA_CLASS")
         pojo[state.strip()] = cls.strip()
-    dest = export_savepoint(store, args.dest, checkpoint_id=cid, compression=args.compression == "snappy", pojo_classes=pojo,
-                            flink_version=args.flink_version)
+    plan = plan_export(store, args.dest, checkpoint_id=cid, compression=args.compression == "snappy", pojo_classes=pojo,
+                       flink_version=args.flink_version)  # every check before Spark starts
+    dest = run_export(plan) if args.spark is None else run_export(plan, _spark_runner("export", args.spark or None))
     if args.json:
         json.dump({"savepoint": dest, "root": store.root, "checkpoint_id": cid, "flink_version": args.flink_version}, out, indent=2)
         out.write("\n")
@@ -270,11 +271,12 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate import FLINK_DIR ROOT`: write a Flink savepoint or retained checkpoint into ROOT as one savepoint."""
-    from flinkstate.flink.bridge.importer import import_savepoint
+    from flinkstate.flink.bridge.importer import plan_import, run_import
     from flinkstate.flink.bridge.mapping import parse_ttl
 
-    report = import_savepoint(args.flink_path, args.path, flink_checkpoint_id=args.flink_checkpoint, ttl=parse_ttl(args.ttl or ()),
-                              storage_options=_storage_options(args), uids=args.uid or (), raw_values=args.raw_values)
+    plan = plan_import(args.flink_path, args.path, flink_checkpoint_id=args.flink_checkpoint, ttl=parse_ttl(args.ttl or ()),
+                       storage_options=_storage_options(args), uids=args.uid or (), raw_values=args.raw_values)
+    report = run_import(plan) if args.spark is None else run_import(plan, _spark_runner("import", args.spark or None))
     if args.json:
         json.dump({"root": args.path, "checkpoint_id": report.checkpoint_id, "flink_checkpoint": os.path.dirname(report.source),
                    "entries": report.entries, "ttl_unknown": report.ttl_unknown, "as_bytes": report.as_bytes}, out, indent=2)
@@ -343,8 +345,9 @@ def cmd_discard(args: argparse.Namespace, out: TextIO) -> int:
     return _report_deleted(store, "discard", ids, deleted, sizes, args, out)
 
 
-def _spark_runner() -> Any:
-    """The Spark runner of `--spark`, which the connector provides (entry point `flinkstate.maintenance` `spark`).
+def _spark_runner(*what: str | None) -> Any:
+    """The Spark runner of `--spark`, which the connector provides (entry point `flinkstate.maintenance` `spark`):
+    of compact/expire, or with what = ("import" | "export", MASTER or None) of `import|export --spark [MASTER]`.
 
     The core never imports PySpark or the connector: the installed connector registers itself here.
     """
@@ -355,7 +358,7 @@ def _spark_runner() -> Any:
     try:
         for ep in entry_points(group="flinkstate.maintenance"):
             if ep.name == "spark":
-                return ep.load()()
+                return ep.load()(*what)
     except ImportError as e:
         raise InvalidArgumentError(f"--spark needs PySpark and the connector (pip install 'flinkstate[spark]'): {e}") from e
     raise InvalidArgumentError("--spark needs the connector installed (pip install 'flinkstate[spark]'): no 'flinkstate.maintenance' "
@@ -453,6 +456,11 @@ def build_parser() -> argparse.ArgumentParser:
         TARGET_VERSIONS,
     )
 
+    def spark_job(sp: argparse.ArgumentParser, what: str) -> None:
+        sp.add_argument("--spark", nargs="?", const="", default=None, metavar="MASTER",
+                        help=f"run as a Spark job, one task per Flink subtask: {what}. MASTER (e.g. local[4], spark://host:7077; "
+                             "default the active session or local) needs --spark=MASTER before the positional arguments")
+
     sp = sub.add_parser("export", help="write a checkpoint as a canonical Flink savepoint that Flink restores",
                         description="Write checkpoint ID (default: the latest) of a flinkstate root as a canonical Flink "
                                     "savepoint in DEST for Flink --flink-version (relative paths, so DEST can be moved). "
@@ -465,6 +473,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"the Flink release that restores it: {', '.join(TARGET_VERSIONS)} (default {DEFAULT_FLINK_VERSION})")
     sp.add_argument("--pojo", action="append", metavar="OPERATOR/STATE=JAVA_CLASS",
                     help="write that state's struct values as this POJO class (fields by name) instead of a Row (repeatable)")
+    spark_job(sp, "each task reads one key-group range and writes that subtask's keyed file into DEST's temporary folder "
+                  "(DEST on a filesystem every executor sees); the driver writes _metadata")
     sp.set_defaults(func=cmd_export)
 
     sp = sub.add_parser("import", help="write a real Flink savepoint or retained checkpoint into a root as one savepoint",
@@ -482,6 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="keep values the decoders cannot type (Kryo, Avro, custom, SQL RowData) as their serialized bytes (the default)")
     sp.add_argument("--refuse-undecodable", dest="raw_values", action="store_false",
                     help="refuse states whose values the decoders cannot type instead of keeping their bytes")
+    spark_job(sp, "each task decodes one subtask handle and writes that range's files; the driver commits once")
     sp.set_defaults(func=cmd_import)
 
     sp = sub.add_parser("retain", help="keep the newest N checkpoints (savepoints are never touched); delete the files nothing retained uses",

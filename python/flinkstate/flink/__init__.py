@@ -49,6 +49,9 @@ Writing (`savepoint_writer.write_savepoint`, `export.rewrite_flink_savepoint`, `
 canonical savepoints with `_metadata` v6 (what Flink 2.3 writes; tested: real Flink 2.3 restores them with the
 HashMap and RocksDB backends), relative file handles, keyed state of the types above except POJO subclasses,
 TTL, timers, split/union/broadcast operator state, optional snappy; serializer snapshots from `encode`.
+Import and export run as one job per Flink subtask (`bridge.import_task`, `bridge.export_task`): planned and
+committed by the driver (`importer.plan_import`/`run_import`, `store_export.plan_export`/`run_export`), the jobs
+one after the other here or as Spark tasks (`pyspark_flinkstate.flink_jobs`).
 
 Refused with a typed error naming them: RocksDB handles without a metadata stream, other SST formats
 (hash/partitioned indexes, other compressions, format_version 6), changelog handles,

@@ -41,6 +41,7 @@ from flinkstate.flink.files.canonical import TIMER_PREFIX
 from flinkstate.flink.files.operator_state import (
     operator_state_names,
     operator_state_serializers,
+    operator_state_types,
     read_operator_state,
 )
 from flinkstate.flink.meta.metadata import CheckpointMetadata as FlinkMetadata
@@ -415,11 +416,11 @@ def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: M
     if serializers is not None:
         for state, cls in operator_state_serializers(meta, op.operator_id).items():
             serializers[f"{name}/{state}"] = (None, cls)
+    types = operator_state_types(meta, op.operator_id)  # from the headers: no element decoded
     for state, mode in operator_state_names(meta, op.operator_id).items():
-        t = read_operator_state(meta, op.operator_id, state)
+        value_type, key_type = types[state]
         om.operator_states[state] = OperatorStateDescriptor(
-            name=state, value_type=t.schema.field("value").type, mode=_MODES[mode],  # type: ignore[arg-type]
-            key_type=t.schema.field("key").type if "key" in t.column_names else None)
+            name=state, value_type=value_type, mode=_MODES[mode], key_type=key_type if mode == "BROADCAST" else None)  # type: ignore[arg-type]
     return om
 
 

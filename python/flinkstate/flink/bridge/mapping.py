@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numbers
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -53,7 +53,7 @@ from flinkstate.flink.serde.serializers import arrow_type
 from flinkstate.flink.sql.decoders import SQL_OPS, SqlDecoder, sql_key_groups, sql_states
 
 __all__ = ["ReadOptions", "parse_row_fields", "parse_ttl", "state_descriptor", "stored_rows",
-           "subtask_decoders", "subtask_states", "decode_subtask", "subtask_range"]
+           "subtask_states", "decode_subtask", "subtask_range"]
 
 _KINDS = {"VALUE": ValueStateDescriptor, "LIST": ListStateDescriptor, "REDUCING": ReducingStateDescriptor,
           "AGGREGATING": AggregatingStateDescriptor}
@@ -301,10 +301,3 @@ def key_groups_of(meta: CheckpointMetadata, uid: str, keys: Any, key_groups: Any
     kgs = row_key_groups(list(keys), key_type, maxp)
     return kgs if allowed is None else allowed & kgs
 
-
-def subtask_decoders(meta: CheckpointMetadata, op: OperatorState) -> Iterator[tuple[tuple[int, int], dict[str, _StateDecoder]]]:
-    """Per subtask with keyed state: its key-group range and its decoded states (one subtask in memory at a time)."""
-    for sub in op.subtasks:
-        rng = subtask_range(sub)
-        if rng is not None:
-            yield rng, decode_subtask(meta, op, sub)

@@ -17,7 +17,6 @@ import struct
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -166,6 +165,8 @@ class _StateDecoder:
             self.elem_reader = lambda buf, pos: ((_I64.unpack_from(buf, pos)[0], bytes(buf[pos + 8 :])), len(buf))
         else:
             self.elem_reader = read_rest
+        # the same bytes at once when key and namespace have vector readers
+        self.plan = record_plan(self.kind, self.prefix, self.key_node, self.ns_node, self.value_node, ctx, raw_rest=True)
 
     def kept_as_bytes(self) -> str | None:
         """The serializers of this state whose values are read as their serialized bytes (Kryo, Avro and unknown classes,
@@ -369,13 +370,16 @@ def decode_keyed_handle(
     Subtasks may list their states in different orders (states registered lazily): the state ids
     of each file are mapped by name; one state with different serializers in two files is refused.
     """
-    data = handle.stream.read(base_dir)
     where = handle.stream.location(base_dir) if handle.stream.kind != "inline" else f"inline state {handle.stream.path}"
     ctx = f"operator {op.label}"
-    r = DataReader(data, where=where)
-    starts = handle.offsets[handle.offsets > 0]
-    compressed, key_type, metas = read_keyed_header(r, ctx, int(starts.min()) if len(starts) else len(data))
     prefix = 1 if op.max_parallelism <= 128 else 2
+    hit = _cached_stream(_stream_key(handle, where, prefix))  # framed just before (another state's read): not read again
+    data = b"" if hit is not None else handle.stream.read(base_dir)
+    if hit is not None:
+        compressed, key_type, metas = hit.header
+    else:
+        starts = handle.offsets[handle.offsets > 0]
+        compressed, key_type, metas = read_keyed_header(DataReader(data, where=where), ctx, int(starts.min()) if len(starts) else len(data))
     if decoders is None:
         decoders = {}
     by_id = []
@@ -386,17 +390,18 @@ def decode_keyed_handle(
         elif dec.meta != m:
             raise UnsupportedFlinkFormatError(f"{where}: {ctx}: state {m.name!r} has different serializers in different subtasks")
         by_id.append(dec)
-    if handle.kind == "KeyGroupsStateHandle" and is_heap_native(data, handle):
+    if hit is None and handle.kind == "KeyGroupsStateHandle" and is_heap_native(data, handle):
         for dec in by_id:  # entries come decoded one by one, not from collected record starts
             dec.plan = None
         decode_heap_key_groups(data, handle, compressed, by_id, where, ctx)
         return key_type, metas, decoders
     kg = handle.start
     try:
-        buf, groups, framed = _framed_stream(data, handle, compressed, where, prefix, len(by_id))
+        stream = hit or _framed_stream(data, handle, compressed, where, prefix, (compressed, key_type, metas))
+        buf, groups, framed = stream.buf, stream.groups, stream.framed
         src = Source(buf)
         if framed is not None:
-            _decode_framed(src, *framed, prefix, by_id, only)
+            _decode_framed(src, *framed, prefix, by_id, only, stream.by_state())
             return key_type, metas, decoders
         for kg, pos in groups:
             _decode_key_group(src, pos, kg, prefix, by_id)
@@ -411,31 +416,65 @@ def decode_keyed_handle(
     return key_type, metas, decoders
 
 
-# The framing of the subtask streams read last (record starts, state ids, key groups): reading each state of an
-# operator in turn (a task per state and subtask) frames each file once, not once per state. Files are immutable;
-# the newest entries up to _FRAMED_MAX bytes of streams in all are kept (least recently used dropped first).
-_FRAMED: OrderedDict[tuple[object, ...], tuple[bytes, list[tuple[int, int]], Any]] = OrderedDict()
+# The framing of the subtask streams read last (header, record starts, state ids, key groups): reading each state of
+# an operator in turn (a task per state and subtask) reads and frames each file once, not once per state. Files are
+# immutable; the newest entries up to _FRAMED_MAX bytes of streams in all are kept (least recently used dropped first).
+_FRAMED: OrderedDict[tuple[object, ...], _Framed] = OrderedDict()
 _FRAMED_LOCK = threading.Lock()
 _FRAMED_MAX = 256 << 20
 
 
+@dataclass
+class _Framed:
+    """A canonical file's header (compressed, key type, states), key-group stream and framing (None: not verifiable)."""
+
+    header: tuple[bool, TypeNode, list[StateMeta]]
+    buf: bytes
+    groups: list[tuple[int, int]]
+    framed: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+    _by_state: tuple[np.ndarray, np.ndarray] | None = None
+
+    def by_state(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The records ordered by state id (a stable radix sort) and each state's bounds in that order, computed once."""
+        if self.framed is None:
+            return None
+        if self._by_state is None:
+            sids = self.framed[1]
+            order = np.argsort(sids.astype(np.uint16), kind="stable")  # ids < 2^15: numpy's O(n) radix sort
+            self._by_state = order, np.searchsorted(sids[order], np.arange(len(self.header[2]) + 1))
+        return self._by_state
+
+
+def _stream_key(handle: KeyGroupsHandle, where: str, prefix: int) -> tuple[object, ...] | None:
+    """The cache key of a file's framing: its location and size as the metadata records them (None: not cached)."""
+    if handle.stream.data is not None or handle.stream.size <= 0:
+        return None
+    return (where, handle.stream.size, handle.start, handle.end, handle.offsets.tobytes(), prefix)
+
+
+def _cached_stream(key: tuple[object, ...] | None) -> _Framed | None:
+    if key is None:
+        return None
+    with _FRAMED_LOCK:
+        hit = _FRAMED.get(key)
+        if hit is not None:
+            _FRAMED.move_to_end(key)
+        return hit
+
+
 def _framed_stream(data: bytes, handle: KeyGroupsHandle, compressed: bool, where: str, prefix: int,
-                   n_states: int) -> tuple[bytes, list[tuple[int, int]], Any]:
-    """The key-group stream of a canonical file and its framing (`frame_records`), from the cache when just framed."""
-    cacheable = handle.stream.data is None and len(data) <= _FRAMED_MAX
-    key = (where, len(data), handle.start, handle.end, handle.offsets.tobytes(), compressed, prefix, n_states)
-    if cacheable:
-        with _FRAMED_LOCK:
-            hit = _FRAMED.get(key)
-            if hit is not None:
-                _FRAMED.move_to_end(key)
-                return hit
+                   header: tuple[bool, TypeNode, list[StateMeta]]) -> _Framed:
+    """The key-group stream of a canonical file and its framing (`frame_records`), kept for the next read of the file."""
+    key = _stream_key(handle, where, prefix) if len(data) == handle.stream.size and len(data) <= _FRAMED_MAX else None
+    hit = _cached_stream(key)
+    if hit is not None:
+        return hit
     buf, groups = _key_group_streams(data, handle, compressed, where)
-    out = (buf, groups, frame_records(Source(buf).arr, groups, len(buf), prefix, n_states))
-    if cacheable:
+    out = _Framed(header, buf, groups, frame_records(Source(buf).arr, groups, len(buf), prefix, len(header[2])))
+    if key is not None:
         with _FRAMED_LOCK:
             _FRAMED[key] = out
-            while sum(len(v[0]) for v in _FRAMED.values()) > _FRAMED_MAX and len(_FRAMED) > 1:
+            while sum(len(v.buf) for v in _FRAMED.values()) > _FRAMED_MAX and len(_FRAMED) > 1:
                 _FRAMED.popitem(last=False)
     return out
 
@@ -447,11 +486,13 @@ def record_figures(handle: KeyGroupsHandle, base_dir: str, op: OperatorState) ->
     data = handle.stream.read(base_dir)
     where = handle.stream.location(base_dir) if handle.stream.kind != "inline" else f"inline state {handle.stream.path}"
     starts = handle.offsets[handle.offsets > 0]
-    compressed, _, metas = read_keyed_header(DataReader(data, where=where), f"operator {op.label}", int(starts.min()) if len(starts) else len(data))
+    compressed, key_type, metas = read_keyed_header(DataReader(data, where=where), f"operator {op.label}",
+                                                    int(starts.min()) if len(starts) else len(data))
     if not len(starts) or (handle.kind == "KeyGroupsStateHandle" and is_heap_native(data, handle)):
         return None if len(starts) else {}
     prefix = 1 if op.max_parallelism <= 128 else 2
-    buf, _, framed = _framed_stream(data, handle, compressed, where, prefix, len(metas))
+    stream = _framed_stream(data, handle, compressed, where, prefix, (compressed, key_type, metas))
+    buf, framed = stream.buf, stream.framed
     if framed is None:
         return None
     pos, sids, kgs = framed
@@ -701,11 +742,16 @@ def _check_rows(dec: _StateDecoder, acc: FamilyAccount, rows: int, where: str) -
 
 
 def _decode_framed(src: Source, starts: np.ndarray, sids: np.ndarray, kgs: np.ndarray, prefix: int,
-                   decoders: list[_StateDecoder], only: frozenset[str] | None = None) -> None:
+                   decoders: list[_StateDecoder], only: frozenset[str] | None = None,
+                   by_state: tuple[np.ndarray, np.ndarray] | None = None) -> None:
     """Decode records located by frame_records: per state at once, or one by one for states without a plan;
-    with `only`, the records of the other states are skipped."""
-    order = np.argsort(sids, kind="stable")
-    bounds = np.searchsorted(sids[order], np.arange(len(decoders) + 1))
+    with `only`, the records of the other states are skipped. by_state: the records' order by state id and each
+    state's bounds in it, when already computed."""
+    if by_state is None:
+        order = np.argsort(sids, kind="stable")
+        bounds = np.searchsorted(sids[order], np.arange(len(decoders) + 1))
+    else:
+        order, bounds = by_state
     unpack_i32 = _I32.unpack_from
     buf = src.buf
     for i, dec in enumerate(decoders):

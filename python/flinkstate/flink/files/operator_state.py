@@ -27,6 +27,7 @@ from flinkstate.flink.serde.serializers import (
     arrow_type,
     read_operator_header,
 )
+from flinkstate.flink.serde._vector import Source, vector_reader
 from flinkstate.flink.serde.values import make_reader
 
 __all__ = ["operator_state_names", "read_operator_state"]
@@ -77,6 +78,7 @@ def read_operator_state(meta: CheckpointMetadata, uid: str, name: str) -> pa.Tab
     subtasks: list[int] = []
     keys: list[object] = []
     values: list[object] = []
+    chunks: list[pa.Array] = []  # values decoded before `values` (subtasks read at once, in subtask order)
     state_meta: StateMeta | None = None
     for index, h, data, where, compressed, metas in _subtask_streams(meta, op):
         if name not in h.states:
@@ -102,6 +104,17 @@ def read_operator_state(meta: CheckpointMetadata, uid: str, name: str) -> pa.Tab
                     subtasks.append(index)
                     keys.append(k)
                     values.append(v)
+            elif not compressed and (vread := vector_reader(state_meta.serializers["VALUE_SERIALIZER"], ctx)) is not None:
+                starts = np.asarray(offsets, np.int64)  # elements one after the other at their offsets: read at once
+                if len(starts) and (int(starts.min()) < 0 or int(starts.max()) >= len(data)):
+                    raise CorruptFileError(f"{where}: operator {op.label} subtask {index}: state {name!r} has an element "
+                                           f"offset outside the file ({len(data)} bytes)")
+                column, _ = vread(Source(data), starts, None)
+                if values:  # earlier subtasks' values read one by one come first
+                    chunks.append(pa.array(values, arrow_type(state_meta.serializers["VALUE_SERIALIZER"])))
+                    values = []
+                chunks.append(column)
+                subtasks.extend([index] * len(starts))
             else:
                 prev = -1
                 for off in offsets.tolist():
@@ -120,8 +133,23 @@ def read_operator_state(meta: CheckpointMetadata, uid: str, name: str) -> pa.Tab
     cols: dict[str, pa.Array] = {"subtask": pa.array(subtasks, pa.int32())}
     if broadcast:
         cols["key"] = pa.array(keys, arrow_type(state_meta.serializers["KEY_SERIALIZER"]))
-    cols["value"] = pa.array(values, arrow_type(state_meta.serializers["VALUE_SERIALIZER"]))
+    value_type = arrow_type(state_meta.serializers["VALUE_SERIALIZER"])
+    cols["value"] = pa.concat_arrays([c.cast(value_type) for c in chunks] + [pa.array(values, value_type)])
     return pa.table(cols)
+
+
+def operator_state_types(meta: CheckpointMetadata, uid: str) -> dict[str, tuple[pa.DataType, pa.DataType | None]]:
+    """Each operator state's (value type, key type or None) as `read_operator_state` gives them, from the subtasks'
+    file headers alone: describing an operator decodes none of its elements."""
+    out: dict[str, tuple[pa.DataType, pa.DataType | None]] = {}
+    for _, h, _, where, _, metas in _subtask_streams(meta, meta.operator(uid)):
+        for name in h.states:
+            m = metas.get(name)
+            if m is None:
+                raise CorruptFileError(f"{where}: operator {meta.operator(uid).label}: state {name!r} is not in the file header")
+            key = m.serializers.get("KEY_SERIALIZER")
+            out.setdefault(name, (arrow_type(m.serializers["VALUE_SERIALIZER"]), None if key is None else arrow_type(key)))
+    return out
 
 
 def operator_state_serializers(meta: CheckpointMetadata, uid: str) -> dict[str, str]:

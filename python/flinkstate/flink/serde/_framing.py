@@ -35,15 +35,17 @@ def _frame_key_group(a: np.ndarray, kg: int, prefix: int, n_states: int) -> tupl
     last = n - 8 - prefix  # a record needs at least klen, prefix, vlen
     lead = kg >> 8 if prefix == 2 else kg
     tail = a[6 : last + 4]
-    c = np.flatnonzero((tail == lead) | (tail == (lead | 0x80))) + 2  # the key group prefix (with or without flag)
+    c = np.flatnonzero((tail & 0x7F) == lead) + 2  # the key group prefix (with or without flag)
     c = c[(a[c] == 0) & (a[c + 1] == 0)]  # klen < 65536
     if prefix == 2:
         c = c[a[c + 5] == (kg & 0xFF)]
+    klen = (a[c + 2].astype(np.int64) << 8) | a[c + 3]
+    real = klen > prefix  # drops the runs of zero bytes of small numbers, which key group 0's prefix matches throughout
+    c, klen = c[real], klen[real]
     if len(c) == 0 or c[0] != 2:
         return None
-    klen = (a[c + 2].astype(np.int64) << 8) | a[c + 3]
     vpos = c + 4 + klen
-    ok = (klen > prefix) & (vpos + 4 <= n)
+    ok = vpos + 4 <= n
     vlen = _be(a, np.where(ok, vpos, 0), 4)
     vend = vpos + 4 + vlen
     ok &= (vlen >= 0) & (vlen < 2**31) & (vend <= n)

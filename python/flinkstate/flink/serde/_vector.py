@@ -4,7 +4,8 @@ A vector reader takes the buffer (as a uint8 array and as bytes), one start offs
 an optional mask of the values that are present (absent ones, e.g. null map values or null Row
 fields, take no bytes), and returns an Arrow array and the offsets just after each value.
 Base types, chars, `StringValue` strings (UTF-16 unit varints re-encoded as UTF-8 with numpy,
-a shortcut when all are ASCII), byte[], Row (null mask), Tuple and POJO (null flags) are vectorised; other serializers have no
+a shortcut when all are ASCII), byte[], Row (null mask), Tuple and POJO (null flags), primitive, String[] and
+generic arrays (`_vseq`: element j of every array at once) are vectorised; other serializers have no
 vector reader (`vector_reader` returns None) and their states are decoded record by record.
 """
 
@@ -17,9 +18,10 @@ import pyarrow as pa
 from numpy.lib.stride_tricks import as_strided
 
 from flinkstate.flink.errors import UnsupportedSerializerError
+from flinkstate.flink.serde._vseq import lockstep
 from flinkstate.flink.serde.serializers import TypeNode, arrow_type
 
-__all__ = ["Source", "VReader", "gather", "vector_reader"]
+__all__ = ["Source", "VReader", "gather", "segments", "vector_reader"]
 
 _DTYPES = {"long": ">i8", "int": ">i4", "short": ">i2", "byte": "i1", "double": ">f8", "float": ">f4", "bool": "u1"}
 
@@ -96,7 +98,7 @@ def _varint(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return value, length
 
 
-def _segments(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+def segments(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """The byte offsets of the concatenated segments [start, start + len)."""
     total = int(lens.sum())
     if total == 0:
@@ -112,19 +114,31 @@ def _string(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[p
     valid = n > 0 if present is None else present & (n > 0)
     chars = np.where(valid, n - 1, 0)
     data_start = pos + hdr
-    idx = _segments(data_start, chars)
+    idx = segments(data_start, chars)
     data = arr[idx]
     end = np.where(valid, data_start + chars, pos + hdr)
     # A non-ASCII unit's first varint byte has its high bit set and comes within the first `chars`
     # bytes, so if none of these bytes has it, every string is ASCII and its bytes are its UTF-8.
     if not len(data) or data.max() < 0x80:
         return _string_array(chars, valid, data), _advance(pos, end, present)
-    # Some non-ASCII string: decode every string's UTF-16 unit varints and re-encode as UTF-8, vectorised.
-    length = _varint_run_lengths(arr, data_start, chars)
-    units = _unit_values(arr[_segments(data_start, length)])
-    utf8, utf8_lens = _utf16_to_utf8(units, np.repeat(np.arange(len(pos)), chars), len(pos))
-    end = np.where(valid, data_start + length, pos + hdr)
-    return _string_array(utf8_lens, valid, utf8), _advance(pos, end, present)
+    # The strings with a non-ASCII unit: their UTF-16 unit varints decoded and re-encoded as UTF-8, vectorised; the
+    # ASCII ones keep their bytes, which are their UTF-8.
+    first = np.cumsum(chars) - chars
+    counts = np.concatenate(([0], np.cumsum(data >= 0x80)))
+    wide = np.flatnonzero(counts[first + chars] > counts[first])
+    length = _varint_run_lengths(arr, data_start[wide], chars[wide])
+    units = _unit_values(arr[segments(data_start[wide], length)])
+    utf8, utf8_lens = _utf16_to_utf8(units, np.repeat(np.arange(len(wide)), chars[wide]), len(wide))
+    lens = chars.copy()
+    lens[wide] = utf8_lens
+    end[wide] = data_start[wide] + length
+    out = np.empty(int(lens.sum()), np.uint8)
+    at = np.cumsum(lens) - lens
+    narrow = np.ones(len(pos), bool)
+    narrow[wide] = False
+    out[segments(at[narrow], chars[narrow])] = data[segments(first[narrow], chars[narrow])]
+    out[segments(at[wide], utf8_lens)] = utf8
+    return _string_array(lens, valid, out), _advance(pos, end, present)
 
 
 def _string_array(lens: np.ndarray, valid: np.ndarray, data: np.ndarray) -> pa.Array:
@@ -141,7 +155,7 @@ def _string_array(lens: np.ndarray, valid: np.ndarray, data: np.ndarray) -> pa.A
 def _varint_run_lengths(arr: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """The byte length of `counts` consecutive 7-bit varints (1 to 3 bytes each) at each start."""
     cand = np.minimum(3 * counts, len(arr) - starts).clip(0)
-    idx = _segments(starts, cand)
+    idx = segments(starts, cand)
     term = np.cumsum(arr[idx] < 0x80)
     first = np.cumsum(cand) - cand
     before = np.zeros(len(counts), np.int64)
@@ -190,12 +204,13 @@ def _utf16_to_utf8(units: np.ndarray, row: np.ndarray, n_rows: int) -> tuple[np.
         raise ValueError("a string holds an unpaired UTF-16 surrogate, which an Arrow string cannot hold")
     nb = 1 + (cp >= 0x80) + (cp >= 0x800) + (cp >= 0x10000)
     at = np.cumsum(nb) - nb
-    out = np.empty(int(nb.sum()), np.uint8)
-    for j in range(4):
-        sel = np.flatnonzero(nb > j)
-        width = nb[sel]
-        v = cp[sel] >> (6 * (width - 1 - j))
-        out[at[sel] + j] = (v | _LEAD[width]) if j == 0 else ((v & 0x3F) | 0x80)
+    out = np.empty(int(at[-1] + nb[-1]) if len(nb) else 0, np.uint8)
+    out[at] = (cp >> (6 * (nb - 1))) | _LEAD[nb]  # every unit's first byte (an ASCII one's only byte) at once
+    multi = np.flatnonzero(nb > 1)
+    for j in range(1, 4):  # the continuation bytes, of the few non-ASCII characters
+        multi = multi[nb[multi] > j]
+        width = nb[multi]
+        out[at[multi] + j] = ((cp[multi] >> (6 * (width - 1 - j))) & 0x3F) | 0x80
     return out, np.bincount(row, weights=nb, minlength=n_rows).astype(np.int64)
 
 
@@ -222,7 +237,7 @@ def _lengths(src: Source, pos: np.ndarray, present: np.ndarray | None, what: str
 def _bytes(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
     """BytePrimitiveArraySerializer: i32 length then the bytes."""
     n = _lengths(src, pos, present, "a byte[]")
-    data = src.arr[_segments(pos + 4, n)]
+    data = src.arr[segments(pos + 4, n)]
     offsets = np.zeros(len(pos) + 1, np.int32)
     np.cumsum(n, out=offsets[1:])
     valid = np.ones(len(pos), bool) if present is None else present
@@ -362,6 +377,27 @@ def _primitive_array(node: TypeNode) -> VReader | None:
     return read
 
 
+def _object_array(node: TypeNode, ctx: str, flagged: bool) -> VReader | None:
+    """StringArraySerializer (i32 length, then each string) and GenericArraySerializer (each element led by a presence
+    byte): the elements decoded in lockstep across the arrays (`_vseq`)."""
+    elem = vector_reader(node.children[0], ctx)
+    if elem is None:
+        return None
+    typ = arrow_type(node)
+
+    def read(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:
+        n = _lengths(src, pos, present, "an array")
+        values, end = lockstep(src, src.arr, elem, pos + 4, n, flagged, typ.value_type)
+        offsets = np.zeros(len(pos) + 1, np.int64)
+        np.cumsum(n, out=offsets[1:])
+        mask = _mask(present)
+        out = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values, type=typ,
+                                       mask=None if mask is None else pa.array(mask))
+        return out, _advance(pos, end, present)
+
+    return read
+
+
 def vector_reader(node: TypeNode, ctx: str) -> VReader | None:
     """The vector reader of this serializer, or None when its values are decoded one by one."""
     kind = node.kind
@@ -385,4 +421,6 @@ def vector_reader(node: TypeNode, ctx: str) -> VReader | None:
         return _time_window
     if kind == "parray":
         return _primitive_array(node)
+    if kind in ("sarray", "garray"):
+        return _object_array(node, ctx, kind == "garray")
     return None

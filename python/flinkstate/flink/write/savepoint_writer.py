@@ -7,33 +7,46 @@ header version 6, serializer snapshots, the CheckpointProperties tail), checked 
 each release wrote (flinkjobs/harness.py) and by each release restoring the export (tests). Releases
 outside TARGET_VERSIONS are refused by name. Keyed state: one file per subtask with a KeyedBackendSerializationProxy
 header and per-key-group streams (KeyGroupsSavepointStateHandle with RelativeFileStateHandle, so the
-directory can be moved). The savepoint is written to a temporary folder and renamed into place.
+directory can be moved). The savepoint is written to a temporary folder and renamed into place, in steps that can
+run apart (`write_keyed_subtask` per subtask from its key-group range's rows, then `write_metadata`): an export runs
+the first as one Spark task per subtask (`flink.bridge.export_task`).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import struct
-import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 
 from flinkstate.core.errors import FlinkStateError, InvalidArgumentError
-from flinkstate.core.keygroups import assign_key_groups
 from flinkstate.flink.files.canonical import TIMER_PREFIX, KeyedState
 from flinkstate.flink.meta.metadata import MAGIC
+from flinkstate.flink.serde._bin import concat
+from flinkstate.flink.serde._vencode import column_encoder
 from flinkstate.flink.serde.encode import (
     encode_utf,
-    make_writer,
     murmur3_128,
-    plain_values,
-    snappy_frame,
     write_state_meta,
     write_type,
 )
 from flinkstate.flink.serde.serializers import StateMeta
+from flinkstate.flink.write.keyed_records import (
+    ColumnValueError,
+    StateRecords,
+    frame_key_groups,
+    state_records,
+)
+from flinkstate.flink.write.savepoint_folder import (
+    KeyedFile,
+    discard,
+    publish,
+    temp_folder,
+    write_file,
+)
 
 __all__ = [
     "DEFAULT_FLINK_VERSION",
@@ -43,14 +56,15 @@ __all__ = [
     "UnsupportedFlinkVersionError",
     "check_destination",
     "metadata_version_for",
+    "subtask_ranges",
+    "write_keyed_subtask",
+    "write_metadata",
     "write_savepoint",
 ]
 
 # Flink release -> the `_metadata` version it writes (and the newest it reads).
 TARGET_VERSIONS = {"1.18": 4, "1.19": 4, "1.20": 4, "2.0": 5, "2.1": 6, "2.2": 6, "2.3": 6}
 DEFAULT_FLINK_VERSION = "2.3"
-
-_SIGN = 1 << 63
 
 
 def _savepoint_properties() -> bytes:
@@ -105,118 +119,36 @@ def _ranges(p: int, maxp: int) -> list[tuple[int, int]]:
     return [((i * maxp + p - 1) // p, ((i + 1) * maxp - 1) // p) for i in range(p)]
 
 
-def _key_groups(table: pa.Table, maxp: int) -> list[int]:
-    try:
-        return assign_key_groups(table.column("key"), maxp).to_pylist()
-    except InvalidArgumentError:
-        return table.column("key_group").to_pylist()
+def _state_records(name: str, meta: StateMeta, table: pa.Table, ks: KeyedState, maxp: int) -> StateRecords:
+    """The sorted records (key bytes without the flag, value bytes) of one state, by key group (a StateRecords mapping)."""
+    return state_records(meta, table, ks.key_type, maxp, f"state {name!r}")
 
 
-def _state_records(name: str, meta: StateMeta, table: pa.Table, ks: KeyedState, maxp: int) -> dict[int, list[tuple[bytes, bytes]]]:
-    """Per key group, the sorted (key bytes without the flag, value bytes) of one state."""
-    ctx = f"state {name!r}"
-    prefix = 1 if maxp <= 128 else 2
-    kgs = _key_groups(table, maxp)
-    cols = {c: plain_values(table.column(c)) for c in table.column_names}
-    n = table.num_rows
-    by_key: dict[tuple[int, bytes], bytearray | list] = {}
-    if meta.backend_type == "PRIORITY_QUEUE":
-        node = meta.serializers["VALUE_SERIALIZER"]
-        kw, nw = make_writer(node.children[0], ctx), make_writer(node.children[1], ctx)
-        ns = cols.get("namespace", [None] * n)
-        out: dict[int, list[tuple[bytes, bytes]]] = {}
-        for i in range(n):
-            b = bytearray(kgs[i].to_bytes(prefix, "big"))
-            b += struct.pack(">Q", (cols["timestamp"][i] & ((1 << 64) - 1)) ^ _SIGN)
-            kw(b, cols["key"][i])
-            nw(b, ns[i])
-            out.setdefault(kgs[i], []).append((bytes(b), b""))
-        return {k: sorted(v) for k, v in out.items()}
-    vnode = meta.serializers["VALUE_SERIALIZER"]
-    nsnode = meta.serializers["NAMESPACE_SERIALIZER"]
-    kind = meta.keyed_type
-    kw, nw = make_writer(ks.key_type, ctx), make_writer(nsnode, ctx)
-    ambiguous = ks.key_type.fixed_width < 0 and nsnode.fixed_width < 0
-    elem = vnode.children[1] if kind == "MAP" else vnode.children[0] if kind == "LIST" else vnode
-    ukw = make_writer(vnode.children[0], ctx) if kind == "MAP" else None
-    ttl = elem.kind == "ttl"
-    ew = make_writer(elem.children[1] if ttl else elem, ctx)
-    ns = cols.get("namespace", [None] * n)
-    for i in range(n):
-        b = bytearray(kgs[i].to_bytes(prefix, "big"))
-        s = len(b)
-        kw(b, cols["key"][i])
-        if ambiguous:
-            _len_suffix(b, len(b) - s)
-        s = len(b)
-        nw(b, ns[i])
-        if ambiguous:
-            _len_suffix(b, len(b) - s)
-        if ukw is not None:
-            ukw(b, cols["user_key"][i])
-        v = bytearray()
-        val = cols["value"][i]
-        if kind == "MAP":
-            v.append(1 if val is None else 0)
-        if val is not None or kind != "MAP":
-            if ttl:
-                v += struct.pack(">q", cols["ttl_last_access"][i])
-            ew(v, val)
-        k = (kgs[i], bytes(b))
-        if kind == "LIST" and k in by_key:
-            by_key[k] += b"," + v
-        else:
-            by_key[k] = v
-    out = {}
-    for (kg, kb), v in sorted(by_key.items()):
-        out.setdefault(kg, []).append((kb, bytes(v)))
-    return out
-
-
-def _encode_state(op: OperatorExport, m: StateMeta, tables: dict[str, pa.Table]) -> dict[int, list[tuple[bytes, bytes]]]:
+def _encode_state(op: OperatorExport, m: StateMeta, tables: dict[str, pa.Table]) -> StateRecords:
     """_state_records with bad input (missing table or column, null key, value not fitting the serializer) as a typed error."""
     where = f"operator {op.uid!r}, state {m.name!r}"
     if m.name not in tables:
         raise InvalidArgumentError(f"{where}: declared in the keyed state but no table was given")
     try:
         return _state_records(m.name, m, tables[m.name], op.keyed, op.max_parallelism)
+    except ColumnValueError as e:
+        raise InvalidArgumentError(f"{where}, {e}") from e
     except KeyError as e:
         raise InvalidArgumentError(f"{where}: missing column {e}; got columns {tables[m.name].column_names}") from e
     except (struct.error, TypeError, AttributeError, OverflowError, ValueError) as e:
         raise InvalidArgumentError(f"{where}: a value does not fit its Flink serializer: {e}") from e
 
 
-def _len_suffix(b: bytearray, n: int) -> None:
-    b.append(n & 0xFF)
-    n >>= 8
-    while n:
-        b.append(n & 0xFF)
-        n >>= 8
-
-
-def _keyed_file(op: OperatorExport, kg_range: tuple[int, int], records: list[dict[int, list]], metas: list[StateMeta], compress: bool) -> tuple[bytes, list[int]]:
+def _keyed_file(op: OperatorExport, kg_range: tuple[int, int], records: list[Mapping[int, list[tuple[bytes, bytes]]]],
+                metas: list[StateMeta], compress: bool) -> tuple[bytes, list[int]]:
+    """One subtask's keyed state file (header + key-group streams of kg_range) and each key group's offset (0: empty).
+    records: per state, a StateRecords (or any key group -> sorted [(key, value)] mapping)."""
     out = bytearray(struct.pack(">i?i", 6, compress, 2))
     write_type(out, op.keyed.key_type)
     out += struct.pack(">h", len(metas))
     for m in metas:
         write_state_meta(out, m)
-    offsets = []
-    for kg in range(kg_range[0], kg_range[1] + 1):
-        runs = [(sid, recs[kg]) for sid, recs in enumerate(records) if recs.get(kg)]
-        if not runs:
-            offsets.append(0)
-            continue
-        offsets.append(len(out))
-        s = bytearray(struct.pack(">H", runs[0][0]))
-        for j, (_, recs) in enumerate(runs):
-            for r, (kb, vb) in enumerate(recs):
-                last = r == len(recs) - 1
-                key = bytes([kb[0] | 0x80]) + kb[1:] if last else kb
-                s += struct.pack(">i", len(key)) + key + struct.pack(">i", len(vb)) + vb
-                if last:
-                    s += struct.pack(">H", runs[j + 1][0] if j + 1 < len(runs) else 0xFFFF)
-        out += snappy_frame(bytes(s)) if compress else s
-    return bytes(out), offsets
+    return frame_key_groups([StateRecords.of(r) for r in records], kg_range, bytes(out), compress)
 
 
 def _operator_file(op: OperatorExport, index: int) -> tuple[bytes, dict[str, tuple[int, list[int]]]] | None:
@@ -230,24 +162,19 @@ def _operator_file(op: OperatorExport, index: int) -> tuple[bytes, dict[str, tup
         write_state_meta(out, m)
     handles: dict[str, tuple[int, list[int]]] = {}
     modes = {"SPLIT_DISTRIBUTE": 0, "UNION": 1, "BROADCAST": 2}
-    for name, (mode, table, m) in op.operator_states.items():
-        sub = [s % op.parallelism for s in table.column("subtask").to_pylist()]
-        rows = [i for i, s in enumerate(sub) if s == index]
-        vw = make_writer(m.serializers["VALUE_SERIALIZER"], f"operator {op.uid}, state {name!r}")
-        values = plain_values(table.column("value"))
-        offs = []
+    for name, (mode, table, m) in op.operator_states.items():  # this subtask's elements, encoded at once
+        ctx = f"operator {op.uid}, state {name!r}"
+        rows = pa.array(np.flatnonzero(table.column("subtask").to_numpy() % op.parallelism == index))
+        values = column_encoder(m.serializers["VALUE_SERIALIZER"], ctx)(table.column("value").take(rows).combine_chunks())
         if mode == "BROADCAST":
-            kw = make_writer(m.serializers["KEY_SERIALIZER"], f"operator {op.uid}, state {name!r}")
-            keys = plain_values(table.column("key"))
-            offs.append(len(out))
+            keys = column_encoder(m.serializers["KEY_SERIALIZER"], ctx)(table.column("key").take(rows).combine_chunks())
+            offs = [len(out)]
             out += struct.pack(">i", len(rows))
-            for i in rows:
-                kw(out, keys[i])
-                vw(out, values[i])
+            out += concat([keys, values]).as_var()[1].tobytes()
         else:
-            for i in rows:
-                offs.append(len(out))
-                vw(out, values[i])
+            at, data = values.as_var()
+            offs = (len(out) + at[:-1]).tolist()
+            out += data.tobytes()
         handles[name] = (modes[mode], offs)
     return bytes(out), handles
 
@@ -266,69 +193,90 @@ def check_destination(dest: str) -> str:
     return dest
 
 
-def write_savepoint(dest: str, operators: list[OperatorExport], *, checkpoint_id: int = 1, compression: bool = False,
-                    flink_version: str = DEFAULT_FLINK_VERSION) -> str:
-    """Write a canonical savepoint directory at dest for Flink `flink_version` (refused if dest holds `_metadata`); returns dest."""
+def subtask_ranges(parallelism: int, max_parallelism: int) -> list[tuple[int, int]]:
+    """The key-group range of each subtask, as Flink assigns them (KeyGroupRangeAssignment)."""
+    return _ranges(parallelism, max_parallelism)
+
+
+def write_keyed_subtask(folder: str, op: OperatorExport, key_group_range: tuple[int, int], tables: dict[str, pa.Table],
+                        compression: bool = False) -> KeyedFile:
+    """Encode one subtask's keyed state and write its file into the savepoint folder: tables hold, per state and per
+    timer service (`_timer_state/<service>`) of op.keyed.meta, the rows of key_group_range only (op.keyed's own
+    tables are not read). Memory: that range's rows and their encoded bytes."""
+    metas = list(op.keyed.meta.values())
+    return _write_keyed(folder, op, key_group_range, [_encode_state(op, m, tables) for m in metas], metas, compression)
+
+
+def _write_keyed(folder: str, op: OperatorExport, key_group_range: tuple[int, int],
+                 records: list[Mapping[int, list[tuple[bytes, bytes]]]], metas: list[StateMeta], compression: bool) -> KeyedFile:
+    data, offsets = _keyed_file(op, key_group_range, records, metas, compression)
+    rel, size = write_file(folder, data)
+    return KeyedFile(rel, size, tuple(offsets))
+
+
+def write_metadata(folder: str, operators: list[OperatorExport], keyed_files: Mapping[tuple[str, int], KeyedFile], *,
+                   checkpoint_id: int = 1, flink_version: str = DEFAULT_FLINK_VERSION) -> None:
+    """Write each operator's operator-state files and the savepoint's `_metadata` into folder; keyed_files holds the
+    keyed-state file of every subtask (operator uid, subtask index) of an operator with keyed state."""
     version = metadata_version_for(flink_version)
-    dest = check_destination(dest)
-    # Encode everything before writing any file (type errors surface first).
-    planned = []
+    meta = bytearray(struct.pack(">iiqii", MAGIC, version, checkpoint_id, 0, len(operators)))
     for op in operators:
-        keyed = None
-        if op.keyed is not None:
-            metas = [op.keyed.meta[n] for n in op.keyed.meta]
-            tables = {**op.keyed.states, **{TIMER_PREFIX + k: v for k, v in op.keyed.timers.items()}}
-            records = [_encode_state(op, m, tables) for m in metas]
-            keyed = (metas, records)
-        planned.append((op, keyed))
-    parent = os.path.dirname(dest)
-    os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f".{os.path.basename(dest)}.tmp-{uuid.uuid4().hex}")
-    os.makedirs(tmp)
-    try:
-        meta = bytearray(struct.pack(">iiqii", MAGIC, version, checkpoint_id, 0, len(planned)))
-        for op, keyed in planned:
-            h = bytes.fromhex(op.operator_id) if op.operator_id else murmur3_128(op.uid.encode("utf-8"))
-            if version >= 5:  # 1.x metadata has no names or uids: Flink finds operators by the id hashed from the uid
-                meta += encode_utf(op.name or "") + encode_utf(op.uid)
-            meta += h
-            meta += struct.pack(">ii", op.parallelism, op.max_parallelism)
-            if op.coordinator_state is not None:
-                meta += b"\x01" + encode_utf(f"coordinator-{op.uid}") + struct.pack(">i", len(op.coordinator_state)) + op.coordinator_state
+        h = bytes.fromhex(op.operator_id) if op.operator_id else murmur3_128(op.uid.encode("utf-8"))
+        if version >= 5:  # 1.x metadata has no names or uids: Flink finds operators by the id hashed from the uid
+            meta += encode_utf(op.name or "") + encode_utf(op.uid)
+        meta += h
+        meta += struct.pack(">ii", op.parallelism, op.max_parallelism)
+        if op.coordinator_state is not None:
+            meta += b"\x01" + encode_utf(f"coordinator-{op.uid}") + struct.pack(">i", len(op.coordinator_state)) + op.coordinator_state
+        else:
+            meta += b"\x00"
+        meta += struct.pack(">i", op.parallelism)
+        for i, rng in enumerate(_ranges(op.parallelism, op.max_parallelism)):
+            meta += struct.pack(">i", i)
+            if op.operator_states:
+                data, handles = _operator_file(op, i)
+                rel, size = write_file(folder, data)
+                meta += struct.pack(">ib", 1, 4) + struct.pack(">i", len(handles))
+                for name, (mode, offs) in handles.items():
+                    meta += encode_utf(name) + struct.pack(">bi", mode, len(offs)) + b"".join(struct.pack(">q", o) for o in offs)
+                meta += _stream(rel, size)
+            else:
+                meta += struct.pack(">i", 0)
+            meta += struct.pack(">i", 0)
+            if op.keyed is not None:
+                kf = keyed_files[(op.uid, i)]
+                meta += struct.pack(">bii", 7, rng[0], len(kf.offsets)) + b"".join(struct.pack(">q", o) for o in kf.offsets)
+                meta += _stream(kf.rel, kf.size)
             else:
                 meta += b"\x00"
-            meta += struct.pack(">i", op.parallelism)
+            meta += b"\x00" + struct.pack(">ii", 0, 0)
+    meta += _savepoint_properties()
+    write_file(folder, bytes(meta), "_metadata")
+
+
+def write_savepoint(dest: str, operators: list[OperatorExport], *, checkpoint_id: int = 1, compression: bool = False,
+                    flink_version: str = DEFAULT_FLINK_VERSION) -> str:
+    """Write a canonical savepoint directory at dest for Flink `flink_version` (refused if dest holds `_metadata`); returns dest.
+
+    The same steps as an export run as Spark tasks: each subtask's keyed file (`write_keyed_subtask`; here every state
+    is encoded once, before any file is written, and cut by subtask), then `write_metadata`, in a temporary folder
+    renamed into place (nothing at dest on a failure)."""
+    metadata_version_for(flink_version)
+    dest = check_destination(dest)
+    encoded = []
+    for op in operators:  # type errors surface before any file is written
+        if op.keyed is not None:
+            metas = list(op.keyed.meta.values())
+            tables = {**op.keyed.states, **{TIMER_PREFIX + k: v for k, v in op.keyed.timers.items()}}
+            encoded.append((op, metas, [_encode_state(op, m, tables) for m in metas]))
+    folder = temp_folder(dest)
+    try:
+        keyed_files: dict[tuple[str, int], KeyedFile] = {}
+        for op, metas, records in encoded:
             for i, rng in enumerate(_ranges(op.parallelism, op.max_parallelism)):
-                meta += struct.pack(">i", i)
-                if op.operator_states:
-                    data, handles = _operator_file(op, i)
-                    rel = uuid.uuid4().hex
-                    with open(os.path.join(tmp, rel), "wb") as f:
-                        f.write(data)
-                    meta += struct.pack(">ib", 1, 4) + struct.pack(">i", len(handles))
-                    for name, (mode, offs) in handles.items():
-                        meta += encode_utf(name) + struct.pack(">bi", mode, len(offs)) + b"".join(struct.pack(">q", o) for o in offs)
-                    meta += _stream(rel, len(data))
-                else:
-                    meta += struct.pack(">i", 0)
-                meta += struct.pack(">i", 0)
-                if keyed is not None:
-                    data, offs = _keyed_file(op, rng, keyed[1], keyed[0], compression)
-                    rel = uuid.uuid4().hex
-                    with open(os.path.join(tmp, rel), "wb") as f:
-                        f.write(data)
-                    meta += struct.pack(">bii", 7, rng[0], len(offs)) + b"".join(struct.pack(">q", o) for o in offs)
-                    meta += _stream(rel, len(data))
-                else:
-                    meta += b"\x00"
-                meta += b"\x00" + struct.pack(">ii", 0, 0)
-        meta += _savepoint_properties()
-        with open(os.path.join(tmp, "_metadata"), "wb") as f:
-            f.write(meta)
-        if os.path.isdir(dest):
-            os.rmdir(dest)
-        os.rename(tmp, dest)
+                keyed_files[(op.uid, i)] = _write_keyed(folder, op, rng, records, metas, compression)
+        write_metadata(folder, operators, keyed_files, checkpoint_id=checkpoint_id, flink_version=flink_version)
+        return publish(folder, dest)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard(folder)
         raise
-    return dest

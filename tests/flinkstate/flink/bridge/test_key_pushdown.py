@@ -13,6 +13,7 @@ import pytest
 
 import flinkstate as fs
 from flinkstate.core.keygroups import assign_key_group
+from flinkstate.flink.files import canonical
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 FILES = {
@@ -78,7 +79,11 @@ def test_one_key_reads_its_key_group_bytes_only(variant: str) -> None:
         assert lookup * 4 < size  # every key group holds data here: the lookup skips most of the file
     before = src.files.bytes_read
     src.read_state("long-keyed", "count")
-    assert src.files.bytes_read - before >= size  # a full read reads every file
+    if variant == "canonical":  # framed by the first full read above: kept, not read again
+        assert src.files.bytes_read == before
+        canonical._FRAMED.clear()
+        src.read_state("long-keyed", "count")
+        assert src.files.bytes_read - before >= size  # a full read of a file not framed yet (or heap-native) reads every file
 
 
 @pytest.mark.s3

@@ -1,0 +1,202 @@
+"""A production-size savepoint real Flink writes (>= 10 M entries), read, imported and exported, all in one run.
+
+    python bench/flink_large_savepoint.py [--keys 300000] [--kinds files,rocksdb] [--restore] [--spark]
+
+The savepoints are written once by real Flink 2.3 (StateGenJob: Long and String keys, value, list, map, TTL,
+Kryo, POJO, window and timer state; 300,000 keys give about 10.6 M entries) and cached in
+~/.cache/flinkstate/bench/large-<keys>/<kind>/savepoint. Each row runs in its own process (spawned), so its
+peak RSS is that step's own; times are CPU seconds of that process (one core's work on a shared machine),
+with pyarrow limited to one thread. Rows, per savepoint kind (canonical `files`, RocksDB native `rocksdb`):
+- decode: `read_keyed_state` of every keyed operator;
+- read_state: every keyed state through `flinkstate.open(...)` (the scan path the library and Spark use);
+- pyarrow: `pq.read_table` of the same rows from uncompressed Parquet (the baseline);
+- import / export: `flinkstate import` into a new root, and `flinkstate export` of that root (canonical);
+- with --restore: real Flink restoring the savepoint (RestoreDumpJob, wall seconds, JVM start included);
+- with --spark: `groupBy().sum("value")` of the map state long-keyed/by_color read in place by
+  `format("flinkstate")` against the same over `spark.read.parquet` of its rows (wall, best of 2, local[1]).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import multiprocessing as mp
+import os
+import resource
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("FLINKSTATE_BENCH_CACHE", Path.home() / ".cache" / "flinkstate" / "bench"))
+
+
+def _harness() -> Any:
+    spec = importlib.util.spec_from_file_location("flinkjobs_harness", ROOT / "flinkjobs" / "harness.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def savepoint(kind: str, keys: int) -> Path:
+    """The cached savepoint of this kind, written by real Flink the first time (minutes on a 2-core machine; RocksDB at a
+    lower source rate, which the job must keep up with before its deadline)."""
+    out = CACHE / f"large-{keys}"
+    sp = out / kind / "savepoint"
+    if not (sp / "_metadata").exists():
+        print(f"writing a {kind} savepoint of {keys:,} keys with real Flink into {out} (once) ...", flush=True)
+        _harness().run_job(out, 8 * keys // 3, (kind,), timeout=3600,
+                           props={"keys": keys, "skeys": keys // 2, "rate": 2_000 if kind.startswith("rocksdb") else 200_000})
+    return sp
+
+
+# ---------------------------------------------------------------- steps, each in its own process
+
+
+def _one_thread() -> None:
+    import pyarrow as pa
+
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+
+
+def step_decode(path: str, parquet_dir: str | None = None) -> int:
+    """Every keyed operator decoded; with parquet_dir, the tables written there (uncompressed) for the baseline (untimed)."""
+    import pyarrow.parquet as pq
+
+    from flinkstate.flink import read_keyed_state, read_metadata
+
+    meta = read_metadata(path)
+    n = 0
+    for op in meta.operators:
+        if any(s.managed_keyed is not None for s in op.subtasks):
+            ks = read_keyed_state(meta, op.label, raw_values=True)
+            for i, t in enumerate([*ks.states.values(), *ks.timers.values()]):
+                n += t.num_rows
+                if parquet_dir is not None:
+                    pq.write_table(t, os.path.join(parquet_dir, f"{op.label}-{i}.parquet"), compression="none")
+    return n
+
+
+def step_read_state(path: str) -> int:
+    import flinkstate
+
+    src = flinkstate.open(path, raw_values=True)
+    ck = src.checkpoint()
+    return sum(src.read_state(uid, name, include_expired=True).num_rows for uid, op in ck.operators.items() for name in op.keyed_states)
+
+
+def step_parquet(parquet_dir: str) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.read_table(os.path.join(parquet_dir, f)).num_rows for f in sorted(os.listdir(parquet_dir)))
+
+
+def step_import(path: str, root: str) -> int:
+    from flinkstate.flink.bridge.importer import import_savepoint
+
+    return import_savepoint(path, root).total
+
+
+def step_export(root: str, dest: str, entries: int) -> int:
+    from flinkstate.flink.bridge.store_export import export_savepoint
+
+    export_savepoint(root, dest)
+    return entries  # what the import wrote
+
+
+def _child(q: Any, fn: str, args: tuple[Any, ...]) -> None:
+    _one_thread()
+    t = time.process_time()
+    w = time.perf_counter()
+    n = globals()[fn](*args)
+    q.put((n, time.process_time() - t, time.perf_counter() - w, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024))
+
+
+def run(fn: str, *args: Any) -> tuple[int, float, float, int]:
+    """(entries, CPU s, wall s, peak RSS bytes) of one step in a fresh process."""
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child, args=(q, fn, args))
+    p.start()
+    out = q.get()
+    p.join()
+    return out
+
+
+# ---------------------------------------------------------------- Spark
+
+
+def spark_agg(path: str, parquet_dir: str) -> tuple[float, float]:
+    """(in place, over Parquet) wall seconds, best of 2, of groupBy().sum("value") over long-keyed/by_color."""
+    import pyarrow.parquet as pq
+    from pyspark.sql import SparkSession
+
+    import flinkstate
+
+    spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+    try:
+        table = flinkstate.open(path).read_state("long-keyed", "by_color")
+        pq.write_table(table.drop_columns([c for c in table.column_names if c not in ("key", "user_key", "value")]),
+                       os.path.join(parquet_dir, "by_color.parquet"))
+
+        def best(df: Any) -> float:
+            out = []
+            for _ in range(2):
+                t = time.perf_counter()
+                df.groupBy().sum("value").collect()
+                out.append(time.perf_counter() - t)
+            return min(out)
+
+        in_place = best(spark.read.format("flinkstate").options(operator="long-keyed", state="by_color").load(path))
+        return in_place, best(spark.read.parquet(os.path.join(parquet_dir, "by_color.parquet")))
+    finally:
+        spark.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--keys", type=int, default=300_000)
+    ap.add_argument("--kinds", default="files,rocksdb")
+    ap.add_argument("--restore", action="store_true")
+    ap.add_argument("--spark", action="store_true")
+    args = ap.parse_args()
+    for kind in args.kinds.split(","):
+        sp = str(savepoint(kind, args.keys))
+        size = sum(f.stat().st_size for f in Path(sp).iterdir())
+        tmp = tempfile.mkdtemp(prefix="fsbench-")
+        try:
+            pq_dir = os.path.join(tmp, "parquet")
+            os.makedirs(pq_dir)
+            run("step_decode", sp, pq_dir)  # the baseline's files
+            rows = [("decode (read_keyed_state, every operator)", run("step_decode", sp))]
+            n = rows[0][1][0]
+            rows.append(("read_state, every state (the scan path)", run("step_read_state", sp)))
+            rows.append(("pyarrow pq.read_table, the same rows (uncompressed Parquet)", run("step_parquet", pq_dir)))
+            if kind == "files":
+                root = os.path.join(tmp, "root")
+                rows.append(("flinkstate import (decode + Parquet + Delta commit)", run("step_import", sp, root)))
+                rows.append(("flinkstate export (read the root + write a savepoint)", run("step_export", root, os.path.join(tmp, "out"), rows[-1][1][0])))
+            if args.restore:
+                w = time.perf_counter()
+                lines = _harness().restore_and_dump(Path(sp), Path(tmp) / "dump.jsonl")
+                rows.append((f"real Flink 2.3 restore + dump ({len(lines):,} lines, wall)", (n, time.perf_counter() - w, 0.0, 0)))
+            print(f"\n{kind}: {n:,} entries, {size / 2**20:,.0f} MiB of savepoint files ({sp})")
+            print("| step | CPU s | entries/s | vs pyarrow | peak RSS |")
+            print("|---|---|---|---|---|")
+            base = rows[2][1][1] / max(rows[2][1][0], 1)
+            for name, (m, cpu, _wall, rss) in rows:
+                print(f"| {name} | {cpu:.2f} | {m / cpu:,.0f} | {(cpu / max(m, 1)) / base:.1f}x | {rss / 2**20:,.0f} MiB |")
+            if args.spark:
+                in_place, parquet = spark_agg(sp, pq_dir)
+                print(f"Spark groupBy().sum() over long-keyed/by_color: in place {in_place:.2f} s, over Parquet {parquet:.2f} s "
+                      f"({in_place / parquet:.2f}x)")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

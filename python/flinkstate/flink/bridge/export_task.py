@@ -1,0 +1,76 @@
+"""One Flink subtask of an export: read one key-group range of a flinkstate checkpoint, write that subtask's keyed file.
+
+The driver (`store_export.run_export`) plans one `RangeExport` per subtask of every operator with keyed state:
+the operator's state metadata (types mapped, serializers chosen) and, per state and timer service, the store's
+scan tasks bounded to the subtask's key-group range. A job is picklable (a Spark task); it writes into the
+savepoint's temporary folder and returns the file's name, size and key-group offsets for the driver's `_metadata`.
+Memory per job: one key-group range of the operator's states, never a whole state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from flinkstate.flink.write.savepoint_folder import KeyedFile
+from flinkstate.flink.write.savepoint_writer import OperatorExport, write_keyed_subtask
+from flinkstate.read.scan import ScanTask
+
+__all__ = ["ExportRunner", "RangeExport", "export_range", "explode_lists", "flink_rows", "run_local"]
+
+
+@dataclass(frozen=True)
+class RangeExport:
+    """One subtask's keyed file to write (picklable: a Spark task).
+
+    operator carries the keyed state's metadata only (no tables); scans maps each state and timer service
+    (`_timer_state/<service>`) to the schema of its rows and the store's scan tasks of this range; lists names the
+    list states (one row per key in flinkstate, one per element in Flink).
+    """
+
+    operator: OperatorExport
+    index: int
+    key_group_range: tuple[int, int]
+    scans: dict[str, tuple[pa.Schema, list[ScanTask]]]
+    lists: frozenset[str]
+    folder: str
+    compression: bool = False
+
+
+ExportRunner = Callable[[list[RangeExport]], list[KeyedFile]]
+
+
+def explode_lists(t: pa.Table) -> pa.Table:
+    """flinkstate list state (one row per key, a list value) as one row per element, order kept."""
+    values = t.column("value").combine_chunks()
+    rows = pc.list_parent_indices(values)
+    lists = [c for c in ("value", "ttl_timestamp", "ttl_last_access") if c in t.column_names and pa.types.is_list(t.schema.field(c).type)]
+    out = t.drop_columns(lists).take(rows)
+    for c in lists:  # TTL list state keeps a last-access time per element
+        out = out.append_column(c, pc.list_flatten(t.column(c).combine_chunks()))
+    return out
+
+
+def flink_rows(t: pa.Table, is_list: bool) -> pa.Table:
+    """A state's stored rows as the Flink encoders take them: last-access times as ttl_last_access, list elements apart."""
+    if "ttl_timestamp" in t.column_names:
+        t = t.rename_columns(["ttl_last_access" if c == "ttl_timestamp" else c for c in t.column_names])
+    return explode_lists(t) if is_list else t
+
+
+def export_range(job: RangeExport) -> KeyedFile:
+    """Read the job's range of every state and timer service, encode them and write the subtask's keyed file."""
+    tables = {}
+    for name, (schema, tasks) in job.scans.items():
+        parts = [t.to_arrow() for t in tasks]
+        t = pa.concat_tables(parts) if parts else schema.empty_table()
+        tables[name] = flink_rows(t, name in job.lists)
+    return write_keyed_subtask(job.folder, job.operator, job.key_group_range, tables, job.compression)
+
+
+def run_local(jobs: list[RangeExport]) -> list[KeyedFile]:
+    """Write the subtasks' keyed files one after the other in this process (one range in memory at a time)."""
+    return [export_range(j) for j in jobs]

@@ -1,0 +1,375 @@
+"""Vectorised value encoding: one serializer applied to a whole Arrow column at once (the mirror of `_vector`).
+
+`column_encoder(node, ctx)` gives a function from an Arrow array to a `Bin` whose row i is exactly the
+bytes the per-value writer (`encode.make_writer`) appends for value i. Vectorised: Long, Int, Short,
+Byte, Boolean, Double, Float, Char (ASCII), String (`StringValue`: varint(UTF-16 length + 1), 0 for null, then
+each UTF-16 unit as a varint, from the UTF-8 bytes with numpy; ASCII bytes as they are), byte[], raw serialized
+bytes (Kryo/Avro/unknown classes, BinaryRowData/ArrayData, StringData), VoidNamespace, TimeWindow,
+enum, Row (null mask), Tuple and POJO (null flags) of these, and arrays and List values of these (all
+elements at once). Any other serializer, or a column whose
+Arrow type is not the natural one (e.g. floats for a Long), goes through the per-value writer, so the
+bytes are always the same; values that do not fit raise ValueError/TypeError like the per-value writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from flinkstate.flink.serde._bin import Bin, binary_parts, concat, varint
+from flinkstate.flink.serde._vector import segments
+from flinkstate.flink.serde.encode import make_writer, plain_values
+from flinkstate.flink.serde.serializers import TypeNode
+
+__all__ = ["VEncoder", "column_encoder", "per_value_encoder"]
+
+VEncoder = Callable[[pa.Array], Bin]
+
+_NUMERIC = {"long": (">i8", pa.int64()), "int": (">i4", pa.int32()), "short": (">i2", pa.int16()), "byte": ("i1", pa.int8()),
+            "double": (">f8", pa.float64()), "float": (">f4", pa.float32()), "bool": ("u1", pa.bool_())}
+_INTEGER = ("long", "int", "short", "byte")
+
+
+def per_value_encoder(node: TypeNode, ctx: str) -> VEncoder:
+    """The reference: each value through the per-value writer into one buffer."""
+    write = make_writer(node, ctx)
+
+    def enc(arr: pa.Array) -> Bin:
+        out = bytearray()
+        offsets = np.zeros(len(arr) + 1, np.int64)
+        for i, v in enumerate(plain_values(arr)):
+            write(out, v)
+            offsets[i + 1] = len(out)
+        return Bin.var(offsets, np.frombuffer(bytes(out), np.uint8))
+
+    return enc
+
+
+def _no_nulls(arr: pa.Array, what: str) -> None:
+    if arr.null_count:
+        raise ValueError(f"a null {what} value at row {_first_null(arr)}")
+
+
+def _first_null(arr: pa.Array) -> int:
+    return int(np.flatnonzero(~_valid(arr))[0])
+
+
+def _valid(arr: pa.Array) -> np.ndarray:
+    """The validity of each row as a numpy bool array."""
+    if arr.null_count == 0:
+        return np.ones(len(arr), bool)
+    return arr.is_valid().to_numpy(zero_copy_only=False)
+
+
+def _natural(kind: str, t: pa.DataType) -> bool:
+    if kind in _INTEGER:
+        return pa.types.is_integer(t)
+    return t == _NUMERIC[kind][1]
+
+
+def _numeric(node: TypeNode, fallback: VEncoder) -> VEncoder:
+    kind = node.kind
+    dtype, target = _NUMERIC[kind]
+    width = np.dtype(dtype).itemsize
+
+    def enc(arr: pa.Array) -> Bin:
+        if not _natural(kind, arr.type):
+            return fallback(arr)
+        _no_nulls(arr, kind)
+        if arr.type != target:
+            arr = arr.cast(target, safe=True)  # out of range: ArrowInvalid (a ValueError)
+        values = arr.to_numpy(zero_copy_only=False)
+        return Bin.fixed(values.astype(dtype).view(np.uint8).reshape(len(arr), width))
+
+    return enc
+
+
+def _is_str(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _is_bin(t: pa.DataType) -> bool:
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t)
+
+
+def _char(fallback: VEncoder) -> VEncoder:
+    """CharSerializer: one big-endian UTF-16 unit; one-byte ASCII strings at once."""
+
+    def enc(arr: pa.Array) -> Bin:
+        if not _is_str(arr.type) or arr.null_count:
+            return fallback(arr)
+        offsets, data = binary_parts(arr)
+        if (np.diff(offsets) != 1).any() or (len(data) and data.max() >= 0x80):
+            return fallback(arr)
+        mat = np.zeros((len(arr), 2), np.uint8)
+        mat[:, 1] = data
+        return Bin.fixed(mat)
+
+    return enc
+
+
+def _string(fallback: VEncoder) -> VEncoder:
+    """StringValue: varint(UTF-16 length + 1) (0 for null), then each UTF-16 unit as a varint (ASCII: its byte)."""
+
+    def enc(arr: pa.Array) -> Bin:
+        if not _is_str(arr.type):
+            return fallback(arr)
+        offsets, data = binary_parts(arr)
+        lens = np.diff(offsets)
+        valid = _valid(arr)
+        body = Bin.var(offsets, data)
+        if not valid.all():
+            lens = np.where(valid, lens, 0)
+            if lens.sum() != len(data):  # null slots holding bytes
+                body = body.keep(valid)
+        if not len(body.data) or body.data.max() < 0x80:  # ASCII: units are the bytes
+            return concat([varint(np.where(valid, lens + 1, 0)), body])
+        found = _non_ascii_rows(body)
+        if found is None:  # not well-formed UTF-8: the per-value writer says what is wrong
+            return fallback(arr)
+        units, chars = found
+        return concat([varint(np.where(valid, units + 1, 0)), chars])
+
+    return enc
+
+
+def _non_ascii_rows(body: Bin) -> tuple[np.ndarray, Bin] | None:
+    """`_utf16_varints` of the rows holding a non-ASCII byte; the ASCII rows' bytes are their units already."""
+    offsets, data = body.as_var()
+    high = np.concatenate(([0], np.cumsum(data >= 0x80)))
+    wide = np.flatnonzero(high[offsets[1:]] > high[offsets[:-1]])
+    found = _utf16_varints(body.take(wide))
+    if found is None:
+        return None
+    wide_units, wide_chars = found
+    lens = np.diff(offsets)
+    units = lens.copy()
+    units[wide] = wide_units
+    out_lens = lens.copy()
+    out_lens[wide] = wide_chars.lens()
+    out = Bin.from_lens(out_lens, np.empty(int(out_lens.sum()), np.uint8))
+    narrow = np.ones(body.n, bool)
+    narrow[wide] = False
+    out.data[segments(out.offsets[:-1][narrow], lens[narrow])] = data[segments(offsets[:-1][narrow], lens[narrow])]
+    out.data[segments(out.offsets[:-1][wide], out_lens[wide])] = wide_chars.as_var()[1]
+    return units, out
+
+
+def _utf16_varints(body: Bin) -> tuple[np.ndarray, Bin] | None:
+    """Per row of UTF-8 bytes: its number of UTF-16 units and those units as 7-bit varints (1 to 3 bytes each).
+    Every character's first byte is handled at once; the further bytes only for the non-ASCII characters."""
+    data = body.data
+    n = len(data)
+    starts = np.flatnonzero((data & 0xC0) != 0x80)
+    b0 = data[starts].astype(np.int32)
+    width = 1 + (b0 >= 0xC0) + (b0 >= 0xE0) + (b0 >= 0xF0)
+    if (b0 >= 0xF8).any() or (np.diff(np.append(starts, n)) != width).any():
+        return None
+    cp = b0.copy()
+    multi = np.flatnonzero(width > 1)
+    cp[multi] = b0[multi] & (0xFF >> (width[multi] + 1))
+    more = multi
+    for j in (1, 2, 3):
+        more = more[width[more] > j]
+        cp[more] = (cp[more] << 6) | (data[starts[more] + j] & 0x3F)
+    shortest = np.array([0, 0, 0x80, 0x800, 0x10000])[width[multi]]
+    big = cp[multi]
+    if ((big >= 0xD800) & (big <= 0xDFFF)).any() or (big > 0x10FFFF).any() or (big < shortest).any():
+        return None
+    row = np.searchsorted(body.offsets, starts, side="right") - 1
+    pair = cp >= 0x10000  # a supplementary character: a surrogate pair
+    units, unit_row = cp, row
+    if pair.any():
+        units = np.repeat(cp, 1 + pair)
+        unit_row = np.repeat(row, 1 + pair)
+        first = np.cumsum(1 + pair) - (1 + pair)
+        hi, lo = first[pair], first[pair] + 1
+        sup = cp[pair] - 0x10000
+        units[hi], units[lo] = 0xD800 + (sup >> 10), 0xDC00 + (sup & 0x3FF)
+    nb = 1 + (units >= 0x80) + (units >= 0x4000)
+    at = np.cumsum(nb) - nb
+    out = np.empty(int(at[-1] + nb[-1]) if len(nb) else 0, np.uint8)
+    out[at] = (units & 0x7F) | np.where(nb > 1, 0x80, 0)  # every unit's first varint byte (an ASCII one's only byte)
+    wide = np.flatnonzero(nb > 1)
+    for k in (1, 2):
+        wide = wide[nb[wide] > k]
+        out[at[wide] + k] = ((units[wide] >> (7 * k)) & 0x7F) | np.where(nb[wide] > k + 1, 0x80, 0)
+    rows = body.n
+    count = np.bincount(unit_row, minlength=rows)
+    return count, Bin.from_lens(np.bincount(unit_row, weights=nb, minlength=rows).astype(np.int64), out)
+
+
+def _framed(arrow_ok: Callable[[pa.DataType], bool], length: bool, what: str, fallback: VEncoder) -> VEncoder:
+    """Bytes (or UTF-8) values, with an i32 length first when length is set."""
+
+    def enc(arr: pa.Array) -> Bin:
+        if not arrow_ok(arr.type):
+            return fallback(arr)
+        _no_nulls(arr, what)
+        body = Bin.from_arrow(arr)
+        if not length:
+            return body
+        return concat([Bin.fixed(body.lens().astype(">i4").view(np.uint8).reshape(-1, 4)), body])
+
+    return enc
+
+
+def _void(arr: pa.Array) -> Bin:
+    return Bin.fixed(np.zeros((len(arr), 1), np.uint8))
+
+
+def _struct_field(arr: pa.Array, name: str) -> pa.Array | None:
+    i = arr.type.get_field_index(name)
+    return arr.field(i) if i >= 0 else None
+
+
+def _time_window(fallback: VEncoder) -> VEncoder:
+    """TimeWindow: i64 start, i64 end."""
+    long = _numeric(TypeNode("long", ""), fallback)
+
+    def enc(arr: pa.Array) -> Bin:
+        if not pa.types.is_struct(arr.type) or _struct_field(arr, "start") is None or _struct_field(arr, "end") is None:
+            return fallback(arr)
+        _no_nulls(arr, "TimeWindow")
+        return concat([long(_struct_field(arr, "start")), long(_struct_field(arr, "end"))])
+
+    return enc
+
+
+def _enum(node: TypeNode, fallback: VEncoder) -> VEncoder:
+    """EnumSerializer: the i32 ordinal of the constant's name."""
+    names = pa.array(list(node.names), pa.string())
+
+    def enc(arr: pa.Array) -> Bin:
+        if not _is_str(arr.type):
+            return fallback(arr)
+        ords = pc.index_in(arr, value_set=names)
+        if ords.null_count:
+            raise ValueError(f"{arr[_first_null(ords)].as_py()!r} is not a constant of enum {node.cls}")
+        return Bin.fixed(ords.to_numpy(zero_copy_only=False).astype(">i4").view(np.uint8).reshape(-1, 4))
+
+    return enc
+
+
+def _present_part(enc: VEncoder, child: pa.Array | None, present: np.ndarray) -> Bin:
+    """The child's values where present (others take no bytes)."""
+    if child is None or not present.any():
+        return Bin.from_lens(np.zeros(len(present), np.int64), np.zeros(0, np.uint8))
+    sub = child if present.all() else child.filter(pa.array(present))
+    return enc(sub).expand(present)
+
+
+def _row(node: TypeNode, ctx: str, fallback: VEncoder) -> VEncoder:
+    """Row: a null mask (2 bits of RowKind first unless legacy) and the present fields."""
+    fields = [(n, column_encoder(c, ctx)) for n, c in zip(node.names, node.children, strict=True)]
+    offset = 0 if node.legacy_row else 2
+    mask_bytes = (len(fields) + offset + 7) // 8
+    top = 8 * mask_bytes - 1 - offset
+
+    def enc(arr: pa.Array) -> Bin:
+        if not pa.types.is_struct(arr.type) or mask_bytes > 8:
+            return fallback(arr)
+        _no_nulls(arr, "Row")
+        mask = np.zeros(len(arr), np.uint64)
+        parts = []
+        for i, (name, fe) in enumerate(fields):
+            child = _struct_field(arr, name)
+            here = _valid(child) if child is not None else np.zeros(len(arr), bool)
+            mask |= np.where(here, np.uint64(0), np.uint64(1 << (top - i)))
+            parts.append(_present_part(fe, child, here))
+        head = mask.astype(">u8").view(np.uint8).reshape(-1, 8)[:, 8 - mask_bytes :]
+        return concat([Bin.fixed(head), *parts])
+
+    return enc
+
+
+def _tuple(node: TypeNode, ctx: str, fallback: VEncoder) -> VEncoder:
+    """Tuple: the fields one after the other (each as its serializer writes a null)."""
+    fields = [(n, column_encoder(c, ctx)) for n, c in zip(node.names, node.children, strict=True)]
+
+    def enc(arr: pa.Array) -> Bin:
+        if not pa.types.is_struct(arr.type) or any(_struct_field(arr, n) is None for n, _ in fields):
+            return fallback(arr)
+        _no_nulls(arr, "Tuple")
+        return concat([fe(_struct_field(arr, n)) for n, fe in fields])
+
+    return enc
+
+
+def _pojo(node: TypeNode, ctx: str, fallback: VEncoder) -> VEncoder:
+    """POJO: 1 for null, else 2 then per field a null flag (1 = null) and the present value."""
+    fields = [(n, column_encoder(c, ctx)) for n, c in zip(node.names, node.children, strict=True)]
+
+    def enc(arr: pa.Array) -> Bin:
+        if not pa.types.is_struct(arr.type):
+            return fallback(arr)
+        valid = _valid(arr)
+        parts = [Bin.fixed(np.where(valid, 2, 1).astype(np.uint8).reshape(-1, 1))]
+        for name, fe in fields:
+            child = _struct_field(arr, name)
+            here = valid & _valid(child) if child is not None else np.zeros(len(arr), bool)
+            flags = (~here[valid]).astype(np.uint8)
+            parts.append(Bin.fixed(flags.reshape(-1, 1)).expand(valid))
+            parts.append(_present_part(fe, child, here))
+        return concat(parts)
+
+    return enc
+
+
+def _array(node: TypeNode, ctx: str, fallback: VEncoder, flagged: bool) -> VEncoder:
+    """long[]..., String[], List values (i32 length, then the elements) and Integer[]... (GenericArraySerializer: a
+    presence byte before each element): every row's elements encoded at once, cut back into rows by the list offsets."""
+    elem = column_encoder(node.children[0], ctx)
+
+    def enc(arr: pa.Array) -> Bin:
+        if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)) or arr.null_count:
+            return fallback(arr)
+        offs = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), np.int64)
+        child = arr.values.slice(int(offs[0]), int(offs[-1] - offs[0]))
+        offs = offs - offs[0]
+        head = Bin.fixed(np.diff(offs).astype(">i4").view(np.uint8).reshape(-1, 4))
+        if flagged:
+            present = _valid(child)
+            elems = concat([Bin.fixed(present.astype(np.uint8).reshape(-1, 1)), _present_part(elem, child, present)])
+        else:
+            elems = elem(child)
+        eo, data = elems.as_var()
+        return concat([head, Bin.var(eo[offs], data)])
+
+    return enc
+
+
+def column_encoder(node: TypeNode, ctx: str) -> VEncoder:
+    """The column encoder of this serializer: vectorised where listed above, else the per-value writer."""
+    kind = node.kind
+    fallback = per_value_encoder(node, ctx)
+    if kind in _NUMERIC:
+        return _numeric(node, fallback)
+    if kind == "char":
+        return _char(fallback)
+    if kind == "string":
+        return _string(fallback)
+    if kind in ("bytes", "rowdata", "arraydata"):
+        return _framed(_is_bin, True, kind, fallback)
+    if kind in ("opaque", "unknown"):
+        return _framed(_is_bin, False, kind, fallback)
+    if kind == "stringdata":
+        return _framed(_is_str, True, kind, fallback)
+    if kind == "void":
+        return _void
+    if kind == "timewindow":
+        return _time_window(fallback)
+    if kind == "enum":
+        return _enum(node, fallback)
+    if kind == "row":
+        return _row(node, ctx, fallback)
+    if kind == "tuple":
+        return _tuple(node, ctx, fallback)
+    if kind == "pojo":
+        return _pojo(node, ctx, fallback)
+    if kind in ("list", "parray", "sarray", "garray"):
+        return _array(node, ctx, fallback, kind == "garray")
+    return fallback
