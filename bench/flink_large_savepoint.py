@@ -1,6 +1,6 @@
 """A production-size savepoint real Flink writes (>= 10 M entries), read, imported and exported, all in one run.
 
-    python bench/flink_large_savepoint.py [--keys 300000] [--kinds files,rocksdb] [--restore] [--spark]
+    python bench/flink_large_savepoint.py [--keys 300000] [--kinds files,rocksdb] [--restore] [--spark] [--savepoint KIND=PATH]
 
 The savepoints are written once by real Flink 2.3 (StateGenJob: Long and String keys, value, list, map, TTL,
 Kryo, POJO, window and timer state; 300,000 keys give about 10.6 M entries) and cached in
@@ -12,7 +12,7 @@ with pyarrow limited to one thread. Rows, per savepoint kind (canonical `files`,
 - pyarrow: `pq.read_table` of the same rows from uncompressed Parquet (the baseline);
 - import / export: `flinkstate import` into a new root, and `flinkstate export` of that root (canonical);
 - with --restore: real Flink restoring the savepoint (RestoreDumpJob, wall seconds, JVM start included);
-- with --spark: `groupBy().sum("value")` of the map state long-keyed/by_color read in place by
+- with --spark: `groupBy().sum("value")` of the map state string-keyed/map read in place by
   `format("flinkstate")` against the same over `spark.read.parquet` of its rows (wall, best of 2, local[1]).
 """
 
@@ -131,7 +131,7 @@ def run(fn: str, *args: Any) -> tuple[int, float, float, int]:
 
 
 def spark_agg(path: str, parquet_dir: str) -> tuple[float, float]:
-    """(in place, over Parquet) wall seconds, best of 2, of groupBy().sum("value") over long-keyed/by_color."""
+    """(in place, over Parquet) wall seconds, best of 2, of groupBy().sum("value") over string-keyed/map."""
     import pyarrow.parquet as pq
     from pyspark.sql import SparkSession
 
@@ -139,9 +139,9 @@ def spark_agg(path: str, parquet_dir: str) -> tuple[float, float]:
 
     spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
     try:
-        table = flinkstate.open(path).read_state("long-keyed", "by_color")
+        table = flinkstate.open(path).read_state("string-keyed", "map")
         pq.write_table(table.drop_columns([c for c in table.column_names if c not in ("key", "user_key", "value")]),
-                       os.path.join(parquet_dir, "by_color.parquet"))
+                       os.path.join(parquet_dir, "map.parquet"))
 
         def best(df: Any) -> float:
             out = []
@@ -151,8 +151,8 @@ def spark_agg(path: str, parquet_dir: str) -> tuple[float, float]:
                 out.append(time.perf_counter() - t)
             return min(out)
 
-        in_place = best(spark.read.format("flinkstate").options(operator="long-keyed", state="by_color").load(path))
-        return in_place, best(spark.read.parquet(os.path.join(parquet_dir, "by_color.parquet")))
+        in_place = best(spark.read.format("flinkstate").options(operator="string-keyed", state="map").load(path))
+        return in_place, best(spark.read.parquet(os.path.join(parquet_dir, "map.parquet")))
     finally:
         spark.stop()
 
@@ -163,9 +163,12 @@ def main() -> None:
     ap.add_argument("--kinds", default="files,rocksdb")
     ap.add_argument("--restore", action="store_true")
     ap.add_argument("--spark", action="store_true")
+    ap.add_argument("--savepoint", action="append", default=[], metavar="KIND=PATH",
+                    help="a savepoint of this kind already written (e.g. rocksdb=/tmp/flr/rocksdb/savepoint) instead of the cached one")
     args = ap.parse_args()
+    given = dict(s.split("=", 1) for s in args.savepoint)
     for kind in args.kinds.split(","):
-        sp = str(savepoint(kind, args.keys))
+        sp = given.get(kind) or str(savepoint(kind, args.keys))
         size = sum(f.stat().st_size for f in Path(sp).iterdir())
         tmp = tempfile.mkdtemp(prefix="fsbench-")
         try:
@@ -192,8 +195,8 @@ def main() -> None:
                 print(f"| {name} | {cpu:.2f} | {m / cpu:,.0f} | {(cpu / max(m, 1)) / base:.1f}x | {rss / 2**20:,.0f} MiB |")
             if args.spark:
                 in_place, parquet = spark_agg(sp, pq_dir)
-                print(f"Spark groupBy().sum() over long-keyed/by_color: in place {in_place:.2f} s, over Parquet {parquet:.2f} s "
-                      f"({in_place / parquet:.2f}x)")
+                print(f"Spark groupBy().sum() over string-keyed/map: in place {in_place:.2f} s, over Parquet {parquet:.2f} s "
+                      f"({in_place / parquet:.2f}x)", flush=True)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
