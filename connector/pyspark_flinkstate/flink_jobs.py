@@ -37,7 +37,17 @@ from flinkstate.flink.write.savepoint_folder import KeyedFile
 from flinkstate.flink.write.savepoint_writer import DEFAULT_FLINK_VERSION
 from pyspark.accumulators import AccumulatorParam
 
-__all__ = ["cli_runners", "export_runner", "export_savepoint", "import_runner", "import_savepoint"]
+__all__ = ["cli_runners", "export_runner", "export_savepoint", "import_runner", "import_savepoint", "run_tasks"]
+
+
+def run_tasks(spark: Any, description: str, fn: Any, jobs: list[Any]) -> list[Any]:
+    """fn over jobs as one Spark job, one task per job, under description in Spark's UI; the results in job order."""
+    sc = spark.sparkContext
+    sc.setJobDescription(description)
+    try:
+        return sc.parallelize(jobs, len(jobs)).map(fn).collect()
+    finally:
+        sc.setJobDescription(None)
 
 
 class _Written(AccumulatorParam):  # type: ignore[misc]
@@ -67,14 +77,11 @@ def import_runner(spark: Any) -> ImportRunner:
             written.add([res])
             return res
 
-        sc.setJobDescription(f"flinkstate: import {len(jobs)} Flink subtasks of {jobs[0].meta.path}")
         try:
-            return sc.parallelize(jobs, len(jobs)).map(one).collect()
+            return run_tasks(spark, f"flinkstate: import {len(jobs)} Flink subtasks of {jobs[0].meta.path}", one, jobs)
         except BaseException:
             discard_files(jobs[0].io, written.value)
             raise
-        finally:
-            sc.setJobDescription(None)
 
     return run
 
@@ -83,12 +90,8 @@ def export_runner(spark: Any) -> ExportRunner:
     """Write the subtasks' keyed files as one Spark job, one task per subtask (key-group range)."""
 
     def run(jobs: list[RangeExport]) -> list[KeyedFile]:
-        sc = spark.sparkContext
-        sc.setJobDescription(f"flinkstate: export {len(jobs)} Flink subtasks to {os.path.dirname(jobs[0].folder)}")
-        try:
-            return sc.parallelize(jobs, len(jobs)).map(export_range).collect()
-        finally:
-            sc.setJobDescription(None)
+        return run_tasks(spark, f"flinkstate: export {len(jobs)} Flink subtasks to {os.path.dirname(jobs[0].folder)}",
+                         export_range, jobs)
 
     return run
 

@@ -27,13 +27,10 @@ def spark_runner(spark: Any) -> Runner:
     """Run range jobs as one Spark job, one task per key-group range; the results come back to the driver."""
 
     def run(jobs: list[RangeJob]) -> list[RangeResult]:
-        sc = spark.sparkContext
+        from pyspark_flinkstate.flink_jobs import run_tasks  # the Flink bridge, imported when a job runs
+
         states = sorted({f"{j.operator}/{j.name}" for j in jobs})
-        sc.setJobDescription(f"flinkstate: rewrite {len(jobs)} key-group ranges of {', '.join(states)}")
-        try:
-            return sc.parallelize(jobs, len(jobs)).map(run_range).collect()
-        finally:
-            sc.setJobDescription(None)
+        return run_tasks(spark, f"flinkstate: rewrite {len(jobs)} key-group ranges of {', '.join(states)}", run_range, jobs)
 
     return run
 

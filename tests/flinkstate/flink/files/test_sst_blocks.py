@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
-from flinkstate.flink.files.sst import TYPE_DELETION, TYPE_MERGE, TYPE_VALUE, read_sst
+from flinkstate.flink.files.sst import TYPE_DELETION, TYPE_MERGE, TYPE_VALUE, _varint, read_sst
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 _MAGIC = 0x88E241B785F4CFF7
@@ -22,17 +22,6 @@ Record = tuple[bytes, int, int, bytes]
 
 
 # -- the reference: RocksDB's block format read one entry at a time (the reader's parser before issue 29) --------------
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-
 
 def _block(data: bytes, offset: int, size: int) -> bytes:
     raw = data[offset : offset + size]
