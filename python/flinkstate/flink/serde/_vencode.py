@@ -20,7 +20,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinkstate.flink.serde._bin import Bin, binary_parts, concat, varint
-from flinkstate.flink.serde._vector import segments
 from flinkstate.flink.serde.encode import make_writer, plain_values
 from flinkstate.flink.serde.serializers import TypeNode
 
@@ -96,17 +95,15 @@ def _is_bin(t: pa.DataType) -> bool:
 
 
 def _char(fallback: VEncoder) -> VEncoder:
-    """CharSerializer: one big-endian UTF-16 unit; one-byte ASCII strings at once."""
+    """CharSerializer: one big-endian UTF-16 unit per value (each string one character of the Basic Multilingual Plane)."""
 
     def enc(arr: pa.Array) -> Bin:
         if not _is_str(arr.type) or arr.null_count:
             return fallback(arr)
-        offsets, data = binary_parts(arr)
-        if (np.diff(offsets) != 1).any() or (len(data) and data.max() >= 0x80):
-            return fallback(arr)
-        mat = np.zeros((len(arr), 2), np.uint8)
-        mat[:, 1] = data
-        return Bin.fixed(mat)
+        found = _utf16_units(Bin.from_arrow(arr))
+        if found is None or (found[1] != 1).any():
+            return fallback(arr)  # not one BMP character per value: the per-value writer says what is wrong
+        return Bin.fixed(found[0].astype(">u2").view(np.uint8).reshape(len(arr), 2))
 
     return enc
 
@@ -127,7 +124,7 @@ def _string(fallback: VEncoder) -> VEncoder:
                 body = body.keep(valid)
         if not len(body.data) or body.data.max() < 0x80:  # ASCII: units are the bytes
             return concat([varint(np.where(valid, lens + 1, 0)), body])
-        found = _non_ascii_rows(body)
+        found = _utf16_varints(body)
         if found is None:  # not well-formed UTF-8: the per-value writer says what is wrong
             return fallback(arr)
         units, chars = found
@@ -136,70 +133,46 @@ def _string(fallback: VEncoder) -> VEncoder:
     return enc
 
 
-def _non_ascii_rows(body: Bin) -> tuple[np.ndarray, Bin] | None:
-    """`_utf16_varints` of the rows holding a non-ASCII byte; the ASCII rows' bytes are their units already."""
+def _utf16_units(body: Bin) -> tuple[np.ndarray, np.ndarray] | None:
+    """(UTF-16 units, units per row) of rows of UTF-8 bytes, or None when a row is not well-formed UTF-8.
+
+    The rows are transcoded in one call of Python's codec (C speed); a row's units are its characters plus one
+    more for each supplementary one (a 4-byte UTF-8 sequence, a surrogate pair in UTF-16). A row starting with a
+    continuation byte is refused, so no character spans two rows."""
     offsets, data = body.as_var()
-    high = np.concatenate(([0], np.cumsum(data >= 0x80)))
-    wide = np.flatnonzero(high[offsets[1:]] > high[offsets[:-1]])
-    found = _utf16_varints(body.take(wide))
-    if found is None:
+    try:
+        units = np.frombuffer(data.tobytes().decode("utf-8").encode("utf-16-le"), "<u2")
+    except UnicodeDecodeError:
         return None
-    wide_units, wide_chars = found
     lens = np.diff(offsets)
-    units = lens.copy()
-    units[wide] = wide_units
-    out_lens = lens.copy()
-    out_lens[wide] = wide_chars.lens()
-    out = Bin.from_lens(out_lens, np.empty(int(out_lens.sum()), np.uint8))
-    narrow = np.ones(body.n, bool)
-    narrow[wide] = False
-    out.data[segments(out.offsets[:-1][narrow], lens[narrow])] = data[segments(offsets[:-1][narrow], lens[narrow])]
-    out.data[segments(out.offsets[:-1][wide], out_lens[wide])] = wide_chars.as_var()[1]
-    return units, out
+    starts = offsets[:-1][lens > 0]
+    if len(starts) and ((data[starts] & 0xC0) == 0x80).any():
+        return None
+    per_byte = ((data & 0xC0) != 0x80).astype(np.int64) + (data >= 0xF0)
+    counted = np.zeros(len(data) + 1, np.int64)
+    np.cumsum(per_byte, out=counted[1:])
+    return units, counted[offsets[1:]] - counted[offsets[:-1]]
 
 
 def _utf16_varints(body: Bin) -> tuple[np.ndarray, Bin] | None:
-    """Per row of UTF-8 bytes: its number of UTF-16 units and those units as 7-bit varints (1 to 3 bytes each).
-    Every character's first byte is handled at once; the further bytes only for the non-ASCII characters."""
-    data = body.data
-    n = len(data)
-    starts = np.flatnonzero((data & 0xC0) != 0x80)
-    b0 = data[starts].astype(np.int32)
-    width = 1 + (b0 >= 0xC0) + (b0 >= 0xE0) + (b0 >= 0xF0)
-    if (b0 >= 0xF8).any() or (np.diff(np.append(starts, n)) != width).any():
+    """Per row of UTF-8 bytes: its number of UTF-16 units and those units as 7-bit varints (1 to 3 bytes each)."""
+    found = _utf16_units(body)
+    if found is None:
         return None
-    cp = b0.copy()
-    multi = np.flatnonzero(width > 1)
-    cp[multi] = b0[multi] & (0xFF >> (width[multi] + 1))
-    more = multi
-    for j in (1, 2, 3):
-        more = more[width[more] > j]
-        cp[more] = (cp[more] << 6) | (data[starts[more] + j] & 0x3F)
-    shortest = np.array([0, 0, 0x80, 0x800, 0x10000])[width[multi]]
-    big = cp[multi]
-    if ((big >= 0xD800) & (big <= 0xDFFF)).any() or (big > 0x10FFFF).any() or (big < shortest).any():
-        return None
-    row = np.searchsorted(body.offsets, starts, side="right") - 1
-    pair = cp >= 0x10000  # a supplementary character: a surrogate pair
-    units, unit_row = cp, row
-    if pair.any():
-        units = np.repeat(cp, 1 + pair)
-        unit_row = np.repeat(row, 1 + pair)
-        first = np.cumsum(1 + pair) - (1 + pair)
-        hi, lo = first[pair], first[pair] + 1
-        sup = cp[pair] - 0x10000
-        units[hi], units[lo] = 0xD800 + (sup >> 10), 0xDC00 + (sup & 0x3FF)
-    nb = 1 + (units >= 0x80) + (units >= 0x4000)
-    at = np.cumsum(nb) - nb
-    out = np.empty(int(at[-1] + nb[-1]) if len(nb) else 0, np.uint8)
-    out[at] = (units & 0x7F) | np.where(nb > 1, 0x80, 0)  # every unit's first varint byte (an ASCII one's only byte)
+    units, count = found
+    nb = 1 + (units >= 0x80).view(np.uint8) + (units >= 0x4000)
+    ends = np.cumsum(nb)
+    at = ends - nb
+    out = np.empty(int(ends[-1]) if len(nb) else 0, np.uint8)
+    out[at] = (units & 0x7F) | ((nb > 1).view(np.uint8) << 7)  # every unit's first varint byte (an ASCII one's only byte)
     wide = np.flatnonzero(nb > 1)
     for k in (1, 2):
         wide = wide[nb[wide] > k]
-        out[at[wide] + k] = ((units[wide] >> (7 * k)) & 0x7F) | np.where(nb[wide] > k + 1, 0x80, 0)
-    rows = body.n
-    count = np.bincount(unit_row, minlength=rows)
-    return count, Bin.from_lens(np.bincount(unit_row, weights=nb, minlength=rows).astype(np.int64), out)
+        out[at[wide] + k] = ((units[wide] >> (7 * k)) & 0x7F) | ((nb[wide] > k + 1).view(np.uint8) << 7)
+    unit_ends = np.zeros(body.n + 1, np.int64)
+    np.cumsum(count, out=unit_ends[1:])
+    byte_ends = np.concatenate(([0], ends))[unit_ends]
+    return count, Bin.var(byte_ends, out)
 
 
 def _framed(arrow_ok: Callable[[pa.DataType], bool], length: bool, what: str, fallback: VEncoder) -> VEncoder:

@@ -238,14 +238,14 @@ def write_metadata(folder: str, operators: list[OperatorExport], keyed_files: Ma
                 rel, size = write_file(folder, data)
                 meta += struct.pack(">ib", 1, 4) + struct.pack(">i", len(handles))
                 for name, (mode, offs) in handles.items():
-                    meta += encode_utf(name) + struct.pack(">bi", mode, len(offs)) + b"".join(struct.pack(">q", o) for o in offs)
+                    meta += encode_utf(name) + struct.pack(">bi", mode, len(offs)) + np.asarray(offs, ">i8").tobytes()
                 meta += _stream(rel, size)
             else:
                 meta += struct.pack(">i", 0)
             meta += struct.pack(">i", 0)
             if op.keyed is not None:
                 kf = keyed_files[(op.uid, i)]
-                meta += struct.pack(">bii", 7, rng[0], len(kf.offsets)) + b"".join(struct.pack(">q", o) for o in kf.offsets)
+                meta += struct.pack(">bii", 7, rng[0], len(kf.offsets)) + np.asarray(kf.offsets, ">i8").tobytes()
                 meta += _stream(kf.rel, kf.size)
             else:
                 meta += b"\x00"

@@ -46,7 +46,8 @@ CASES = [
     ("float", pa.array([0.0, -1.25, float("inf"), 3.4e38], pa.float32())),
     ("double", pa.array([1.5, 2.25], pa.float32())),  # not the natural type: the per-value writer
     ("char", pa.array(["a", "Z", "\x00"])),
-    ("char", pa.array(["a", "é", "日"])),  # non-ASCII: the per-value writer
+    ("char", pa.array(["a", "é", "日"])),  # non-ASCII: UTF-8 decoded at once
+    ("char", pa.array(["\x7f", "\x80", "\u07ff", "\u0800", "\ud7ff", "\ue000", "\uffff"]).slice(1)),
     ("string", pa.array(_TEXT)),
     ("string", pa.array(["a", None, "", None, "é"])),
     ("string", pa.array(_TEXT, pa.large_string()).slice(2)),
