@@ -15,7 +15,6 @@ from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
-from numpy.lib.stride_tricks import as_strided
 
 from flinkstate.flink.errors import UnsupportedSerializerError
 from flinkstate.flink.serde._vseq import lockstep
@@ -49,9 +48,9 @@ def gather(arr: np.ndarray, pos: np.ndarray, dtype: str) -> np.ndarray:
         if len(pos):
             raise IndexError("a value runs past the end of the stream")
         return np.zeros(0, dt.newbyteorder("="))
-    # Overlapping rows of w bytes, one per offset (a view): fancy indexing copies w bytes per value.
-    rows = as_strided(arr, shape=(len(arr) - w + 1, w), strides=(1, 1), writeable=False)
-    return rows[pos].view(dt).ravel().astype(dt.newbyteorder("="))
+    # Overlapping values, one starting at every byte (a view of stride 1): one typed element gathered per offset.
+    values = np.ndarray((len(arr) - w + 1,), dtype=dt, buffer=arr, offset=0, strides=(1,))
+    return values[pos].astype(dt.newbyteorder("="))
 
 
 def _safe(pos: np.ndarray, present: np.ndarray | None) -> np.ndarray:
@@ -184,34 +183,20 @@ def _unit_values(data: np.ndarray) -> np.ndarray:
     return units
 
 
-_LEAD = np.array([0, 0, 0xC0, 0xE0, 0xF0], np.int64)
-
-
 def _utf16_to_utf8(units: np.ndarray, row: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """UTF-8 bytes of UTF-16 units (surrogate pairs joined within a row) and each row's UTF-8 length."""
-    hi = (units & 0xFC00) == 0xD800
-    lo = (units & 0xFC00) == 0xDC00
-    pair = np.flatnonzero(hi[:-1] & lo[1:] & (row[:-1] == row[1:]))
-    cp = units.copy()
-    keep = np.ones(len(units), bool)
-    if len(pair):
-        cp[pair] = 0x10000 + ((units[pair] - 0xD800) << 10) + (units[pair + 1] - 0xDC00)
-        keep[pair + 1] = False
-        cp, row = cp[keep], row[keep]
-        hi[pair] = False
-        lo[pair + 1] = False
-    if (hi | lo).any():
+    """UTF-8 bytes of UTF-16 units (row: each unit's row, ascending; surrogate pairs joined within a row) and each
+    row's UTF-8 length. One call of Python's codec transcodes them all (C speed); a high surrogate ending a row
+    would pair with the next row's first unit there, so it is refused first, like any unpaired surrogate."""
+    ends = np.flatnonzero(np.append(row[1:] != row[:-1], True)) if len(row) else row
+    if ((units[ends] & 0xFC00) == 0xD800).any():
         raise ValueError("a string holds an unpaired UTF-16 surrogate, which an Arrow string cannot hold")
-    nb = 1 + (cp >= 0x80) + (cp >= 0x800) + (cp >= 0x10000)
-    at = np.cumsum(nb) - nb
-    out = np.empty(int(at[-1] + nb[-1]) if len(nb) else 0, np.uint8)
-    out[at] = (cp >> (6 * (nb - 1))) | _LEAD[nb]  # every unit's first byte (an ASCII one's only byte) at once
-    multi = np.flatnonzero(nb > 1)
-    for j in range(1, 4):  # the continuation bytes, of the few non-ASCII characters
-        multi = multi[nb[multi] > j]
-        width = nb[multi]
-        out[at[multi] + j] = ((cp[multi] >> (6 * (width - 1 - j))) & 0x3F) | 0x80
-    return out, np.bincount(row, weights=nb, minlength=n_rows).astype(np.int64)
+    try:
+        utf8 = units.astype("<u2").tobytes().decode("utf-16-le").encode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError("a string holds an unpaired UTF-16 surrogate, which an Arrow string cannot hold") from e
+    # UTF-8 bytes per unit: 1 below 0x80, 2 below 0x800, 2 for each half of a surrogate pair (4 per character), else 3
+    nb = 1 + (units >= 0x80) + ((units >= 0x800) & ((units & 0xF800) != 0xD800))
+    return np.frombuffer(utf8, np.uint8), np.bincount(row, weights=nb, minlength=n_rows).astype(np.int64)
 
 
 def _char(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[pa.Array, np.ndarray]:

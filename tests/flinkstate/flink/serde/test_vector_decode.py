@@ -80,6 +80,17 @@ def test_unpaired_surrogate_is_a_typed_error() -> None:
         read_keyed_state(parse_metadata(savepoint({7: "a\ud800b", 8: "fine"})), "op")
 
 
+@pytest.mark.parametrize("values", [
+    {k: "a\ud800" if k % 2 == 0 else "\udc00b" for k in range(40)},  # each half a pair only across two values
+    {7: "\udc00b", 8: "fine"},
+    {7: "fine", 8: "ends high\udbff"},
+])
+def test_surrogates_unpaired_within_a_value_are_a_typed_error(values: dict[int, str]) -> None:
+    """Strings are transcoded together: a high surrogate ending one value never pairs with the next value's low one."""
+    with pytest.raises(CorruptFileError, match="surrogate"):
+        read_keyed_state(parse_metadata(savepoint(values)), "op")
+
+
 def test_two_byte_key_group_prefixes() -> None:
     """maxParallelism 300: keys carry two-byte key-group prefixes (high byte non-zero too); records mimic headers."""
     values: dict[int, str | None] = {}
