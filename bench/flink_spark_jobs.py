@@ -1,9 +1,10 @@
-"""`flinkstate import` and `flinkstate export` of a real Flink savepoint as Spark jobs: local[1] vs local[2].
+"""`flinkstate import` and `flinkstate export` of a real Flink savepoint as Spark jobs: local[1], local[2] and a cluster.
 
-    PYTHONPATH=python:connector python bench/flink_spark_jobs.py SAVEPOINT [WORKDIR]
+    PYTHONPATH=python:connector python bench/flink_spark_jobs.py SAVEPOINT [WORKDIR] [--no-cluster]
 
 Per run: entries per second of the single-process import/export (no Spark), then of the Spark jobs (one task per
-Flink subtask) at local[1] and local[2], the 2-core/1-core ratio, and the largest peak RSS of a Python worker over
+Flink subtask) at local[1], local[2] and on a Spark standalone cluster of 2 workers of 1 core each on 127.0.0.1
+(started here, as the tests start theirs), the 2-core/1-core ratios, and the largest peak RSS of a Python worker over
 the tasks (a fresh worker per task: spark.python.worker.reuse=false, so ru_maxrss is that task's peak), and the
 2-core speed-up the tasks' own CPU seconds allow (what an idle 2-core machine gives at best). Other load on the
 machine skews the measured ratio: the load average is printed at the start and the end.
@@ -17,6 +18,7 @@ import shutil
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,8 @@ from flinkstate.flink.bridge.store_export import (
     plan_export,
     run_export,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _rss_mb() -> float:
@@ -76,7 +80,21 @@ def _session(master: str) -> Any:
             .config("spark.python.worker.reuse", "false").config("spark.driver.memory", "2g").getOrCreate())
 
 
+def _cluster(stack: ExitStack, logs: Path) -> str:
+    """The master URL of a standalone cluster of 2 one-core workers, stopped when the stack closes."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from spark_standalone import standalone_cluster
+
+    return stack.enter_context(standalone_cluster(logs, workers=2, cores=1, memory="2g"))
+
+
 def main(argv: list[str]) -> int:
+    # Spark's Python workers (the cluster's executors inherit the workers' environment): this interpreter, the source tree
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    src_dirs = [str(ROOT / "python"), str(ROOT / "connector")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(src_dirs + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    cluster = "--no-cluster" not in argv
+    argv = [a for a in argv if a != "--no-cluster"]
     src = argv[0]
     work = Path(argv[1] if len(argv) > 1 else tempfile.mkdtemp(prefix="flink-spark-jobs-"))
     shutil.rmtree(work, ignore_errors=True)
@@ -92,12 +110,14 @@ def main(argv: list[str]) -> int:
     print(f"{n} entries; single process: import {n / imp_local:,.0f} entries/s ({imp_local:.1f} s), "
           f"export {n / exp_local:,.0f} entries/s ({exp_local:.1f} s); driver peak RSS {_rss_mb():.0f} MB")
     results: dict[str, tuple[float, float]] = {}
-    for master in ("local[1]", "local[2]"):
+    stack = ExitStack()  # the cluster, started for its own run only
+    for label in ("local[1]", "local[2]", *(["standalone 2x1"] if cluster else [])):
+        master = _cluster(stack, work / "cluster-logs") if label.startswith("standalone") else label
         spark = _session(master)
         spark.sparkContext.parallelize([0], 1).count()  # workers' start-up outside the timing
         ipeaks: list[tuple[float, float]] = []
         epeaks: list[tuple[float, float]] = []
-        root, dest = work / f"root-{master[6]}", work / f"sp-{master[6]}"
+        root, dest = work / f"root-{len(results)}", work / f"sp-{len(results)}"
         plan = plan_import(src, root)
         t = time.perf_counter()
         run_import(plan, _measured(spark, import_subtask, ipeaks))
@@ -106,13 +126,16 @@ def main(argv: list[str]) -> int:
         t = time.perf_counter()
         run_export(plan_e, _measured(spark, export_range, epeaks))
         te = time.perf_counter() - t
-        results[master] = (ti, te)
-        print(f"{master}: import {n / ti:,.0f} entries/s ({ti:.1f} s; {_line(ipeaks)})")
-        print(f"{master}: export {n / te:,.0f} entries/s ({te:.1f} s; {_line(epeaks)})")
+        results[label] = (ti, te)
+        print(f"{label}: import {n / ti:,.0f} entries/s ({ti:.1f} s; {_line(ipeaks)})")
+        print(f"{label}: export {n / te:,.0f} entries/s ({te:.1f} s; {_line(epeaks)})")
         spark.stop()
-    (i1, e1), (i2, e2) = results["local[1]"], results["local[2]"]
-    print(f"2-core/1-core: import {i1 / i2:.2f}x, export {e1 / e2:.2f}x (load average at the end {os.getloadavg()[0]:.1f} "
-          f"on {os.cpu_count()} cores)")
+    stack.close()
+    i1, e1 = results["local[1]"]
+    for label in list(results)[1:]:
+        i, e = results[label]
+        print(f"{label} against local[1]: import {i1 / i:.2f}x, export {e1 / e:.2f}x")
+    print(f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     return 0
 
 

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tarfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,12 +32,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from spark_standalone import free_port, standalone_cluster  # noqa: E402  (the tests folder is on sys.path from here)
 
 
 @pytest.fixture(scope="session")
@@ -96,59 +88,10 @@ def s3(moto_server: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Spark standalone master and one worker on 127.0.0.1; yields the master URL."""
-    pyspark = pytest.importorskip("pyspark")
-    spark_home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
-    spark_class = os.path.join(spark_home, "bin", "spark-class")
-    if not os.path.exists(spark_class):
-        pytest.fail(f"spark-class not found under {spark_home}")
-    logs = tmp_path_factory.mktemp("spark-cluster")
-    env = dict(os.environ, SPARK_HOME=spark_home, SPARK_LOCAL_IP="127.0.0.1", SPARK_MASTER_HOST="127.0.0.1")
-    mport, mweb, wweb = free_port(), free_port(), free_port()
-    master_url = f"spark://127.0.0.1:{mport}"
-    master_log = open(logs / "master.log", "wb")
-    worker_log = open(logs / "worker.log", "wb")
-    master = subprocess.Popen(
-        [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(mport), "--webui-port", str(mweb)],
-        env=env, stdout=master_log, stderr=subprocess.STDOUT,
-    )
-    worker = None
-    try:
-        _wait_port(mport, 60, master, logs / "master.log")
-        worker = subprocess.Popen(
-            [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "2", "--memory", "2g",
-             "--webui-port", str(wweb), "--work-dir", str(logs / "work"), master_url],
-            env=env, stdout=worker_log, stderr=subprocess.STDOUT,
-        )
-        deadline = time.time() + 60
-        while b"Successfully registered with master" not in (logs / "worker.log").read_bytes():
-            if time.time() > deadline or worker.poll() is not None:
-                raise RuntimeError("Spark worker did not register: " + (logs / "worker.log").read_text()[-2000:])
-            time.sleep(0.5)
+    """A Spark standalone master and one worker (2 cores) on 127.0.0.1; yields the master URL."""
+    pytest.importorskip("pyspark")
+    with standalone_cluster(tmp_path_factory.mktemp("spark-cluster")) as master_url:
         yield master_url
-    finally:
-        for p in (worker, master):
-            if p is not None:
-                p.terminate()
-                try:
-                    p.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
-        master_log.close()
-        worker_log.close()
-
-
-def _wait_port(port: int, timeout: float, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process exited: {log.read_text()[-2000:]}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.3)
-    raise RuntimeError(f"port {port} did not open: {log.read_text()[-2000:]}")
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])

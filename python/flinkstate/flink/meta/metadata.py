@@ -109,7 +109,8 @@ def read_metadata(path: str, files: FlinkFiles | None = None) -> CheckpointMetad
     """
     files = files if files is not None else FlinkFiles()
     if "://" not in path or path.startswith("file:"):
-        path = path[7:] if path.startswith("file://") else path.removeprefix("file:")
+        # absolute: handles resolve against it in Spark tasks too, whose working folder is not the driver's
+        path = os.path.abspath(path[7:] if path.startswith("file://") else path.removeprefix("file:"))
         if os.path.isdir(path):
             path = os.path.join(path, "_metadata")
     elif posixpath.basename(path.rstrip("/")) != "_metadata":
