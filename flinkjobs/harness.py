@@ -226,12 +226,13 @@ def sql_restore(query: str, savepoint: Path, plan: Path, out: Path, backend: str
     return out
 
 
-def java_command(main: str, args: list[str], version: str | None = None, props: dict[str, object] | None = None) -> list[str]:
-    """The java command line running class main of the compiled jobs on the version's Flink jars."""
+def java_command(main: str, args: list[str], version: str | None = None, props: dict[str, object] | None = None,
+                 jvm: tuple[str, ...] = ()) -> list[str]:
+    """The java command line running class main of the compiled jobs on the version's Flink jars (jvm: extra JVM options)."""
     version = resolve(version)
     classes = compile_job(version)
     cp = os.pathsep.join([str(classes)] + [str(p) for p in classpath(flink_lib(version))])
-    return ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", *(f"-Dflinkstate.{k}={v}" for k, v in (props or {}).items()),
+    return ["java", *JVM_FLAGS, *jvm, "-Dlog4j2.level=ERROR", *(f"-Dflinkstate.{k}={v}" for k, v in (props or {}).items()),
             "-cp", cp, main, *args]
 
 
@@ -262,11 +263,42 @@ def restore_and_dump(savepoint: Path, out_file: Path, backend: str = "hashmap", 
     return Path(out_file).read_text(encoding="utf-8").splitlines()
 
 
-def _run_java(main: str, args: list[str], what: str, timeout: float, version: str | None = None) -> None:
-    """Run class main of the compiled jobs; RuntimeError with the end of its output when it fails."""
-    proc = subprocess.run(java_command(main, args, version), capture_output=True, text=True, timeout=timeout)
+def _run_java(main: str, args: list[str], what: str, timeout: float, version: str | None = None,
+              props: dict[str, object] | None = None, jvm: tuple[str, ...] = ()) -> str:
+    """Run class main of the compiled jobs; its standard output, or RuntimeError with the end of its output when it fails."""
+    proc = subprocess.run(java_command(main, args, version, props, jvm), capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"Flink {resolve(version)} {what} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc.stdout
+
+
+# The resave job's memory: a capped heap (the restore streams the snapshot) and RocksDB's managed memory, off heap.
+RESAVE_HEAP = "2g"
+RESAVE_MANAGED = "512m"
+
+
+def resave(src: Path, out: Path, variants: tuple[str, ...] = ("rocksdb",), timeout: float = 3600, version: str | None = None,
+           props: dict[str, object] | None = None) -> dict[str, Path]:
+    """Real Flink restores `src` (a savepoint or retained checkpoint of StateGenJob, any format and backend) in
+    StateGenJob's topology on each variant's backend and at once, with no new record, takes the variant's snapshot:
+    {variant: OUT/<variant>/savepoint, or OUT/<variant>/checkpoint for a checkpoint variant}, the same state as src.
+
+    Why: a production-size RocksDB snapshot written record by record (run_job) takes over an hour on 2 cores; restoring
+    the canonical one into RocksDB and saving it takes minutes. variants as run_job's (rocksdb: a NATIVE savepoint of
+    incremental RocksDB, rocksdb-full: non-incremental, rocksdb-checkpoint: a retained incremental checkpoint, files:
+    CANONICAL...); props as run_job's (keys/skeys only matter to new records; parallelism, maxp, window_maxp must be
+    src's). The JVM's heap is RESAVE_HEAP, RocksDB's managed memory RESAVE_MANAGED (Flink 1.19+ only: the job's
+    idle source needs a rate limiter 1.18 lacks).
+    """
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    for v in variants:
+        shutil.rmtree(out / v, ignore_errors=True)
+    conf = f"taskmanager.memory.managed.size={RESAVE_MANAGED}"
+    props = {"conf": conf, **(props or {})}
+    _run_java("StateGenJob", ["resave", str(Path(src).resolve()), str(out), *variants], "resave job", timeout, version,
+              props, (f"-Xmx{RESAVE_HEAP}",))
+    return {v: out / v / ("checkpoint" if v.endswith("checkpoint") else "savepoint") for v in variants}
 
 
 def max_parallelism_savepoint(out: Path, n: int = 300, timeout: float = 900) -> Path:

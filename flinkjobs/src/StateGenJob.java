@@ -12,6 +12,7 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentSkipListMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
@@ -32,6 +33,7 @@ import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.core.execution.SavepointFormatType;
+import org.apache.flink.runtime.checkpoint.CheckpointException;
 import org.apache.flink.runtime.state.FunctionInitializationContext;
 import org.apache.flink.runtime.state.FunctionSnapshotContext;
 import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
@@ -43,6 +45,7 @@ import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
 import org.apache.flink.streaming.api.functions.co.BroadcastProcessFunction;
 import org.apache.flink.api.common.functions.RichMapFunction;
 import org.apache.flink.types.Row;
+import org.apache.flink.util.ExceptionUtils;
 import org.apache.flink.util.Collector;
 
 /**
@@ -57,6 +60,8 @@ import org.apache.flink.util.Collector;
  * Each savepoint variant writes OUT_DIR/VARIANT/savepoint/, the checkpoint variant the job's
  * checkpoint directory OUT_DIR/checkpoint/checkpoint/ (chk-N/, shared/, taskowned/, moved away
  * from where Flink wrote it), and each OUT_DIR/VARIANT/expected.jsonl.
+ * Or: StateGenJob resave SRC OUT_DIR VARIANT... (Flink 1.19+): SRC, a snapshot of this job, restored and snapshotted
+ * again as VARIANT with no new record (resave()), e.g. a RocksDB native savepoint of a canonical one.
  */
 public class StateGenJob {
     /** maxParallelism (system property flinkstate.maxp): above 128 keys carry a 2-byte key-group prefix. */
@@ -132,7 +137,10 @@ public class StateGenJob {
         return "s" + i + tails[(int) (i % tails.length)];
     }
 
-    static void put(String id, String json) { DUMP.put(id, json); }
+    /** Set by resave: no record runs, and the split list OpState re-snapshots is not mirrored (800 k lines at 10 M entries). */
+    static boolean RESAVE;
+
+    static void put(String id, String json) { if (!RESAVE) DUMP.put(id, json); }
 
     static String head(String op, String state, String kind, String key, int kg) {
         return "{\"operator\":" + q(op) + ",\"state\":" + q(state) + ",\"kind\":" + q(kind)
@@ -419,6 +427,8 @@ public class StateGenJob {
         public void initializeState(FunctionInitializationContext ctx) throws Exception {
             split = ctx.getOperatorStateStore().getListState(new ListStateDescriptor<>("split", Types.LONG));
             union = ctx.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("union", Types.STRING));
+            // Restored (resave): the next snapshot writes the same split list and union entries (they count `seen`).
+            if (ctx.isRestored()) for (Long e : split.get()) seen.add(e);
         }
     }
 
@@ -440,11 +450,9 @@ public class StateGenJob {
         }
     }
 
-    static void runVariant(Path out, String variant) throws Exception {
-        DUMP.clear();
-        LongKeyed.TTL_LIST_BOUNDS.clear();
-        LONG_DONE.set(0); STRING_DONE.set(0); OPSTATE_DONE.set(0); BROADCAST_DONE.set(0); KRYO_DONE.set(0); WINDOW_DONE.set(0);
-        WINDOW_SUMS.clear();
+    /** The Flink settings of a variant: state backend, incremental snapshots, inline threshold, compression, periodic
+     * retained checkpoints (the checkpoint variants) and file-system checkpoint storage under out/checkpoints. */
+    static Configuration config(Path out, String variant) {
         Configuration conf = new Configuration();
         boolean rocks = variant.startsWith("rocksdb");
         // Each setting under its 2.x key and its 1.x key (Flink renamed them in 1.20 and 2.0; unknown keys are ignored).
@@ -469,19 +477,24 @@ public class StateGenJob {
         // File-system checkpoint storage: the JobManager storage would inline everything.
         Compat.set(conf, "filesystem", "execution.checkpointing.storage", "state.checkpoint-storage");
         Compat.set(conf, out.resolve("checkpoints").toUri().toString(), "execution.checkpointing.dir", "state.checkpoints.dir");
-        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
+        return conf;
+    }
+
+    /** The Kryo state: in HashMap native snapshots its values are not length-framed, so nothing of its operator's
+     * subtask could be read; there only with system property flinkstate.kryo=true (the test of that error). */
+    static boolean withKryo(String variant) {
+        return !(variant.equals("native") || variant.equals("checkpoint")) || Boolean.getBoolean("flinkstate.kryo");
+    }
+
+    /** The job's operators (uids, parallelism, max parallelism and state declarations) reading `all`, the source. */
+    static void topology(StreamExecutionEnvironment env, DataStream<Long> all, boolean kryo) {
         env.setParallelism(PARALLELISM);
         env.setMaxParallelism(MAX_PARALLELISM);
-        // Index < n: a real record (its value); later indices: -1 fillers, dropped, so the job never finishes.
-        DataStream<Long> all = Compat.generator(env, n, RATE);
         DataStream<Long> real = all.filter(v -> v >= 0).setParallelism(1).uid("real").name("real");
         Compat.discard(real.keyBy(v -> v % KEYS, Types.LONG).process(new LongKeyed()).uid("long-keyed").name("long-keyed"));
         Compat.discard(real.keyBy(v -> "k" + (v % SKEYS), Types.STRING).process(new StringKeyed()).uid("string-keyed").name("string-keyed"));
         Partitioner<Long> byParity = (Long key, int nPartitions) -> (int) (key % nPartitions);
         Compat.discard(real.partitionCustom(byParity, v -> v).map(new OpState()).uid("opstate").name("opstate"));
-        // The Kryo state: in HashMap native snapshots its values are not length-framed, so nothing of its operator's
-        // subtask could be read; there only with system property flinkstate.kryo=true (the test of that error).
-        boolean kryo = !(variant.equals("native") || variant.equals("checkpoint")) || Boolean.getBoolean("flinkstate.kryo");
         if (kryo) Compat.discard(real.keyBy(v -> v % 7, Types.LONG).process(new KryoKeyed()).uid("kryo").name("kryo"));
         // Event time value * 100 ms and no watermarks: no window fires, so every window's contents and timer stay in state.
         DataStream<Long> timed = real.assignTimestampsAndWatermarks(WatermarkStrategy.<Long>noWatermarks().withTimestampAssigner((v, t) -> v * 100))
@@ -490,6 +503,18 @@ public class StateGenJob {
             .uid("window").name("window").setMaxParallelism(WINDOW_MAX_PARALLELISM));
         BroadcastStream<Long> b = real.broadcast(BCAST);
         Compat.discard(real.connect(b).process(new Bcast()).uid("bcast").name("bcast"));
+    }
+
+    static void runVariant(Path out, String variant) throws Exception {
+        DUMP.clear();
+        LongKeyed.TTL_LIST_BOUNDS.clear();
+        LONG_DONE.set(0); STRING_DONE.set(0); OPSTATE_DONE.set(0); BROADCAST_DONE.set(0); KRYO_DONE.set(0); WINDOW_DONE.set(0);
+        WINDOW_SUMS.clear();
+        Configuration conf = config(out, variant);
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
+        // Index < n: a real record (its value); later indices: -1 fillers, dropped, so the job never finishes.
+        boolean kryo = withKryo(variant);
+        topology(env, Compat.generator(env, n, RATE), kryo);
 
         JobClient client = env.executeAsync("flinkstate-gen-" + variant);
         long deadline = System.currentTimeMillis() + 120_000 + 1000 * n / RATE;
@@ -508,15 +533,35 @@ public class StateGenJob {
             put("window/timer/" + e.getKey(), "{\"operator\":\"window\",\"service\":\"event_window-timers\",\"kind\":\"timer\",\"key\":" + parts[0]
                 + ",\"key_group\":" + kg + ns + ",\"timestamp\":" + (start + 999) + "}");
         }
+        int want = newestCheckpoint(out.resolve("checkpoints").resolve(client.getJobID().toString()), false) + 2;
+        // A checkpoint variant: a checkpoint triggered after the last record (two past the newest chk-N seen now).
+        Path target = snapshot(client, out, variant, deadline + 60_000, jobDir -> newestCheckpoint(jobDir, true) >= want);
+        try (PrintWriter w = new PrintWriter(out.resolve(variant).resolve("expected.jsonl").toFile(), StandardCharsets.UTF_8)) {
+            for (String line : DUMP.values()) w.println(line);
+        }
+        deleteTree(out.resolve("checkpoints"));
+        System.out.println("wrote " + target + " (" + DUMP.size() + " dump lines)");
+    }
+
+    /** Whether the job's checkpoint directory holds what a checkpoint variant waits for. */
+    interface CheckpointsReady {
+        boolean test(Path jobDir) throws Exception;
+    }
+
+    /**
+     * Takes the variant's snapshot of the running job, then cancels it: OUT/VARIANT/savepoint (CANONICAL; NATIVE for
+     * native and rocksdb*), or for a checkpoint variant, once `ready` holds, the job's retained checkpoint directory
+     * moved to OUT/VARIANT/checkpoint. A savepoint is retried while the job's tasks are still restoring (Flink declines
+     * it until every task runs).
+     */
+    static Path snapshot(JobClient client, Path out, String variant, long deadline, CheckpointsReady ready) throws Exception {
         Path dir = out.resolve(variant);
         Files.createDirectories(dir);
         Path target;
-        if (checkpoint) {
-            // Wait for a checkpoint triggered after the last record (two past the newest chk-N seen now).
+        if (variant.endsWith("checkpoint")) {
             Path jobDir = out.resolve("checkpoints").resolve(client.getJobID().toString());
-            int want = newestCheckpoint(jobDir, false) + 2;
-            while (newestCheckpoint(jobDir, true) < want) {
-                if (System.currentTimeMillis() > deadline + 60_000) throw new IllegalStateException("no checkpoint in time");
+            while (!ready.test(jobDir)) {
+                if (System.currentTimeMillis() > deadline) throw new IllegalStateException("no checkpoint in time");
                 Thread.sleep(50);
             }
             client.cancel().get();
@@ -530,18 +575,58 @@ public class StateGenJob {
             Files.move(jobDir, target, StandardCopyOption.REPLACE_EXISTING);
         } else {
             Path tmp = out.resolve(variant + "-tmp");
-            SavepointFormatType format = variant.equals("native") || rocks ? SavepointFormatType.NATIVE : SavepointFormatType.CANONICAL;
-            String sp = client.triggerSavepoint(tmp.toUri().toString(), format).get();
+            SavepointFormatType format = variant.equals("native") || variant.startsWith("rocksdb") ? SavepointFormatType.NATIVE : SavepointFormatType.CANONICAL;
+            String sp;
+            while (true) {
+                try {
+                    sp = client.triggerSavepoint(tmp.toUri().toString(), format).get();
+                    break;
+                } catch (ExecutionException e) {
+                    // Declined (a CheckpointException) while tasks restore; anything else, or past the deadline, fails.
+                    if (!ExceptionUtils.findThrowable(e, CheckpointException.class).isPresent() || System.currentTimeMillis() > deadline) throw e;
+                    Thread.sleep(500);
+                }
+            }
             client.cancel().get();
             target = dir.resolve("savepoint");
             Files.move(Paths.get(new java.net.URI(sp)), target, StandardCopyOption.REPLACE_EXISTING);
             Files.delete(tmp);
         }
-        try (PrintWriter w = new PrintWriter(dir.resolve("expected.jsonl").toFile(), StandardCharsets.UTF_8)) {
-            for (String line : DUMP.values()) w.println(line);
-        }
+        return target;
+    }
+
+    /**
+     * resave SRC OUT VARIANT: restores SRC (a savepoint or retained checkpoint of this job with the Kryo operator, any
+     * format) on the variant's backend and, with no new record (Compat.idle holds the source still), takes the variant's
+     * snapshot (snapshot()) as soon as every task runs: the same state in another format, e.g. a RocksDB native savepoint
+     * (rocksdb) or a retained incremental RocksDB checkpoint (rocksdb-checkpoint) of a 10 M-entry canonical savepoint in
+     * minutes, where generating it record by record on RocksDB takes over an hour. No expected.jsonl: nothing ran.
+     */
+    static void resave(Path src, Path out, String variant) throws Exception {
+        RESAVE = true;
+        long t0 = System.nanoTime();
+        Configuration conf = config(out, variant);
+        Compat.set(conf, src.toUri().toString(), "execution.state-recovery.path", "execution.savepoint.path");
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
+        topology(env, Compat.idle(env), true);
+        JobClient client = env.executeAsync("flinkstate-resave-" + variant);
+        long deadline = System.currentTimeMillis() + 1000 * Long.getLong("flinkstate.resave_timeout_s", 3600L);
+        // Two completed checkpoints after the restore (ids go on from SRC's), so an incremental second one shares SSTs.
+        Path target = snapshot(client, out, variant, deadline, jobDir -> completedCheckpoints(jobDir) >= 2);
         deleteTree(out.resolve("checkpoints"));
-        System.out.println("wrote " + target + " (" + DUMP.size() + " dump lines)");
+        System.out.printf("resaved %s as %s in %.1f s%n", src, target, (System.nanoTime() - t0) / 1e9);
+    }
+
+    /** How many chk-N directories of jobDir are completed (hold a _metadata). */
+    static int completedCheckpoints(Path jobDir) throws Exception {
+        if (!Files.isDirectory(jobDir)) return 0;
+        int n = 0;
+        try (var list = Files.list(jobDir)) {
+            for (Path p : (Iterable<Path>) list::iterator) {
+                if (p.getFileName().toString().startsWith("chk-") && Files.exists(p.resolve("_metadata"))) n++;
+            }
+        }
+        return n;
     }
 
     /** The highest N of the chk-N directories in jobDir (with a _metadata if completed), -1 if none. */
@@ -566,6 +651,10 @@ public class StateGenJob {
     }
 
     public static void main(String[] args) throws Exception {
+        if (args[0].equals("resave")) {
+            for (int i = 3; i < args.length; i++) resave(Paths.get(args[1]).toAbsolutePath(), Paths.get(args[2]).toAbsolutePath(), args[i]);
+            System.exit(0);
+        }
         Path out = Paths.get(args[0]).toAbsolutePath();
         n = Long.parseLong(args[1]);
         for (int i = 2; i < args.length; i++) runVariant(out, args[i]);

@@ -1,9 +1,12 @@
 import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.RuntimeContext;
 import org.apache.flink.api.common.state.StateTtlConfig;
 import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.connector.source.util.ratelimit.RateLimiter;
 import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
@@ -36,6 +39,26 @@ public final class Compat {
     public static DataStream<Long> generator(StreamExecutionEnvironment env, long n, long rate) {
         GeneratorFunction<Long, Long> gen = i -> i < n ? i : -1L;
         DataGeneratorSource<Long> source = new DataGeneratorSource<>(gen, Long.MAX_VALUE, RateLimiterStrategy.perSecond(rate), Types.LONG);
+        return env.fromSource(source, WatermarkStrategy.noWatermarks(), "gen").setParallelism(1).uid("source").name("gen");
+    }
+
+    /** A rate limiter that never grants a record (raw type: 2.3 made it generic and its abstract method acquire(int)). */
+    @SuppressWarnings("rawtypes")
+    static final class Never implements RateLimiter {
+        public CompletionStage<Void> acquire() { return new CompletableFuture<>(); }
+        public CompletionStage<Void> acquire(int records) { return new CompletableFuture<>(); }
+    }
+
+    /**
+     * generator()'s source (uid "source", the same DataGeneratorSource splits) held still: its rate limiter never grants
+     * a record, so a job restored from a snapshot runs (and takes snapshots) with its state as restored, the source's
+     * split position included.
+     */
+    @SuppressWarnings({"rawtypes", "unchecked"})
+    public static DataStream<Long> idle(StreamExecutionEnvironment env) {
+        GeneratorFunction<Long, Long> gen = i -> -1L;
+        RateLimiterStrategy never = parallelism -> new Never();
+        DataGeneratorSource<Long> source = new DataGeneratorSource<>(gen, Long.MAX_VALUE, never, Types.LONG);
         return env.fromSource(source, WatermarkStrategy.noWatermarks(), "gen").setParallelism(1).uid("source").name("gen");
     }
 

@@ -58,6 +58,11 @@ public final class Compat {
             .map(new Throttle(n, rate)).setParallelism(1).uid("throttle").name("throttle");
     }
 
+    /** StateGenJob's resave needs a source that emits nothing while it runs (a never-granting rate limiter): 1.19+. */
+    public static DataStream<Long> idle(StreamExecutionEnvironment env) {
+        throw new UnsupportedOperationException("StateGenJob resave runs on Flink 1.19 and later");
+    }
+
     /** A bounded stream of one element (1.18 has no fromData). */
     public static DataStream<Long> one(StreamExecutionEnvironment env, long v) {
         return env.fromElements(v);
