@@ -57,16 +57,17 @@ def _frame_key_group(a: np.ndarray, kg: int, prefix: int, n_states: int) -> tupl
     nxt = np.where(flagged, vend + 2, vend)
     inner = ok & ~terminal & (~flagged | has_u16) & (follow != _END_OF_KEY_GROUP)
     alive = ok & (inner | terminal)
+    jump = _jumps(c, nxt)
     for _ in range(_PRUNE_ROUNDS):  # drop candidates that no surviving candidate points to (the first record stays)
-        pointed = np.zeros(len(c), bool)
-        pointed[_hits(c, nxt[alive & inner])] = True
+        pointed = np.zeros(len(c) + 1, bool)
+        pointed[jump[alive & inner]] = True
         pointed[0] = True
-        still = alive & pointed
+        still = alive & pointed[:-1]
         if (still == alive).all():
             break
         alive = still
     else:  # long chains of false candidates: take the chain from the first record by pointer doubling
-        alive = _orbit(c, nxt, alive & inner)
+        alive = _orbit(jump, alive & inner)
     rec = np.flatnonzero(alive)
     if len(rec) == 0 or rec[0] != 0 or not terminal[rec[-1]] or terminal[rec[:-1]].any():
         return None
@@ -81,14 +82,26 @@ def _frame_key_group(a: np.ndarray, kg: int, prefix: int, n_states: int) -> tupl
     return starts, sids
 
 
-def _orbit(c: np.ndarray, nxt: np.ndarray, inner: np.ndarray) -> np.ndarray:
-    """The candidates reachable from the first one by following nxt (inner ones only continue)."""
+def _jumps(c: np.ndarray, nxt: np.ndarray) -> np.ndarray:
+    """Per candidate, the index of the candidate starting where it ends (len(c) when none does). Most records end where
+    the next candidate starts (false candidates are rare), so only the others are searched for."""
     m = len(c)
-    idx = np.searchsorted(c, nxt)
-    jump = np.full(m + 1, m, np.int64)
-    hit = inner & (idx < m)
-    hit[hit] &= c[idx[hit]] == nxt[hit]
-    jump[:m][hit] = idx[hit]
+    jump = np.full(m, m, np.int64)
+    direct = np.zeros(m, bool)
+    direct[:-1] = nxt[:-1] == c[1:]
+    jump[direct] = np.flatnonzero(direct) + 1
+    rest = np.flatnonzero(~direct)
+    idx = np.searchsorted(c, nxt[rest])
+    found = idx < m
+    found[found] &= c[idx[found]] == nxt[rest[found]]
+    jump[rest[found]] = idx[found]
+    return jump
+
+
+def _orbit(jump: np.ndarray, inner: np.ndarray) -> np.ndarray:
+    """The candidates reachable from the first one by following jump (inner ones only continue)."""
+    m = len(jump)
+    jump = np.append(np.where(inner, jump, m), m)
     reached = np.zeros(m + 1, bool)
     reached[0] = True
     frontier = np.array([0])
@@ -100,13 +113,6 @@ def _orbit(c: np.ndarray, nxt: np.ndarray, inner: np.ndarray) -> np.ndarray:
         frontier = np.flatnonzero(reached)
         jump = jump[jump]
     return reached[:m]
-
-
-def _hits(c: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    idx = np.searchsorted(c, targets)
-    inside = idx < len(c)
-    idx, targets = idx[inside], targets[inside]
-    return idx[c[idx] == targets]
 
 
 def frame_records(
