@@ -125,8 +125,7 @@ def _string(src: Source, pos: np.ndarray, present: np.ndarray | None) -> tuple[p
     first = np.cumsum(chars) - chars
     counts = np.concatenate(([0], np.cumsum(data >= 0x80)))
     wide = np.flatnonzero(counts[first + chars] > counts[first])
-    length = _varint_run_lengths(arr, data_start[wide], chars[wide])
-    units = _unit_values(arr[segments(data_start[wide], length)])
+    units, length = _unit_varints(arr, data_start[wide], chars[wide])
     utf8, utf8_lens = _utf16_to_utf8(units, np.repeat(np.arange(len(wide)), chars[wide]), len(wide))
     lens = chars.copy()
     lens[wide] = utf8_lens
@@ -151,36 +150,39 @@ def _string_array(lens: np.ndarray, valid: np.ndarray, data: np.ndarray) -> pa.A
     return pa.Array.from_buffers(pa.string(), len(lens), [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)], nulls)
 
 
-def _varint_run_lengths(arr: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """The byte length of `counts` consecutive 7-bit varints (1 to 3 bytes each) at each start."""
+def _unit_varints(arr: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the UTF-16 units, each run's byte length) of `counts` consecutive 7-bit little-endian varints (1 to 3 bytes
+    each) at each start. A unit ends at a byte below 0x80: the k-th unit of a run ends at the k-th such byte of the
+    3 * count bytes that may hold it, found for all units at once."""
     cand = np.minimum(3 * counts, len(arr) - starts).clip(0)
-    idx = segments(starts, cand)
-    term = np.cumsum(arr[idx] < 0x80)
+    region = arr[segments(starts, cand)]
     first = np.cumsum(cand) - cand
-    before = np.zeros(len(counts), np.int64)
-    inner = first > 0
-    before[inner] = term[first[inner] - 1]
-    last = np.searchsorted(term, before + counts, side="left")
-    length = np.where(counts > 0, last - first + 1, 0)
-    if ((counts > 0) & (last >= first + cand)).any():
+    ends = np.flatnonzero(region < 0x80)  # every unit's last byte, and false ones past each run's end
+    total = int(counts.sum())
+    rank = np.repeat(np.searchsorted(ends, first) - (np.cumsum(counts) - counts), counts) + np.arange(total)
+    if total and rank[-1] >= len(ends):
         raise IndexError("a string runs past the end of its record")
-    return length
-
-
-def _unit_values(data: np.ndarray) -> np.ndarray:
-    """The UTF-16 units of concatenated 7-bit little-endian varints (one per unit, at most 3 bytes)."""
-    if len(data) == 0:
-        return np.zeros(0, np.int64)
-    term = data < 0x80
-    begins = np.flatnonzero(np.concatenate(([True], term[:-1])))
-    unit = np.cumsum(term) - term
-    shift = np.arange(len(data)) - begins[unit]
-    if shift.max() > 2:
+    unit_end = ends[rank]
+    run_stop = np.repeat(first + cand, counts)
+    if (unit_end >= run_stop).any():
+        raise IndexError("a string runs past the end of its record")
+    unit_start = np.empty(total, np.int64)
+    if total:
+        unit_start[1:] = unit_end[:-1] + 1
+        unit_start[np.cumsum(counts)[counts > 0] - counts[counts > 0]] = first[counts > 0]
+    width = unit_end - unit_start + 1
+    if total and width.max() > 3:
         raise ValueError("a UTF-16 unit varint is longer than 3 bytes")
-    units = np.add.reduceat((data & 0x7F).astype(np.int64) << (7 * shift), begins)
-    if units.max() > 0xFFFF:
+    units = (region[unit_start] & 0x7F).astype(np.int64)
+    for k in (1, 2):
+        more = np.flatnonzero(width > k)
+        units[more] |= (region[unit_start[more] + k] & 0x7F).astype(np.int64) << (7 * k)
+    if total and units.max() > 0xFFFF:
         raise ValueError("a UTF-16 unit is larger than 0xFFFF")
-    return units
+    length = np.zeros(len(counts), np.int64)
+    some = counts > 0
+    length[some] = unit_end[np.cumsum(counts)[some] - 1] - first[some] + 1
+    return units, length
 
 
 def _utf16_to_utf8(units: np.ndarray, row: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
