@@ -39,8 +39,8 @@ from flinkstate.flink.bridge.sizes import checkpoint_size, operator_size, state_
 from flinkstate.flink.errors import UnsupportedSerializerError
 from flinkstate.flink.files.canonical import TIMER_PREFIX
 from flinkstate.flink.files.operator_state import (
+    operator_state_headers,
     operator_state_names,
-    operator_state_serializers,
     operator_state_types,
     read_operator_state,
 )
@@ -413,10 +413,12 @@ def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: M
                 why = dec.unreadable or (None if options is not None and options.raw_values else dec.raw_error)
                 if why is not None and refused is not None:
                     refused[f"{name}/{dec.meta.name}"] = why
+    headers = operator_state_headers(meta, op.operator_id)  # no element decoded
     if serializers is not None:
-        for state, cls in operator_state_serializers(meta, op.operator_id).items():
-            serializers[f"{name}/{state}"] = (None, cls)
-    types = operator_state_types(meta, op.operator_id)  # from the headers: no element decoded
+        for state, m in headers.items():
+            if "VALUE_SERIALIZER" in m.serializers:
+                serializers[f"{name}/{state}"] = (None, m.serializers["VALUE_SERIALIZER"].cls)
+    types = operator_state_types(headers)
     for state, mode in operator_state_names(meta, op.operator_id).items():
         value_type, key_type = types[state]
         om.operator_states[state] = OperatorStateDescriptor(

@@ -22,15 +22,15 @@ from flinkstate.flink.meta.metadata import (
     OperatorState,
     OperatorStateHandle,
 )
+from flinkstate.flink.serde._vector import Source, vector_reader
 from flinkstate.flink.serde.serializers import (
     StateMeta,
     arrow_type,
     read_operator_header,
 )
-from flinkstate.flink.serde._vector import Source, vector_reader
 from flinkstate.flink.serde.values import make_reader
 
-__all__ = ["operator_state_names", "read_operator_state"]
+__all__ = ["operator_state_headers", "operator_state_names", "operator_state_types", "read_operator_state"]
 
 
 def _subtask_streams(meta: CheckpointMetadata, op: OperatorState):
@@ -138,22 +138,32 @@ def read_operator_state(meta: CheckpointMetadata, uid: str, name: str) -> pa.Tab
     return pa.table(cols)
 
 
-def operator_state_types(meta: CheckpointMetadata, uid: str) -> dict[str, tuple[pa.DataType, pa.DataType | None]]:
-    """Each operator state's (value type, key type or None) as `read_operator_state` gives them, from the subtasks'
-    file headers alone: describing an operator decodes none of its elements."""
-    out: dict[str, tuple[pa.DataType, pa.DataType | None]] = {}
-    for _, h, _, where, _, metas in _subtask_streams(meta, meta.operator(uid)):
+def operator_state_headers(meta: CheckpointMetadata, uid: str) -> dict[str, StateMeta]:
+    """Each operator state's header entry (name, serializers) from the subtasks' file headers alone: a ranged read of
+    the bytes before the first element, so describing or exporting an operator decodes none of its elements."""
+    op = meta.operator(uid)
+    out: dict[str, StateMeta] = {}
+    for sub in op.subtasks:
+        h: OperatorStateHandle | None = sub.managed_operator
+        if h is None:
+            continue
+        starts = [int(o.min()) for _, o in h.states.values() if len(o)]
+        data = h.stream.read(meta.directory, 0, min(starts)) if starts else h.stream.read(meta.directory)
+        where = h.stream.location(meta.directory) if h.stream.kind != "inline" else f"inline state {h.stream.path}"
+        _, ops, bcast = read_operator_header(DataReader(data, where=where), f"operator {op.label} subtask {sub.index}", len(data))
+        metas = {m.name: m for m in ops + bcast}
         for name in h.states:
-            m = metas.get(name)
-            if m is None:
-                raise CorruptFileError(f"{where}: operator {meta.operator(uid).label}: state {name!r} is not in the file header")
-            key = m.serializers.get("KEY_SERIALIZER")
-            out.setdefault(name, (arrow_type(m.serializers["VALUE_SERIALIZER"]), None if key is None else arrow_type(key)))
+            if name not in metas:
+                raise CorruptFileError(f"{where}: operator {op.label}: state {name!r} is not in the file header")
+        for name, m in metas.items():
+            out.setdefault(name, m)
     return out
 
 
-def operator_state_serializers(meta: CheckpointMetadata, uid: str) -> dict[str, str]:
-    """The value serializer snapshot class of each operator state of an operator (from its first subtask's header)."""
-    for _, _, _, _, _, metas in _subtask_streams(meta, meta.operator(uid)):
-        return {name: m.serializers["VALUE_SERIALIZER"].cls for name, m in metas.items() if "VALUE_SERIALIZER" in m.serializers}
-    return {}
+def operator_state_types(headers: dict[str, StateMeta]) -> dict[str, tuple[pa.DataType, pa.DataType | None]]:
+    """Each operator state's (value type, key type or None) as `read_operator_state` gives them, from its header."""
+    out: dict[str, tuple[pa.DataType, pa.DataType | None]] = {}
+    for name, m in headers.items():
+        key = m.serializers.get("KEY_SERIALIZER")
+        out[name] = (arrow_type(m.serializers["VALUE_SERIALIZER"]), None if key is None else arrow_type(key))
+    return out

@@ -5,11 +5,11 @@ from __future__ import annotations
 from flinkstate.core.errors import StateNotFoundError
 from flinkstate.flink.files.canonical import read_keyed_state
 from flinkstate.flink.files.operator_state import (
-    _subtask_streams,
+    operator_state_headers,
     operator_state_names,
     read_operator_state,
 )
-from flinkstate.flink.meta.metadata import CheckpointMetadata, read_metadata
+from flinkstate.flink.meta.metadata import read_metadata
 from flinkstate.flink.write.savepoint_writer import (
     DEFAULT_FLINK_VERSION,
     OperatorExport,
@@ -30,7 +30,7 @@ def load_flink_savepoint(path: str) -> list[OperatorExport]:
             continue
         keyed = read_keyed_state(meta, op.operator_id, raw_values=True) if has_keyed else None  # Kryo/Avro bytes written back as read
         ops = {}
-        state_metas = _operator_metas(meta, op.operator_id)
+        state_metas = operator_state_headers(meta, op.operator_id)
         for name, mode in modes.items():
             try:
                 ops[name] = (mode, read_operator_state(meta, op.operator_id, name), state_metas[name])
@@ -38,14 +38,6 @@ def load_flink_savepoint(path: str) -> list[OperatorExport]:
                 continue
         out.append(OperatorExport(op.uid or op.operator_id, op.parallelism, op.max_parallelism, keyed, ops, op.name, op.coordinator_state))
     return out
-
-
-def _operator_metas(meta: CheckpointMetadata, uid: str) -> dict:
-    op = meta.operator(uid)
-    found = {}
-    for *_, metas in _subtask_streams(meta, op):
-        found.update(metas)
-    return found
 
 
 def rewrite_flink_savepoint(src: str, dest: str, *, compression: bool = False, flink_version: str = DEFAULT_FLINK_VERSION) -> str:
