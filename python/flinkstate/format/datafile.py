@@ -240,6 +240,12 @@ class DataFileSink:
 
     def abort(self) -> None:
         """Drop the file (a failed write: nothing references it)."""
+        writer = getattr(self, "_writer", None)
+        if writer is not None and writer.is_open:
+            try:
+                writer.close()  # else its finalizer writes a footer into the closed file
+            except (OSError, ValueError, pa.ArrowException):
+                self._writer = None  # a broken file: dropped below all the same
         try:
             self._file.close()
             self.io.delete(self.path)
