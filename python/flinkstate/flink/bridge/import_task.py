@@ -121,16 +121,8 @@ def _write_subtask(job: SubtaskImport, out: SubtaskImported) -> None:
     writers: dict[str, tuple[RangeFileWriter, StateImported]] = {}
     try:
         for _, decoders in decode_subtask_chunks(meta, op, op.subtasks[0], job.chunk_bytes):
-            for dec in decoders.values():
-                table = dec.table(job.raw_values)
-                _verify(table, op, meta.path, dec.meta.name)
-                if dec.meta.name not in writers:
-                    writers[dec.meta.name] = _open_state(job, out, dec)
-                writer, st = writers[dec.meta.name]
-                st.rows += table.num_rows
-                rows = table if dec.timer else stored_rows(table, st.descriptor)  # type: ignore[arg-type]
-                del table
-                writer.write(rows.drop_columns(["key_group"]))  # the writer computes key groups from the keys
+            _write_chunk(job, out, decoders, writers)
+            del decoders  # this chunk's rows: not held while the next chunk decodes
             if sum(w.pending_bytes for w, _ in writers.values()) > job.chunk_bytes:
                 for w, _ in writers.values():  # rows held for full row groups: at most about a chunk's
                     w.flush()
@@ -142,6 +134,22 @@ def _write_subtask(job: SubtaskImport, out: SubtaskImported) -> None:
             if st not in out.states:
                 writer.abort()
         raise
+
+
+def _write_chunk(job: SubtaskImport, out: SubtaskImported, decoders: dict[str, Any],
+                 writers: dict[str, tuple[RangeFileWriter, StateImported]]) -> None:
+    """Append one chunk's rows of every state (key groups checked against Flink's assignment) to its file."""
+    meta, op = job.meta, job.flink_operator
+    for dec in decoders.values():
+        table = dec.table(job.raw_values)
+        _verify(table, op, meta.path, dec.meta.name)
+        if dec.meta.name not in writers:
+            writers[dec.meta.name] = _open_state(job, out, dec)
+        writer, st = writers[dec.meta.name]
+        st.rows += table.num_rows
+        rows = table if dec.timer else stored_rows(table, st.descriptor)  # type: ignore[arg-type]
+        del table
+        writer.write(rows.drop_columns(["key_group"]))  # the writer computes key groups from the keys
 
 
 def _open_state(job: SubtaskImport, out: SubtaskImported, dec: Any) -> tuple[RangeFileWriter, StateImported]:
