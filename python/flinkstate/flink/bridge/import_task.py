@@ -192,7 +192,7 @@ def discard_files(io: FileIO, results: list[SubtaskImported]) -> None:
 
 
 def run_local(jobs: list[SubtaskImport]) -> list[SubtaskImported]:
-    """Run the subtask jobs one after the other in this process (one subtask's state in memory at a time); a failure
+    """Run the subtask jobs one after the other in this process (one chunk of a subtask in memory at a time); a failure
     deletes the files of the jobs done before it."""
     done: list[SubtaskImported] = []
     try:
