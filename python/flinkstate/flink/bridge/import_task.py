@@ -141,11 +141,11 @@ def _write_chunk(job: SubtaskImport, out: SubtaskImported, decoders: dict[str, A
     """Append one chunk's rows of every state (key groups checked against Flink's assignment) to its file."""
     meta, op = job.meta, job.flink_operator
     for dec in decoders.values():
-        table = dec.table(job.raw_values)
-        _verify(table, op, meta.path, dec.meta.name)
-        if dec.meta.name not in writers:
+        if dec.meta.name not in writers:  # the first chunk: every state the header declares
             writers[dec.meta.name] = _open_state(job, out, dec)
         writer, st = writers[dec.meta.name]
+        table = dec.table(job.raw_values)
+        _verify(table, op, meta.path, dec.meta.name)
         st.rows += table.num_rows
         rows = table if dec.timer else stored_rows(table, st.descriptor)  # type: ignore[arg-type]
         del table
