@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -75,21 +76,35 @@ def export_range(job: RangeExport) -> KeyedFile:
         parts = [t.to_arrow() for t in tasks]
         tables[name] = pa.concat_tables(parts) if parts else schema.empty_table()
     chunks = chunk_ranges(job.key_group_range, sum(t.nbytes for t in tables.values()), job.chunk_bytes)
-    kgs = {name: t.column("key_group").to_numpy() if t.num_rows else None for name, t in tables.items()}
+    kgs = {name: _key_groups(t) if len(chunks) > 1 else None for name, t in tables.items()}
     w = KeyedFileWriter(job.folder, job.operator, job.key_group_range, job.compression)
     try:
         for lo, hi in chunks:
-            part = {}
-            for name, t in tables.items():
-                kg = kgs[name]
-                if len(chunks) > 1 and kg is not None:
-                    t = t.filter(pa.array((kg >= lo) & (kg <= hi)))
-                part[name] = flink_rows(t, name in job.lists)
+            part = {name: flink_rows(_rows_in(t, kgs[name], lo, hi), name in job.lists) for name, t in tables.items()}
             w.write((lo, hi), part)
+            del part
         return w.close()
     except BaseException:
         w.abort()
         raise
+
+
+def _key_groups(t: pa.Table) -> tuple[np.ndarray, bool]:
+    """A table's key groups, and whether they are sorted (as a scan of the store returns them)."""
+    kg = t.column("key_group").to_numpy()
+    return kg, bool((kg[1:] >= kg[:-1]).all())
+
+
+def _rows_in(t: pa.Table, kg: tuple[np.ndarray, bool] | None, lo: int, hi: int) -> pa.Table:
+    """The rows of key groups lo..hi (kg: the table's key groups and whether sorted; None: all rows): a zero-copy slice
+    of sorted rows, else the rows selected."""
+    if kg is None:
+        return t
+    groups, ordered = kg
+    if ordered:
+        a, b = np.searchsorted(groups, [lo, hi + 1])
+        return t.slice(int(a), int(b - a))
+    return t.filter(pa.array((groups >= lo) & (groups <= hi)))
 
 
 def chunk_ranges(key_group_range: tuple[int, int], nbytes: int, chunk_bytes: int) -> list[tuple[int, int]]:

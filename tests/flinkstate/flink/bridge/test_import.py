@@ -154,6 +154,10 @@ def test_export_in_chunks_of_key_groups_writes_the_same_bytes(tmp_path: Path, mo
     ten = chunk_ranges((0, 63), 10_000, 1_000)
     assert len(ten) == 10 and ten[0][0] == 0 and ten[-1][1] == 63 and all(b + 1 == c for (_, b), (c, _) in zip(ten, ten[1:]))
     assert chunk_ranges((5, 6), 10_000, 1) == [(5, 5), (6, 6)] and chunk_ranges((0, 9), 0, 1) == [(0, 9)]
+    for kg in ([1, 2, 2, 5, 7], [5, 2, 7, 2, 1]):  # rows sorted by key group are sliced, others selected
+        t = pa.table({"key_group": pa.array(kg, pa.int32()), "v": range(5)})
+        got = export_task._rows_in(t, export_task._key_groups(t), 2, 5)
+        assert sorted(got.column("v").to_pylist()) == [i for i, k in enumerate(kg) if 2 <= k <= 5]
     cuts: list[int] = []
     real = export_task.chunk_ranges
     monkeypatch.setattr(export_task, "chunk_ranges", lambda *a: cuts.append(len(real(*a))) or real(*a))
