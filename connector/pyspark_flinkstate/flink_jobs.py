@@ -8,7 +8,8 @@ The driver plans with the core (`flinkstate.flink.bridge.importer.plan_import`, 
 input check and type mapping before anything is written). Import: each task decodes one subtask handle and writes
 that range's data files to the root, uncommitted; the driver registers every file and commits once. Export: each
 task reads one key-group range of the checkpoint and writes that subtask's keyed file into the savepoint's temporary
-folder; the driver writes `_metadata` and renames the folder into place. Memory per task: one subtask's state.
+folder; the driver writes `_metadata` and renames the folder into place. Memory per import task: one chunk of key
+groups of its subtask (`import_task.CHUNK_BYTES` of file); per export task: its range's rows, encoded a chunk at a time.
 The export's destination must be a folder every executor sees (a local path with `local[N]`, a shared mount otherwise).
 """
 

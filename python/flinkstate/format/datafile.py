@@ -7,7 +7,8 @@ Parquet key-value metadata.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import zlib
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -18,6 +19,7 @@ from flinkstate.core.errors import CorruptFileError
 from flinkstate.core.io import FileIO
 from flinkstate.format import constants as C
 from flinkstate.format.checks import (
+    CHECKSUM_ALGORITHM,
     bytes_problems,
     file_checksum,
     footer_problems,
@@ -46,6 +48,7 @@ __all__ = [
     "conform",
     "as_table",
     "write_data_file",
+    "DataFileSink",
     "read_data_file",
 ]
 
@@ -76,6 +79,30 @@ _PARQUET = pads.ParquetFileFormat()
 _NO_DICTIONARY = frozenset({C.COL_KEY, C.COL_USER_KEY, C.COL_TIMESTAMP, C.COL_TTL, C.COL_SEQ, C.COL_PAYLOAD})
 
 
+def _file_metadata(kind: str, operator: str, state: str | None, key_group_start: int, key_group_end: int, checkpoint_id: int,
+                   extra_metadata: dict[str, str] | None) -> dict[bytes, bytes]:
+    """The Parquet key-value metadata of a v1 data file: format version, kind, identity, key-group range."""
+    meta = {
+        C.META_FORMAT_VERSION: str(C.FORMAT_VERSION),
+        C.META_FILE_KIND: kind,
+        C.META_OPERATOR: operator,
+        C.META_STATE: state or "",
+        C.META_KG_START: str(key_group_start),
+        C.META_KG_END: str(key_group_end),
+        C.META_CHECKPOINT_ID: str(checkpoint_id),
+    }
+    meta.update(extra_metadata or {})
+    return {k.encode(): v.encode() for k, v in meta.items()}
+
+
+def _parquet_options(names: list[str]) -> dict[str, Any]:
+    """The Parquet writer options of every v1 data file."""
+    # dictionary pages pay off for repetitive columns only; on unique keys and
+    # timestamps they cost a second encoding pass before Parquet falls back to plain
+    return {"use_dictionary": [n for n in names if n not in _NO_DICTIONARY], "compression": "zstd", "write_statistics": True,
+            "store_schema": True}
+
+
 def write_data_file(
     io: FileIO,
     rel_path: str,
@@ -95,30 +122,10 @@ def write_data_file(
     """Write one immutable data file (format v1) and return its manifest entry."""
     if sort:
         table = sort_for_kind(table, kind)
-    meta = {
-        C.META_FORMAT_VERSION: str(C.FORMAT_VERSION),
-        C.META_FILE_KIND: kind,
-        C.META_OPERATOR: operator,
-        C.META_STATE: state or "",
-        C.META_KG_START: str(key_group_start),
-        C.META_KG_END: str(key_group_end),
-        C.META_CHECKPOINT_ID: str(checkpoint_id),
-    }
-    meta.update(extra_metadata or {})
-    schema = table.schema.with_metadata({**(table.schema.metadata or {}), **{k.encode(): v.encode() for k, v in meta.items()}})
-    table = table.replace_schema_metadata(schema.metadata)
+    meta = _file_metadata(kind, operator, state, key_group_start, key_group_end, checkpoint_id, extra_metadata)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
     sink = pa.BufferOutputStream()
-    pq.write_table(
-        table,
-        sink,
-        # dictionary pages pay off for repetitive columns only; on unique keys and
-        # timestamps they cost a second encoding pass before Parquet falls back to plain
-        use_dictionary=[n for n in table.column_names if n not in _NO_DICTIONARY],
-        row_group_size=row_group_size,
-        compression="zstd",
-        write_statistics=True,
-        store_schema=True,
-    )
+    pq.write_table(table, sink, row_group_size=row_group_size, **_parquet_options(table.column_names))
     data = sink.getvalue()  # written in one piece, and checksummed for the manifest
     with io.open(rel_path, "wb") as f:
         f.write(memoryview(data))
@@ -136,6 +143,114 @@ def write_data_file(
         seq=seq,
         checksum=file_checksum(data),
     )
+
+
+class _Checksummed:
+    """A binary file being written that counts and checksums (CRC-32, as `file_checksum`) the bytes through it."""
+
+    def __init__(self, f: Any) -> None:
+        self.f = f
+        self.size = 0
+        self.crc = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        self.crc = zlib.crc32(view, self.crc)
+        self.size += view.nbytes
+        self.f.write(view)
+        return view.nbytes
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        self.f.flush()
+
+    def close(self) -> None:
+        self.closed = True  # the caller closes the file itself (after the footer)
+
+
+class DataFileSink:
+    """One data file (format v1) written row group by row group: rows come in `write` calls, already in the file's
+    order, and are cut into the row groups one `write_data_file` of all of them makes (unless `flush` cuts one short);
+    `close` writes the footer and returns the manifest entry. Memory: at most one row group of pending rows, not the
+    file; `abort` deletes a partial file."""
+
+    def __init__(self, io: FileIO, rel_path: str, schema: pa.Schema, *, kind: str, operator: str, state: str | None,
+                 key_group_start: int, key_group_end: int, checkpoint_id: int, seq: int = 0,
+                 extra_metadata: dict[str, str] | None = None, row_group_size: int = C.DEFAULT_ROW_GROUP_SIZE) -> None:
+        self.io, self.path, self.row_group_size = io, rel_path, row_group_size
+        meta = _file_metadata(kind, operator, state, key_group_start, key_group_end, checkpoint_id, extra_metadata)
+        self.schema = schema.with_metadata({**(schema.metadata or {}), **meta})
+        self.entry = FileEntry(rel_path, operator, state, kind, key_group_start, key_group_end, checkpoint_id, 0, 0, seq)
+        self.rows = 0
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        self._file = io.open(rel_path, "wb")
+        self._out = _Checksummed(self._file)
+        try:
+            self._writer = pq.ParquetWriter(self._out, self.schema, **_parquet_options(schema.names))
+        except BaseException:
+            self.abort()
+            raise
+
+    def write(self, table: pa.Table) -> None:
+        """Append rows (the file's schema, in the file's sort order after every row written before)."""
+        if table.num_rows == 0:
+            return
+        self._pending.append(table.replace_schema_metadata(self.schema.metadata))
+        self._pending_rows += table.num_rows
+        if self._pending_rows >= self.row_group_size:
+            self._drain(final=False)
+
+    @property
+    def pending_bytes(self) -> int:
+        """The Arrow bytes of the rows held for the next row group."""
+        return sum(t.nbytes for t in self._pending)
+
+    def flush(self) -> None:
+        """Write the rows held as a row group now (a shorter one): what bounds memory when many files are written at once."""
+        if self._pending:
+            self._drain(final=True)
+
+    def _drain(self, final: bool) -> None:
+        rows = pa.concat_tables(self._pending) if len(self._pending) > 1 else self._pending[0]
+        full = rows.num_rows if final else rows.num_rows - rows.num_rows % self.row_group_size
+        for at in range(0, full, self.row_group_size):
+            self._writer.write_table(rows.slice(at, min(self.row_group_size, full - at)), row_group_size=self.row_group_size)
+        self.rows += full
+        rest = rows.slice(full)
+        self._pending = [rest] if rest.num_rows else []
+        self._pending_rows = rest.num_rows
+
+    def close(self) -> FileEntry:
+        """Write the last row group and the footer; the file's manifest entry (rows, size, checksum)."""
+        try:
+            if self._pending:
+                self._drain(final=True)
+            elif self.rows == 0:
+                self._writer.write_table(self.schema.empty_table())  # an empty file still holds its schema's row group
+            self._writer.close()
+            self._file.close()
+        except BaseException:
+            self.abort()
+            raise
+        return replace(self.entry, rows=self.rows, bytes=self._out.size, checksum=f"{CHECKSUM_ALGORITHM}:{self._out.crc & 0xFFFFFFFF:08x}")
+
+    def abort(self) -> None:
+        """Drop the file (a failed write: nothing references it)."""
+        writer = getattr(self, "_writer", None)
+        if writer is not None and writer.is_open:
+            try:
+                writer.close()  # else its finalizer writes a footer into the closed file
+            except (OSError, ValueError, pa.ArrowException):
+                self._writer = None  # a broken file: dropped below all the same
+        try:
+            self._file.close()
+            self.io.delete(self.path)
+        except OSError:
+            pass  # left for collect_orphans: no checkpoint references it
 
 
 def read_data_file(

@@ -29,6 +29,7 @@ from flinkstate.core.io import FileIO
 from flinkstate.core.keygroups import assign_key_groups, key_group_range
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import (
+    DataFileSink,
     FileEntry,
     as_table,
     castable,
@@ -42,7 +43,7 @@ from flinkstate.format.datafile import (
 )
 from flinkstate.format.merge import flat_key_columns
 
-__all__ = ["data_dir", "file_path", "cast_key", "with_key_groups", "check_unique", "split_ranges", "write_state_files", "write_timer_files", "write_operator_state_file", "write_coordinator_file"]
+__all__ = ["data_dir", "file_path", "cast_key", "with_key_groups", "check_unique", "split_ranges", "write_state_files", "write_timer_files", "RangeFileWriter", "write_operator_state_file", "write_coordinator_file"]
 
 
 def data_dir(checkpoint_kind: str, checkpoint_id: int) -> str:
@@ -183,6 +184,28 @@ def _slices(table: pa.Table, ranges: Sequence[tuple[int, int]], what: str) -> li
     return out
 
 
+def _prepared(table: pa.Table, schema: pa.Schema, kind: str, max_parallelism: int, what: str) -> pa.Table:
+    """Rows as a file of kind stores them: key groups added (verified), conformed to schema, sorted, full writes refused
+    if they hold an entry twice. Key groups depend on the key alone, so parts of a write over disjoint key groups can be
+    prepared apart and come out as the whole would."""
+    table = with_key_groups(table, max_parallelism, what, schema.field(C.COL_KEY).type)
+    table = conform(table, schema, what)
+    # one sort of the whole table, key group first: what _slices needs
+    table = sort_for_kind(table, kind)
+    if kind in (C.KIND_FULL, C.KIND_TIMERS_FULL):
+        pk = [c for c in (C.COL_KEY, C.COL_NAMESPACE, C.COL_USER_KEY, C.COL_TIMESTAMP) if c in schema.names]
+        # the sort (key group, key, user key / timestamp) puts equal entries side by side unless
+        # a namespace or an unorderable type is part of the entry
+        check_unique(table, pk, what, adjacent=C.COL_NAMESPACE not in pk and all(_sortable(schema.field(c).type) for c in pk))
+    return table
+
+
+def _check_ranges(ranges: Sequence[tuple[int, int]], max_parallelism: int, what: str) -> None:
+    outside = [(int(a), int(b)) for a, b in ranges if not 0 <= int(a) <= int(b) < max_parallelism]
+    if outside:
+        raise KeyGroupOutOfRangeError(f"{what}: key-group ranges {outside} are not inside [0, {max_parallelism - 1}] (max parallelism {max_parallelism})")
+
+
 def _write_ranged(
     io: FileIO,
     operator: str,
@@ -202,20 +225,10 @@ def _write_ranged(
     extra_metadata: dict[str, str],
 ) -> list[FileEntry]:
     """Key groups, conform, split by range, one file per range."""
-    table = with_key_groups(table, max_parallelism, what, schema.field(C.COL_KEY).type)
-    table = conform(table, schema, what)
-    # one sort of the whole table, key group first: what _slices needs
-    table = sort_for_kind(table, kind)
-    if kind in (C.KIND_FULL, C.KIND_TIMERS_FULL):
-        pk = [c for c in (C.COL_KEY, C.COL_NAMESPACE, C.COL_USER_KEY, C.COL_TIMESTAMP) if c in schema.names]
-        # the sort (key group, key, user key / timestamp) puts equal entries side by side unless
-        # a namespace or an unorderable type is part of the entry
-        check_unique(table, pk, what, adjacent=C.COL_NAMESPACE not in pk and all(_sortable(schema.field(c).type) for c in pk))
+    table = _prepared(table, schema, kind, max_parallelism, what)
     if ranges is None:
         ranges = split_ranges(max_parallelism, table.num_rows)
-    outside = [(int(a), int(b)) for a, b in ranges if not 0 <= int(a) <= int(b) < max_parallelism]
-    if outside:
-        raise KeyGroupOutOfRangeError(f"{what}: key-group ranges {outside} are not inside [0, {max_parallelism - 1}] (max parallelism {max_parallelism})")
+    _check_ranges(ranges, max_parallelism, what)
     base = data_dir(checkpoint_kind, checkpoint_id)
     meta = {**extra_metadata, C.META_MAX_PARALLELISM: str(max_parallelism)}
     out = []
@@ -275,6 +288,64 @@ def write_timer_files(
         max_parallelism=max_parallelism, ranges=ranges, seq=seq, write_empty=write_empty,
         extra_metadata={C.META_TIMER_DOMAIN: desc.domain},
     )
+
+
+class RangeFileWriter:
+    """A keyed state's or timer service's full file over one key-group range, written from its rows part by part.
+
+    Each `write` takes the rows of key groups after those of the parts before (an import decodes a subtask's key groups
+    a chunk at a time); every part is prepared as `write_state_files` prepares the whole and appended as row groups,
+    so the file holds what one `write_state_files(..., ranges=[key_group_range])` of all the rows writes, while memory
+    holds one part. `close` returns the file's entries (one file, empty if no row came); `abort` drops the file.
+    """
+
+    def __init__(self, io: FileIO, operator: str, desc: KeyedStateDescriptor | TimerServiceDescriptor, *, checkpoint_id: int,
+                 checkpoint_kind: str, max_parallelism: int, key_group_range: tuple[int, int], seq: int = 0) -> None:
+        timers = isinstance(desc, TimerServiceDescriptor)
+        self.what = f"operator {operator!r} {'timer service' if timers else 'state'} {desc.name!r}"
+        self.schema = timer_schema(desc) if timers else state_schema(desc)  # type: ignore[arg-type]
+        self.kind = C.KIND_TIMERS_FULL if timers else C.KIND_FULL
+        self.max_parallelism = max_parallelism
+        self.range = (int(key_group_range[0]), int(key_group_range[1]))
+        _check_ranges([self.range], max_parallelism, self.what)
+        self.next_kg = self.range[0]  # parts must come in key-group order
+        sub = f"{C.TIMERS_SUBDIR}/{desc.name}" if timers else desc.name
+        extra = {C.META_TIMER_DOMAIN: desc.domain} if timers else {C.META_STATE_KIND: desc.kind}  # type: ignore[union-attr]
+        path = file_path(data_dir(checkpoint_kind, checkpoint_id), operator, sub, checkpoint_id, self.kind, self.range)
+        self.sink = DataFileSink(io, path, self.schema, kind=self.kind, operator=operator, state=desc.name,
+                                 key_group_start=self.range[0], key_group_end=self.range[1], checkpoint_id=checkpoint_id, seq=seq,
+                                 extra_metadata={**extra, C.META_MAX_PARALLELISM: str(max_parallelism)})
+
+    def write(self, table: pa.Table) -> None:
+        """Append rows of key groups after every key group written before (inside the file's range)."""
+        table = _prepared(table, self.schema, self.kind, self.max_parallelism, self.what)
+        if table.num_rows == 0:
+            return
+        kg = table.column(C.COL_KEY_GROUP)
+        first, last = int(kg[0].as_py()), int(kg[-1].as_py())
+        if first < self.next_kg:
+            raise KeyGroupOutOfRangeError(f"{self.what}: rows of key group {first} come after those of key group {self.next_kg - 1} "
+                                          f"(or before the range {self.range}): parts must come in key-group order")
+        ((_, part),) = _slices(table, [self.range], self.what)  # every row inside the range
+        self.next_kg = last + 1
+        self.sink.write(part)
+
+    @property
+    def pending_bytes(self) -> int:
+        """The bytes of rows held for the file's next row group."""
+        return self.sink.pending_bytes
+
+    def flush(self) -> None:
+        """Write the rows held as a (shorter) row group now."""
+        self.sink.flush()
+
+    def close(self) -> list[FileEntry]:
+        """Finish the file; its manifest entry."""
+        return [self.sink.close()]
+
+    def abort(self) -> None:
+        """Drop the partial file."""
+        self.sink.abort()
 
 
 def write_operator_state_file(

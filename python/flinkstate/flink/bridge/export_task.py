@@ -4,7 +4,8 @@ The driver (`store_export.run_export`) plans one `RangeExport` per subtask of ev
 the operator's state metadata (types mapped, serializers chosen) and, per state and timer service, the store's
 scan tasks bounded to the subtask's key-group range. A job is picklable (a Spark task); it writes into the
 savepoint's temporary folder and returns the file's name, size and key-group offsets for the driver's `_metadata`.
-Memory per job: one key-group range of the operator's states, never a whole state.
+Memory per job: one key-group range of the operator's states as read, never a whole state; their encoded records and
+file bytes one chunk of key groups at a time.
 """
 
 from __future__ import annotations
@@ -12,14 +13,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinkstate.flink.write.savepoint_folder import KeyedFile
-from flinkstate.flink.write.savepoint_writer import OperatorExport, write_keyed_subtask
+from flinkstate.flink.write.savepoint_writer import KeyedFileWriter, OperatorExport
 from flinkstate.read.scan import ScanTask
 
-__all__ = ["ExportRunner", "RangeExport", "export_range", "explode_lists", "flink_rows", "run_local"]
+__all__ = ["CHUNK_BYTES", "chunk_ranges", "ExportRunner", "RangeExport", "export_range", "explode_lists", "flink_rows", "run_local"]
+
+
+CHUNK_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class RangeExport:
     lists: frozenset[str]
     folder: str
     compression: bool = False
+    chunk_bytes: int = CHUNK_BYTES  # rows encoded and written at a time: about this many bytes of Arrow rows
 
 
 ExportRunner = Callable[[list[RangeExport]], list[KeyedFile]]
@@ -62,13 +68,52 @@ def flink_rows(t: pa.Table, is_list: bool) -> pa.Table:
 
 
 def export_range(job: RangeExport) -> KeyedFile:
-    """Read the job's range of every state and timer service, encode them and write the subtask's keyed file."""
+    """Read the job's range of every state and timer service, then encode them and append them to the subtask's keyed
+    file a chunk of key groups at a time (`chunk_ranges`): the encoded records, framed streams and file bytes of one
+    chunk are held at a time, not the subtask's."""
     tables = {}
     for name, (schema, tasks) in job.scans.items():
         parts = [t.to_arrow() for t in tasks]
-        t = pa.concat_tables(parts) if parts else schema.empty_table()
-        tables[name] = flink_rows(t, name in job.lists)
-    return write_keyed_subtask(job.folder, job.operator, job.key_group_range, tables, job.compression)
+        tables[name] = pa.concat_tables(parts) if parts else schema.empty_table()
+    chunks = chunk_ranges(job.key_group_range, sum(t.nbytes for t in tables.values()), job.chunk_bytes)
+    kgs = {name: _key_groups(t) if len(chunks) > 1 else None for name, t in tables.items()}
+    w = KeyedFileWriter(job.folder, job.operator, job.key_group_range, job.compression)
+    try:
+        for lo, hi in chunks:
+            part = {name: flink_rows(_rows_in(t, kgs[name], lo, hi), name in job.lists) for name, t in tables.items()}
+            w.write((lo, hi), part)
+            del part
+        return w.close()
+    except BaseException:
+        w.abort()
+        raise
+
+
+def _key_groups(t: pa.Table) -> tuple[np.ndarray, bool]:
+    """A table's key groups, and whether they are sorted (as a scan of the store returns them)."""
+    kg = t.column("key_group").to_numpy()
+    return kg, bool((kg[1:] >= kg[:-1]).all())
+
+
+def _rows_in(t: pa.Table, kg: tuple[np.ndarray, bool] | None, lo: int, hi: int) -> pa.Table:
+    """The rows of key groups lo..hi (kg: the table's key groups and whether sorted; None: all rows): a zero-copy slice
+    of sorted rows, else the rows selected."""
+    if kg is None:
+        return t
+    groups, ordered = kg
+    if ordered:
+        a, b = np.searchsorted(groups, [lo, hi + 1])
+        return t.slice(int(a), int(b - a))
+    return t.filter(pa.array((groups >= lo) & (groups <= hi)))
+
+
+def chunk_ranges(key_group_range: tuple[int, int], nbytes: int, chunk_bytes: int) -> list[tuple[int, int]]:
+    """key_group_range cut into consecutive ranges of equal width holding about chunk_bytes of nbytes each (key groups
+    hold about the same number of keys: Flink hashes keys to them)."""
+    lo, hi = key_group_range
+    n = max(1, min(hi - lo + 1, -(-nbytes // max(1, chunk_bytes))))
+    width = hi - lo + 1
+    return [(lo + width * i // n, lo + width * (i + 1) // n - 1) for i in range(n)]
 
 
 def run_local(jobs: list[RangeExport]) -> list[KeyedFile]:

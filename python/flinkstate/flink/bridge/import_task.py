@@ -2,8 +2,9 @@
 
 The driver (`importer.run_import`) plans one `SubtaskImport` per subtask handle holding keyed state and commits
 every file the jobs return in one checkpoint. A job is picklable (a Spark task): it carries the checkpoint's
-metadata cut down to its own operator and subtask, the root's FileIO and the checkpoint it writes for. Memory per
-job is one subtask's state, never an operator's.
+metadata cut down to its own operator and subtask, the root's FileIO and the checkpoint it writes for. A job decodes
+its subtask a chunk of key groups at a time (about `chunk_bytes` of the file) and appends each chunk's rows to one file
+per state over the subtask's range: memory per job is one chunk's bytes and rows, never a subtask's or an operator's.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from flinkstate.core.descriptors import KeyedStateDescriptor, TimerServiceDescri
 from flinkstate.core.io import FileIO
 from flinkstate.core.ttl import StateTtlConfig
 from flinkstate.flink.bridge.mapping import (
-    decode_subtask,
+    decode_subtask_chunks,
     state_descriptor,
     stored_rows,
 )
@@ -29,9 +30,13 @@ from flinkstate.flink.meta.metadata import CheckpointMetadata, OperatorState
 from flinkstate.flink.pyflink.coders import refuse_import
 from flinkstate.flink.serde.serializers import arrow_type
 from flinkstate.format.datafile import FileEntry
-from flinkstate.format.writer import write_state_files, write_timer_files
+from flinkstate.format.schemas import state_schema, timer_schema
+from flinkstate.format.writer import RangeFileWriter
 
-__all__ = ["ImportRunner", "StateImported", "SubtaskImport", "SubtaskImported", "discard_files", "import_subtask", "run_local", "subtask_job_meta"]
+__all__ = ["CHUNK_BYTES", "ImportRunner", "StateImported", "SubtaskImport", "SubtaskImported", "discard_files", "import_subtask", "run_local", "subtask_job_meta"]
+
+
+CHUNK_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,7 @@ class SubtaskImport:
     seq: int
     ttl: Mapping[str, StateTtlConfig | int] = field(default_factory=dict)
     raw_values: bool = True
+    chunk_bytes: int = CHUNK_BYTES  # key groups decoded at a time: about this many bytes of the subtask's file
 
     @property
     def flink_operator(self) -> OperatorState:
@@ -109,31 +115,69 @@ def import_subtask(job: SubtaskImport) -> SubtaskImported:
 
 
 def _write_subtask(job: SubtaskImport, out: SubtaskImported) -> None:
-    meta, op, name = job.meta, job.flink_operator, job.operator
-    kw: dict[str, Any] = {"checkpoint_id": job.checkpoint_id, "checkpoint_kind": job.checkpoint_kind,
-                          "max_parallelism": job.max_parallelism, "ranges": [job.key_group_range], "seq": job.seq}
-    for dec in decode_subtask(meta, op, op.subtasks[0]).values():
-        refuse_import(dec, op, meta.path)
-        out.serializers.setdefault("key", node_to_json(dec.key_node))
-        out.serializers.setdefault(dec.meta.name, {k: node_to_json(v) for k, v in dec.meta.serializers.items()})
+    """Decode the subtask a chunk of key groups at a time (`decode_subtask_chunks`) and append each chunk's rows of every
+    state to that state's file over the subtask's range (`RangeFileWriter`): memory holds one chunk, not the subtask."""
+    meta, op = job.meta, job.flink_operator
+    writers: dict[str, tuple[RangeFileWriter, StateImported]] = {}
+    try:
+        for _, decoders in decode_subtask_chunks(meta, op, op.subtasks[0], job.chunk_bytes):
+            _write_chunk(job, out, decoders, writers)
+            del decoders  # this chunk's rows: not held while the next chunk decodes
+            if sum(w.pending_bytes for w, _ in writers.values()) > job.chunk_bytes:
+                for w, _ in writers.values():  # rows held for full row groups: at most about a chunk's
+                    w.flush()
+        for writer, st in writers.values():
+            st.entries = writer.close()
+            out.states.append(st)
+    except BaseException:
+        for writer, st in writers.values():
+            if st not in out.states:
+                writer.abort()
+        raise
+
+
+def _write_chunk(job: SubtaskImport, out: SubtaskImported, decoders: dict[str, Any],
+                 writers: dict[str, tuple[RangeFileWriter, StateImported]]) -> None:
+    """Append one chunk's rows of every state (key groups checked against Flink's assignment) to its file."""
+    meta, op = job.meta, job.flink_operator
+    for dec in decoders.values():
+        if dec.meta.name not in writers:  # the first chunk: every state the header declares
+            writers[dec.meta.name] = _open_state(job, out, dec)
+        writer, st = writers[dec.meta.name]
         table = dec.table(job.raw_values)
-        kept = dec.kept_as_bytes()
-        if kept:
-            out.as_bytes[f"{name}/{dec.meta.name}"] = kept
         _verify(table, op, meta.path, dec.meta.name)
-        rows = table.num_rows
-        if dec.timer:
-            service = dec.meta.name.removeprefix(TIMER_PREFIX)  # event_user-timers, processing_window-timers, ...
-            tdesc = TimerServiceDescriptor(name=service, domain=service.partition("_")[0], key_type=arrow_type(dec.key_node),
-                                           namespace_type=None if dec.ns_node.kind == "void" else arrow_type(dec.ns_node))
-            table = table.drop_columns(["key_group"])
-            entries = write_timer_files(job.io, name, tdesc, table, **kw)
-            out.states.append(StateImported(dec.meta.name, tdesc, table.schema, entries, rows))
-        else:
-            desc = state_descriptor(dec, name, job.ttl, out.ttl_unknown, flink_op=op)
-            stored = stored_rows(table, desc).drop_columns(["key_group"])
-            entries = write_state_files(job.io, name, desc, stored, **kw)
-            out.states.append(StateImported(dec.meta.name, desc, stored.schema, entries, rows))
+        st.rows += table.num_rows
+        rows = table if dec.timer else stored_rows(table, st.descriptor)  # type: ignore[arg-type]
+        del table
+        writer.write(rows.drop_columns(["key_group"]))  # the writer computes key groups from the keys
+
+
+def _open_state(job: SubtaskImport, out: SubtaskImported, dec: Any) -> tuple[RangeFileWriter, StateImported]:
+    """A state's file writer over the job's range and its report (descriptor, serializers, what is kept as bytes),
+    from its decoder's serializers, before any row."""
+    op, name = job.flink_operator, job.operator
+    refuse_import(dec, op, job.meta.path)
+    out.serializers.setdefault("key", node_to_json(dec.key_node))
+    out.serializers.setdefault(dec.meta.name, {k: node_to_json(v) for k, v in dec.meta.serializers.items()})
+    kept = dec.kept_as_bytes()
+    if kept:
+        out.as_bytes[f"{name}/{dec.meta.name}"] = kept
+    desc: KeyedStateDescriptor | TimerServiceDescriptor
+    if dec.timer:
+        service = dec.meta.name.removeprefix(TIMER_PREFIX)  # event_user-timers, processing_window-timers, ...
+        desc = TimerServiceDescriptor(name=service, domain=service.partition("_")[0], key_type=arrow_type(dec.key_node),
+                                      namespace_type=None if dec.ns_node.kind == "void" else arrow_type(dec.ns_node))
+        schema = _without_key_group(timer_schema(desc))
+    else:
+        desc = state_descriptor(dec, name, job.ttl, out.ttl_unknown, flink_op=op)
+        schema = _without_key_group(state_schema(desc))
+    writer = RangeFileWriter(job.io, name, desc, checkpoint_id=job.checkpoint_id, checkpoint_kind=job.checkpoint_kind,
+                             max_parallelism=job.max_parallelism, key_group_range=job.key_group_range, seq=job.seq)
+    return writer, StateImported(dec.meta.name, desc, schema, [], 0)
+
+
+def _without_key_group(schema: pa.Schema) -> pa.Schema:
+    return schema.remove(schema.get_field_index("key_group")) if "key_group" in schema.names else schema
 
 
 def discard_files(io: FileIO, results: list[SubtaskImported]) -> None:
@@ -148,7 +192,7 @@ def discard_files(io: FileIO, results: list[SubtaskImported]) -> None:
 
 
 def run_local(jobs: list[SubtaskImport]) -> list[SubtaskImported]:
-    """Run the subtask jobs one after the other in this process (one subtask's state in memory at a time); a failure
+    """Run the subtask jobs one after the other in this process (one chunk of a subtask in memory at a time); a failure
     deletes the files of the jobs done before it."""
     done: list[SubtaskImported] = []
     try:

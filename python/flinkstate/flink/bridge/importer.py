@@ -1,8 +1,8 @@
 """Import a real Flink savepoint or retained checkpoint into a flinkstate root as one savepoint.
 
 Every operator keeps the max parallelism Flink gave it (derived from its parallelism or set explicitly), so its
-key groups are unchanged. One job per subtask handle (`import_task.import_subtask`: one keyed-state handle decoded
-at a time, so memory is bounded by the largest subtask's state, not the job's) writes every keyed state as full
+key groups are unchanged. One job per subtask handle (`import_task.import_subtask`: a handle decoded a chunk of key
+groups at a time, so memory is bounded by a chunk, not by the subtask's or the job's state) writes every keyed state as full
 files over that subtask's key-group range, with key groups unchanged; the jobs run here one after the other or as
 Spark tasks (`pyspark_flinkstate.flink_jobs`), and the driver commits their files; timers, split/union/broadcast operator state and
 coordinator bytes come along. Descriptors are mapped from the serializer snapshots. A savepoint does

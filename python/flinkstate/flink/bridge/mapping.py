@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numbers
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,10 +30,13 @@ from flinkstate.core.ttl import MAX_TIMESTAMP, StateTtlConfig
 from flinkstate.flink.errors import UnsupportedFlinkFormatError
 from flinkstate.flink.files.canonical import (
     _StateDecoder,
-    decode_key_groups,
     decode_keyed_handle,
     decode_rocksdb_handle,
+)
+from flinkstate.flink.files.key_group_ranges import (
+    decode_key_groups,
     header_bytes,
+    key_group_chunks,
 )
 from flinkstate.flink.meta.metadata import (
     CheckpointMetadata,
@@ -50,10 +53,15 @@ from flinkstate.flink.pyflink.coders import (
     row_key_groups,
 )
 from flinkstate.flink.serde.serializers import arrow_type
-from flinkstate.flink.sql.decoders import SQL_OPS, SqlDecoder, sql_key_groups, sql_states
+from flinkstate.flink.sql.decoders import (
+    SQL_OPS,
+    SqlDecoder,
+    sql_key_groups,
+    sql_states,
+)
 
 __all__ = ["ReadOptions", "parse_row_fields", "parse_ttl", "state_descriptor", "stored_rows",
-           "subtask_states", "decode_subtask", "subtask_range"]
+           "subtask_states", "decode_subtask", "decode_subtask_chunks", "subtask_range"]
 
 _KINDS = {"VALUE": ValueStateDescriptor, "LIST": ListStateDescriptor, "REDUCING": ReducingStateDescriptor,
           "AGGREGATING": AggregatingStateDescriptor}
@@ -259,6 +267,23 @@ def decode_subtask(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskStat
             raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} uses {h.kind}, which is not supported")
         return _wrapped(meta, op, decode_rocksdb_handle(h, meta.directory, op, only=only)[2])
     return _wrapped(meta, op, decode_keyed_handle(h, meta.directory, op, only=only)[2])
+
+
+def decode_subtask_chunks(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskState,
+                          chunk_bytes: int) -> Iterator[tuple[tuple[int, int] | None, dict[str, _StateDecoder]]]:
+    """One subtask's keyed states decoded a chunk of key groups at a time: per chunk its key groups (first, last; None: the
+    whole handle) and its decoders (`decode_subtask` over those key groups), so memory holds one chunk, not the subtask.
+
+    A canonical or heap file is cut by its per-key-group offsets into chunks of about chunk_bytes of file
+    (`key_group_chunks`) and each chunk read by ranged reads; RocksDB state and state inline in `_metadata` are one chunk.
+    Every chunk declares every state of the header (a state without rows there has an empty decoder).
+    """
+    h = sub.managed_keyed
+    if not isinstance(h, KeyGroupsHandle) or h.stream.data is not None:
+        yield None, decode_subtask(meta, op, sub)
+        return
+    for first, last in key_group_chunks(h, chunk_bytes):
+        yield (first, last), decode_subtask(meta, op, sub, key_groups=list(range(first, last + 1)))
 
 
 def _wrapped(meta: CheckpointMetadata, op: OperatorState, decoders: dict[str, _StateDecoder]) -> dict[str, Any]:

@@ -28,7 +28,6 @@ from flinkstate.flink.errors import (
     CorruptFileError,
     StateAccountingError,
     UnsupportedFlinkFormatError,
-    UnsupportedSerializerError,
 )
 from flinkstate.flink.files.heap import decode_heap_key_groups, is_heap_native
 from flinkstate.flink.files.rocksdb import (
@@ -37,42 +36,25 @@ from flinkstate.flink.files.rocksdb import (
     key_groups_of_keys,
     records_buffer,
 )
+from flinkstate.flink.files.state_decoder import KeyGroupCorrupt, StateDecoder
 from flinkstate.flink.meta.metadata import (
     CheckpointMetadata,
     KeyGroupsHandle,
     OperatorState,
-    StreamHandle,
     UnsupportedKeyedHandle,
 )
 from flinkstate.flink.serde._framing import frame_records
-from flinkstate.flink.serde._records import record_plan
 from flinkstate.flink.serde._vector import Source
-from flinkstate.flink.serde.serializers import (
-    StateMeta,
-    TypeNode,
-    arrow_type,
-    opaque_part,
-    read_keyed_header,
-)
-from flinkstate.flink.serde.values import Reader, make_reader, read_rest
+from flinkstate.flink.serde.serializers import StateMeta, TypeNode, read_keyed_header
 
-__all__ = ["KeyedState", "TIMER_PREFIX", "decode_key_groups", "decode_keyed_handle", "header_bytes", "read_keyed_state", "record_figures"]
+__all__ = ["KeyedState", "TIMER_PREFIX", "decode_keyed_handle", "read_keyed_state", "record_figures"]
+
+_StateDecoder = StateDecoder  # the name the bridge and tests know it by
 
 TIMER_PREFIX = "_timer_state/"
 _END_OF_KEY_GROUP = 0xFFFF
 _I32 = struct.Struct(">i")
 _U16 = struct.Struct(">H")
-_U64 = struct.Struct(">Q")
-_I64 = struct.Struct(">q")
-_SIGN = 1 << 63
-
-
-class KeyGroupCorrupt(ValueError):
-    """A record of key group kg does not decode."""
-
-    def __init__(self, kg: int, message: str) -> None:
-        super().__init__(message)
-        self.kg = kg
 
 
 @dataclass
@@ -83,254 +65,6 @@ class KeyedState:
     states: dict[str, pa.Table] = field(default_factory=dict)
     timers: dict[str, pa.Table] = field(default_factory=dict)
     meta: dict[str, StateMeta] = field(default_factory=dict)
-
-
-def _type_of(node: TypeNode) -> str:
-    """" (type <class>)" of a Kryo/Avro serializer, "" where the snapshot does not name it."""
-    return f" (type {node.names[0]})" if node.names else ""
-
-
-class _StateDecoder:
-    """Accumulates the decoded entries of one state across key groups."""
-
-    def __init__(self, meta: StateMeta, key_type: TypeNode, prefix: int, ctx: str) -> None:
-        self.meta = meta
-        self.ctx = ctx
-        self.prefix = prefix
-        self.timer = meta.backend_type == "PRIORITY_QUEUE"
-        self.rows: dict[str, list] = {"key_group": [], "key": []}
-        if self.timer:
-            node = meta.serializers["VALUE_SERIALIZER"]
-            if node.kind != "timer":
-                raise UnsupportedFlinkFormatError(f"{ctx}: priority queue state {meta.name!r} is not a timer service ({node.cls})")
-            self.key_node, self.ns_node = node.children
-            self.value_node = None
-            if self.ns_node.kind != "void":
-                self.rows["namespace"] = []
-            self.rows["timestamp"] = []
-        else:
-            self.key_node = key_type
-            self.ns_node = meta.serializers["NAMESPACE_SERIALIZER"]
-            self.value_node = meta.serializers["VALUE_SERIALIZER"]
-            if self.ns_node.kind != "void":
-                self.rows["namespace"] = []
-        self.kind = "TIMER" if self.timer else meta.keyed_type
-        self.key_reader = make_reader(self.key_node, ctx)
-        self.ns_reader = make_reader(self.ns_node, ctx)
-        self.ambiguous = self.key_node.fixed_width < 0 and self.ns_node.fixed_width < 0
-        self.user_key_reader: Reader | None = None
-        self.ttl = False
-        elem = self.value_node
-        if self.kind == "MAP":
-            self.rows["user_key"] = []
-            self.user_key_reader = make_reader(elem.children[0], ctx)
-            elem = elem.children[1]
-        elif self.kind == "LIST":
-            elem = elem.children[0]
-        if elem is not None:
-            self.elem_reader = make_reader(elem, ctx)  # a TTL wrapper reads (timestamp, value)
-            self.rows["value"] = []
-        if elem is not None and elem.kind == "ttl":
-            self.ttl = True
-            elem = elem.children[1]
-        self.elem_node = elem
-        if self.ttl:
-            self.rows["ttl_last_access"] = []
-        # States whose parts all have vector readers are decoded from their records' start offsets at once.
-        self.plan = record_plan(self.kind, prefix, self.key_node, self.ns_node, self.value_node, ctx)
-        self._opaque(ctx)
-        self.starts: list[int] = []
-        self.kg_runs: list[tuple[int, int]] = []
-        self.vector_chunks: list[dict[str, pa.Array]] = []
-
-    def _opaque(self, ctx: str) -> None:
-        """Kryo/Avro values: raw bytes where a record frames the value alone, else the state cannot be read."""
-        self.unreadable: str | None = None
-        self.raw_error: str | None = None
-        value = opaque_part(self.elem_node) if self.value_node is not None else None
-        user_key = opaque_part(self.value_node.children[0]) if self.kind == "MAP" else None
-        other = opaque_part(self.key_node) or opaque_part(self.ns_node) or user_key
-        if value is None and other is None:
-            return
-        self.plan = None
-        o = other or value
-        assert o is not None
-        if other is not None or self.kind == "LIST" or self.elem_node.kind not in ("opaque", "unknown"):
-            self.unreadable = (f"{ctx}: serializer {o.cls}{_type_of(o)} cannot be decoded, nor read as raw bytes: only "
-                               "a whole value, map value or TTL value is length-framed (not list elements, keys or nested values)")
-            return
-        self.raw_error = (f"{ctx}: serializer {o.cls}{_type_of(o)} cannot be decoded; read with raw_values=True "
-                          "(Spark: .option('rawValues', 'true')) to get its values as raw serialized bytes")
-        if self.ttl:
-            self.elem_reader = lambda buf, pos: ((_I64.unpack_from(buf, pos)[0], bytes(buf[pos + 8 :])), len(buf))
-        else:
-            self.elem_reader = read_rest
-        # the same bytes at once when key and namespace have vector readers
-        self.plan = record_plan(self.kind, self.prefix, self.key_node, self.ns_node, self.value_node, ctx, raw_rest=True)
-
-    def kept_as_bytes(self) -> str | None:
-        """The serializers of this state whose values are read as their serialized bytes (Kryo, Avro and unknown classes,
-        the table runtime's BinaryRowData), as "class, class"; None when every part is decoded."""
-        found: list[str] = []
-
-        def walk(node: TypeNode | None) -> None:
-            if node is None:
-                return
-            if node.kind in ("opaque", "unknown", "rowdata", "arraydata") and node.cls not in found:
-                found.append(node.cls + (f" ({node.names[0]})" if node.kind == "opaque" and node.names else ""))
-                return
-            for c in node.children:
-                walk(c)
-
-        for node in (self.key_node, self.ns_node, self.value_node):
-            walk(node)
-        return ", ".join(found) or None
-
-    def row_count(self) -> int:
-        """Rows decoded so far (column chunks and rows added one by one)."""
-        return sum(len(c["key_group"]) for c in self.vector_chunks) + len(self.rows["key_group"])
-
-    def flush(self, src: Source) -> None:
-        """Decode the records collected from src (one file's stream) into column chunks."""
-        if not self.starts:
-            return
-        starts = np.array(self.starts, dtype=np.int64)
-        kgs = np.repeat(np.array([k for k, _ in self.kg_runs], np.int32), [n for _, n in self.kg_runs])
-        self.starts, self.kg_runs = [], []
-        self.decode_records(src, starts, kgs)
-
-    def decode_records(self, src: Source, starts: np.ndarray, kgs: np.ndarray) -> None:
-        """Decode the records starting at these offsets of src (key groups kgs) into a column chunk."""
-        assert self.plan is not None
-        try:
-            self.vector_chunks.append(self.plan.columns(src, starts, kgs))
-        except (IndexError, ValueError) as e:  # find the first key group whose records fail on their own
-            for kg in dict.fromkeys(kgs.tolist()):
-                sel = kgs == kg
-                try:
-                    self.plan.columns(src, starts[sel], kgs[sel])
-                except (IndexError, ValueError) as inner:
-                    raise KeyGroupCorrupt(kg, str(inner)) from e
-            raise
-
-    def _skip_len(self, key: bytes, pos: int, start: int) -> int:
-        n = pos - start
-        pos += 1
-        n >>= 8
-        while n:
-            pos += 1
-            n >>= 8
-        return pos
-
-    def add(self, kg: int, key: bytes, value: bytes) -> None:
-        """Decode one (key, value) record of key group kg."""
-        if self.unreadable is not None:
-            return
-        rows = self.rows
-        pos = self.prefix
-        if self.timer:
-            ts = _U64.unpack_from(key, pos)[0] ^ _SIGN
-            if ts >= _SIGN:
-                ts -= 1 << 64
-            k, pos = self.key_reader(key, pos + 8)
-            ns, pos = self.ns_reader(key, pos)
-            rows["key_group"].append(kg)
-            rows["key"].append(k)
-            if "namespace" in rows:
-                rows["namespace"].append(ns)
-            rows["timestamp"].append(ts)
-            return
-        start = pos
-        k, pos = self.key_reader(key, pos)
-        if self.ambiguous:
-            pos = self._skip_len(key, pos, start)
-        start = pos
-        ns, pos = self.ns_reader(key, pos)
-        if self.ambiguous:
-            pos = self._skip_len(key, pos, start)
-        if self.kind == "MAP":
-            uk, pos = self.user_key_reader(key, pos)
-            if value[0]:
-                v = None
-                vpos = 1
-            else:
-                v, vpos = self.elem_reader(value, 1)
-            self._row(kg, k, ns, v, vpos, len(value))
-            rows["user_key"].append(uk)
-        elif self.kind == "LIST":
-            vpos = 0
-            n = len(value)
-            while vpos < n:
-                v, vpos = self.elem_reader(value, vpos)
-                self._row(kg, k, ns, v, vpos, vpos)
-                if vpos < n:
-                    if value[vpos] != 0x2C:
-                        raise ValueError("list elements are not ','-delimited")
-                    vpos += 1
-        else:
-            v, vpos = self.elem_reader(value, 0)
-            self._row(kg, k, ns, v, vpos, len(value))
-        if pos != len(key):
-            raise ValueError(f"{len(key) - pos} unread bytes in a key")
-
-    def add_decoded(self, kg: int, k: object, ns: object, state: object) -> None:
-        """Add one decoded heap-native entry: a value, a list of elements, a list of map (key, value) or a timestamp."""
-        if self.timer:
-            rows = self.rows
-            rows["key_group"].append(kg)
-            rows["key"].append(k)
-            if "namespace" in rows:
-                rows["namespace"].append(ns)
-            rows["timestamp"].append(state)
-        elif self.kind == "MAP":
-            for uk, v in state:
-                self._row(kg, k, ns, v, 0, 0)
-                self.rows["user_key"].append(uk)
-        elif self.kind == "LIST":
-            for v in state:
-                self._row(kg, k, ns, v, 0, 0)
-        else:
-            self._row(kg, k, ns, state, 0, 0)
-
-    def _row(self, kg: int, k: object, ns: object, v: object, vpos: int, vend: int) -> None:
-        if vpos != vend:
-            raise ValueError(f"{vend - vpos} unread bytes in a value")
-        rows = self.rows
-        rows["key_group"].append(kg)
-        rows["key"].append(k)
-        if "namespace" in rows:
-            rows["namespace"].append(ns)
-        if self.ttl:
-            if v is None:
-                rows["ttl_last_access"].append(None)
-                rows["value"].append(None)
-            else:
-                rows["ttl_last_access"].append(v[0])
-                rows["value"].append(v[1])
-        else:
-            rows["value"].append(v)
-
-    def table(self, raw_values: bool = False) -> pa.Table:
-        """The decoded entries as an Arrow table (Kryo/Avro values as raw bytes only when raw_values is set)."""
-        if self.unreadable is not None:
-            raise UnsupportedSerializerError(self.unreadable)
-        if self.raw_error is not None and not raw_values:
-            raise UnsupportedSerializerError(self.raw_error)
-        types = {"key_group": pa.int32(), "key": arrow_type(self.key_node), "timestamp": pa.int64(), "ttl_last_access": pa.int64()}
-        if "namespace" in self.rows:
-            types["namespace"] = arrow_type(self.ns_node)
-        if "user_key" in self.rows:
-            types["user_key"] = arrow_type(self.value_node.children[0])
-        if "value" in self.rows:
-            types["value"] = arrow_type(self.elem_node)
-        order = ["key_group", "key", "namespace", "user_key", "timestamp", "value", "ttl_last_access"]
-        if self.vector_chunks:
-            names = [c for c in order if c in self.rows]
-            return pa.Table.from_batches(
-                [pa.record_batch([ch[c].cast(types[c]) for c in names], names=names) for ch in self.vector_chunks]
-            )
-        cols = {c: pa.array(self.rows[c], type=types[c]) for c in order if c in self.rows}
-        return pa.table(cols)
 
 
 def _key_group_streams(data: bytes, handle: KeyGroupsHandle, compressed: bool, where: str) -> tuple[bytes, list[tuple[int, int]]]:
@@ -511,113 +245,6 @@ def record_figures(handle: KeyGroupsHandle, base_dir: str, op: OperatorState) ->
         g = t.group_by("key_group").aggregate([("bytes", "count"), ("bytes", "sum")])
         out[m.name] = pa.table({"key_group": g.column("key_group"), "entries": g.column("bytes_count"), "bytes": g.column("bytes_sum")})
     return out
-
-
-def header_bytes(handle: KeyGroupsHandle, base_dir: str) -> bytes:
-    """The bytes before the first key group's data (the serializer header): one ranged read, not the whole file."""
-    offsets = handle.offsets[handle.offsets > 0]
-    if handle.stream.data is not None or not len(offsets):
-        return handle.stream.read(base_dir)
-    return handle.stream.read(base_dir, 0, int(offsets.min()))
-
-
-def _segments(handle: KeyGroupsHandle, indexes: list[int]) -> list[tuple[int, int, int | None]]:
-    """(index in the range, start, end) of these key groups' bytes, by start; end is the next key group's offset or the file's end."""
-    offsets = handle.offsets
-    positive = np.sort(offsets[offsets > 0])
-    size = handle.stream.size if handle.stream.size > 0 else None
-    out = []
-    for i in indexes:
-        off = int(offsets[i])
-        j = int(np.searchsorted(positive, off, side="right"))
-        out.append((i, off, int(positive[j]) if j < len(positive) else size))
-    return sorted(out, key=lambda t: t[1])
-
-
-def _read_segments(stream: StreamHandle, base_dir: str, segs: list[tuple[int, int, int | None]], first_kg: int) -> dict[int, bytes]:
-    """The bytes of each segment, adjacent segments fetched in one ranged read; a short file is a CorruptFileError naming the key group."""
-    out: dict[int, bytes] = {}
-    i = 0
-    while i < len(segs):
-        j = i
-        while j + 1 < len(segs) and segs[j][2] is not None and segs[j + 1][1] == segs[j][2]:
-            j += 1
-        start, end = segs[i][1], segs[j][2]
-        data = stream.read(base_dir, start, None if end is None else end - start)
-        if end is not None and len(data) < end - start:
-            short = next(s for s in segs[i : j + 1] if s[2] is not None and s[2] > start + len(data))
-            raise CorruptFileError(f"{stream.location(base_dir)}: truncated: key group {first_kg + short[0]} needs bytes "
-                                   f"{short[1]}..{short[2]} but the file ends at {start + len(data)}")
-        for idx, a, b in segs[i : j + 1]:
-            out[idx] = data[a - start : None if b is None else b - start]
-        i = j + 1
-    return out
-
-
-def _looks_heap(handle: KeyGroupsHandle, parts: dict[int, bytes], stream: StreamHandle, base_dir: str) -> bool:
-    """Heap-native layout (see `is_heap_native`), judged from the fetched key groups' leading ids."""
-    offsets = handle.offsets
-    if handle.kind != "KeyGroupsStateHandle" or not len(offsets) or (offsets <= 0).any():
-        return False
-    probe = dict(parts)
-    if all(handle.start + i == 0 for i in probe) and len(offsets) > 1:  # a canonical kg 0 can start with 4 zero bytes too
-        probe[1] = stream.read(base_dir, int(offsets[1]), 4)
-    return all(len(d) >= 4 and _I32.unpack_from(d, 0)[0] == handle.start + i for i, d in probe.items())
-
-
-def decode_key_groups(
-    handle: KeyGroupsHandle, base_dir: str, op: OperatorState, key_groups: list[int], decoders: dict[str, _StateDecoder] | None = None,
-    only: frozenset[str] | None = None,
-) -> tuple[TypeNode, list[StateMeta], dict[str, _StateDecoder]]:
-    """Decode only these key groups of a canonical or heap-native stream, reading just the header and their byte ranges.
-
-    The handle's per-key-group offsets (KeyGroupRangeOffsets) say where each key group starts; the
-    fetched ranges are laid out after the header in a compact stream with offsets to match, and
-    decoded as the whole file would be.
-    """
-    stream = handle.stream
-    if stream.data is not None:  # inline in _metadata: already in memory
-        return decode_keyed_handle(handle, base_dir, op, decoders, only)
-    offsets = handle.offsets
-    wanted = sorted({k - handle.start for k in key_groups if handle.start <= k <= handle.end})
-    parts = _read_segments(stream, base_dir, _segments(handle, [i for i in wanted if offsets[i] > 0]), handle.start)
-    header = header_bytes(handle, base_dir)
-    if _looks_heap(handle, parts, stream, base_dir):
-        runs: list[list[int]] = []
-        for i in sorted(parts):
-            if runs and runs[-1][-1] == i - 1:
-                runs[-1].append(i)
-            else:
-                runs.append([i])
-        result = None
-        for run in runs or [[]]:
-            if not run:  # nothing asked in this range: the header alone declares the states
-                sub = KeyGroupsHandle("KeyGroupsSavepointStateHandle", handle.start, np.zeros(0, np.int64),
-                                      StreamHandle(stream.kind, stream.path, len(header), header, stream.files))
-            else:
-                sub = _compact(handle.kind, handle.start + run[0], header, [parts[i] for i in run], stream)
-            result = decode_keyed_handle(sub, base_dir, op, decoders)
-            decoders = result[2]
-        assert result is not None
-        return result
-    new = np.zeros(len(offsets), np.int64)
-    chunks = [header]
-    pos = len(header)
-    for i, _, _ in _segments(handle, sorted(parts)):
-        new[i] = pos
-        chunks.append(parts[i])
-        pos += len(parts[i])
-    buf = b"".join(chunks)
-    sub = KeyGroupsHandle(handle.kind, handle.start, new, StreamHandle(stream.kind, stream.path, len(buf), buf, stream.files))
-    return decode_keyed_handle(sub, base_dir, op, decoders, only)
-
-
-def _compact(kind: str, start: int, header: bytes, parts: list[bytes], stream: StreamHandle) -> KeyGroupsHandle:
-    """A handle over header + consecutive key groups' bytes, offsets pointing into it."""
-    sizes = np.array([len(p) for p in parts], np.int64)
-    offsets = len(header) + np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    buf = header + b"".join(parts)
-    return KeyGroupsHandle(kind, start, offsets, StreamHandle(stream.kind, stream.path, len(buf), buf, stream.files))
 
 
 def _collect(buf: bytes, pos: int, kg: int, dec: _StateDecoder) -> int:

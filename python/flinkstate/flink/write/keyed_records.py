@@ -275,12 +275,14 @@ def _values(kind: str, vnode: TypeNode, table: pa.Table, n: int, ctx: str) -> Bi
     return concat(parts)
 
 
-def frame_key_groups(records: list[StateRecords], kg_range: tuple[int, int], head: bytes, compress: bool) -> tuple[bytes, list[int]]:
+def frame_key_groups(records: list[StateRecords], kg_range: tuple[int, int], head: bytes, compress: bool,
+                     base: int = 0) -> tuple[bytes, list[int]]:
     """head followed by the key-group streams of key groups kg_range (inclusive) of these states, and each key group's
     offset in it (0 for an empty key group). A stream is u16 state id, then records `i32 klen, key, i32 vlen, value`; the last record
     of a state's run has the 0x80 flag on its first key byte and is followed by the next state's id or 0xFFFF.
     A run is a contiguous slice of its state's framed records (`StateRecords.framed`), so this copies slices, not values.
-    With compress, each key group's stream is snappy-framed on its own."""
+    With compress, each key group's stream is snappy-framed on its own. base: where the returned bytes start in the file
+    (a part of a file written chunk by chunk), added to every offset."""
     lo, hi = kg_range
     kgs = np.arange(lo, hi + 2)
     runs = []  # per state: its framed bytes and the byte bounds of each key group's run
@@ -290,7 +292,7 @@ def frame_key_groups(records: list[StateRecords], kg_range: tuple[int, int], hea
     chunks: list[bytes | memoryview] = [head]
     offsets: list[int] = []
     streams: list[bytes] = []  # with compress: each key group's stream, framed together at the end
-    at = len(head)
+    at = base + len(head)
     for g in range(hi - lo + 1):
         parts = [(sid, buf, b[g], b[g + 1]) for sid, (buf, b) in enumerate(runs) if b[g] < b[g + 1]]
         if not parts:
@@ -309,7 +311,7 @@ def frame_key_groups(records: list[StateRecords], kg_range: tuple[int, int], hea
             at += sum(len(x) for x in stream)
     if compress:
         framed = snappy_frames(streams)
-        starts = np.cumsum([len(head)] + [len(f) for f in framed]).tolist()
+        starts = np.cumsum([base + len(head)] + [len(f) for f in framed]).tolist()
         offsets = [0 if i < 0 else starts[i] for i in offsets]
         chunks += framed
     return b"".join(chunks), offsets

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import struct
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -50,6 +51,7 @@ from flinkstate.flink.write.savepoint_folder import (
 
 __all__ = [
     "DEFAULT_FLINK_VERSION",
+    "KeyedFileWriter",
     "TARGET_VERSIONS",
     "OperatorExport",
     "SavepointExistsError",
@@ -139,16 +141,73 @@ def _encode_state(op: OperatorExport, m: StateMeta, tables: dict[str, pa.Table])
         raise InvalidArgumentError(f"{where}: a value does not fit its Flink serializer: {e}") from e
 
 
-def _keyed_file(op: OperatorExport, kg_range: tuple[int, int], records: list[Mapping[int, list[tuple[bytes, bytes]]]],
-                metas: list[StateMeta], compress: bool) -> tuple[bytes, list[int]]:
-    """One subtask's keyed state file (header + key-group streams of kg_range) and each key group's offset (0: empty).
-    records: per state, a StateRecords (or any key group -> sorted [(key, value)] mapping)."""
+def _keyed_header(op: OperatorExport, metas: list[StateMeta], compress: bool) -> bytes:
+    """A keyed state file's header (KeyedBackendSerializationProxy: version 6, compression, key serializer, states)."""
     out = bytearray(struct.pack(">i?i", 6, compress, 2))
     write_type(out, op.keyed.key_type)
     out += struct.pack(">h", len(metas))
     for m in metas:
         write_state_meta(out, m)
-    return frame_key_groups([StateRecords.of(r) for r in records], kg_range, bytes(out), compress)
+    return bytes(out)
+
+
+def _keyed_file(op: OperatorExport, kg_range: tuple[int, int], records: list[Mapping[int, list[tuple[bytes, bytes]]]],
+                metas: list[StateMeta], compress: bool) -> tuple[bytes, list[int]]:
+    """One subtask's keyed state file (header + key-group streams of kg_range) and each key group's offset (0: empty).
+    records: per state, a StateRecords (or any key group -> sorted [(key, value)] mapping)."""
+    return frame_key_groups([StateRecords.of(r) for r in records], kg_range, _keyed_header(op, metas, compress), compress)
+
+
+class KeyedFileWriter:
+    """One subtask's keyed-state file written a chunk of key groups at a time: the header, then per chunk (consecutive
+    key-group ranges, in order) its states encoded and its key-group streams appended, their offsets recorded. Memory:
+    one chunk's rows and bytes, not the subtask's. `close` returns the KeyedFile; `abort` removes the partial file."""
+
+    def __init__(self, folder: str, op: OperatorExport, key_group_range: tuple[int, int], compression: bool = False) -> None:
+        self.op, self.range, self.compression = op, (int(key_group_range[0]), int(key_group_range[1])), compression
+        self.metas = list(op.keyed.meta.values())
+        self.rel = uuid.uuid4().hex
+        self.path = os.path.join(folder, self.rel)
+        head = _keyed_header(op, self.metas, compression)
+        self.file = open(self.path, "wb")
+        self.file.write(head)
+        self.size = len(head)
+        self.offsets: list[int] = []
+        self.next_kg = self.range[0]
+
+    def write(self, kg_range: tuple[int, int], tables: dict[str, pa.Table]) -> None:
+        """Append key groups kg_range (the next ones) from tables holding, per state and timer service, their rows there."""
+        lo, hi = kg_range
+        if lo != self.next_kg or not lo <= hi <= self.range[1]:
+            raise InvalidArgumentError(f"operator {self.op.uid!r}: key groups {lo}..{hi} do not follow {self.next_kg - 1} "
+                                       f"inside {self.range[0]}..{self.range[1]}")
+        records = [_encode_state(self.op, m, tables) for m in self.metas]
+        for m, r in zip(self.metas, records):  # rows outside the chunk would be left out of the file silently
+            if len(r.kgs) and (r.kgs[0] < lo or r.kgs[-1] > hi):
+                raise InvalidArgumentError(f"operator {self.op.uid!r}, state {m.name!r}: rows of key groups outside {lo}..{hi}")
+        data, offsets = frame_key_groups(records, kg_range, b"", self.compression, base=self.size)
+        del records
+        self.file.write(data)
+        self.size += len(data)
+        self.offsets += offsets
+        self.next_kg = hi + 1
+
+    def close(self) -> KeyedFile:
+        """Finish the file (every key group of the range written); its name, size and key-group offsets."""
+        if self.next_kg != self.range[1] + 1:
+            raise InvalidArgumentError(f"operator {self.op.uid!r}: key groups {self.next_kg}..{self.range[1]} were not written")
+        self.file.close()
+        return KeyedFile(self.rel, self.size, tuple(self.offsets))
+
+    def abort(self) -> None:
+        """Remove the partial file (the export's temporary folder goes too on a failure)."""
+        self.file.close()
+        try:
+            os.remove(self.path)
+        except FileNotFoundError:
+            pass  # never written
+
+
 
 
 def _operator_file(op: OperatorExport, index: int) -> tuple[bytes, dict[str, tuple[int, list[int]]]] | None:
@@ -203,8 +262,13 @@ def write_keyed_subtask(folder: str, op: OperatorExport, key_group_range: tuple[
     """Encode one subtask's keyed state and write its file into the savepoint folder: tables hold, per state and per
     timer service (`_timer_state/<service>`) of op.keyed.meta, the rows of key_group_range only (op.keyed's own
     tables are not read). Memory: that range's rows and their encoded bytes."""
-    metas = list(op.keyed.meta.values())
-    return _write_keyed(folder, op, key_group_range, [_encode_state(op, m, tables) for m in metas], metas, compression)
+    w = KeyedFileWriter(folder, op, key_group_range, compression)
+    try:
+        w.write(key_group_range, tables)
+        return w.close()
+    except BaseException:
+        w.abort()
+        raise
 
 
 def _write_keyed(folder: str, op: OperatorExport, key_group_range: tuple[int, int],

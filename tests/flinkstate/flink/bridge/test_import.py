@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import shutil
@@ -18,8 +19,12 @@ import flinkstate as fs
 from flinkstate.cli import main
 from flinkstate.core.errors import CorruptFileError
 from flinkstate.flink import read_metadata, read_operator_state
-from flinkstate.flink.bridge.importer import import_savepoint
-from flinkstate.flink.bridge.store_export import export_savepoint
+from flinkstate.flink.bridge.import_task import run_local
+from flinkstate.flink.bridge.importer import import_savepoint, plan_import, run_import
+from flinkstate.flink.bridge.export_task import chunk_ranges
+from flinkstate.flink.bridge.export_task import run_local as export_run_local
+from flinkstate.flink.bridge.store_export import export_savepoint, plan_export, run_export
+from flinkstate.flink.files.key_group_ranges import key_group_chunks
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 SAVEPOINTS = {
@@ -120,3 +125,51 @@ def test_corrupt_file_imports_nothing(tmp_path: Path, capsys) -> None:
     assert "CorruptFileError" in capsys.readouterr().err
     after = sorted(p for p in (tmp_path / "root").rglob("*") if "_delta_log" not in str(p))
     assert [p for p in after if p not in before] == []
+
+
+def test_import_in_chunks_of_key_groups_keeps_every_entry_and_the_layout(tmp_path: Path) -> None:
+    """A subtask imported a few key groups at a time (ranged reads of snappy streams, the same decoder; each chunk's rows
+    appended, row groups flushed): the same entries as Flink's reader, and one file per state and subtask range."""
+    src = SAVEPOINTS["canonical-snappy"]
+    meta = read_metadata(str(src))
+    handle = meta.operator("long-keyed").subtasks[0].managed_keyed
+    chunk = handle.stream.size // 6
+    assert len(key_group_chunks(handle, chunk)) >= 3
+    run_import(plan_import(src, tmp_path / "root", ttl={"ttl": 60_000}),
+               lambda jobs: run_local([dataclasses.replace(j, chunk_bytes=chunk) for j in jobs]))
+    store = fs.open(str(tmp_path / "root"))
+    for uid in KEYED_OPERATORS:
+        assert _store_entries(store, uid) == _flink_entries(meta, uid), uid
+        files = sorted((str(e.state), e.key_group_start, e.key_group_end) for e in store.files() if e.operator == uid)
+        ranges = [(s.managed_keyed.start, s.managed_keyed.end) for s in meta.operator(uid).subtasks]
+        assert files == sorted((state, *r) for state in {f[0] for f in files} for r in ranges), uid
+
+
+def test_export_in_chunks_of_key_groups_writes_the_same_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A subtask's keyed file encoded and appended a few key groups at a time is the file written at once: same bytes,
+    same key-group offsets (snappy streams too)."""
+    import flinkstate.flink.bridge.export_task as export_task
+
+    import_savepoint(SAVEPOINTS["canonical-files"], tmp_path / "root", raw_values=True)
+    ten = chunk_ranges((0, 63), 10_000, 1_000)
+    assert len(ten) == 10 and ten[0][0] == 0 and ten[-1][1] == 63 and all(b + 1 == c for (_, b), (c, _) in zip(ten, ten[1:]))
+    assert chunk_ranges((5, 6), 10_000, 1) == [(5, 5), (6, 6)] and chunk_ranges((0, 9), 0, 1) == [(0, 9)]
+    for kg in ([1, 2, 2, 5, 7], [5, 2, 7, 2, 1]):  # rows sorted by key group are sliced, others selected
+        t = pa.table({"key_group": pa.array(kg, pa.int32()), "v": range(5)})
+        got = export_task._rows_in(t, export_task._key_groups(t), 2, 5)
+        assert sorted(got.column("v").to_pylist()) == [i for i, k in enumerate(kg) if 2 <= k <= 5]
+    cuts: list[int] = []
+    real = export_task.chunk_ranges
+    monkeypatch.setattr(export_task, "chunk_ranges", lambda *a: cuts.append(len(real(*a))) or real(*a))
+    for compression in (False, True):
+        whole = export_savepoint(str(tmp_path / "root"), str(tmp_path / f"whole-{compression}"), compression=compression)
+        plan = plan_export(str(tmp_path / "root"), str(tmp_path / f"chunked-{compression}"), compression=compression)
+        chunked = run_export(plan, lambda jobs: export_run_local([dataclasses.replace(j, chunk_bytes=1_000) for j in jobs]))
+        a, b = read_metadata(whole), read_metadata(chunked)
+        for oa, ob in zip(a.operators, b.operators, strict=True):
+            for sa, sb in zip(oa.subtasks, ob.subtasks, strict=True):
+                ha, hb = sa.managed_keyed, sb.managed_keyed
+                if ha is not None:
+                    assert ha.offsets.tolist() == hb.offsets.tolist()
+                    assert ha.stream.read(a.directory) == hb.stream.read(b.directory), (oa.uid, sa.index)
+    assert max(cuts) > 5  # the chunked runs cut subtasks into several chunks
