@@ -38,7 +38,7 @@ from flinkstate.flink.files.sst import (
     TYPE_MERGE,
     TYPE_SINGLE_DELETION,
     TYPE_VALUE,
-    read_sst,
+    read_ssts,
 )
 from flinkstate.flink.files.views import gather, range_views
 from flinkstate.flink.meta.metadata import StreamHandle, UnsupportedKeyedHandle
@@ -49,6 +49,7 @@ _I32 = struct.Struct(">i")
 _MANIFEST = re.compile(r"MANIFEST-\d+")
 _OPTIONS = re.compile(r"OPTIONS-\d+")
 _WAL = re.compile(r"\d+\.log")
+_BATCH_BYTES = 32 << 20  # SSTs parsed together up to this many bytes: the lockstep's cost per step shared, memory bounded
 
 
 @dataclass
@@ -158,28 +159,38 @@ def column_families(handle: UnsupportedKeyedHandle, base_dir: str, prefix: int, 
     accounts: dict[str, FamilyAccount] = defaultdict(FamilyAccount)
     files = handle_files(handle, base_dir, where)
     live = _check_live(files, files.live(base_dir, where), base_dir, where)
-    for number, (name, stream) in sorted(files.ssts.items()):
-        file = _where(stream, base_dir, name)
-        if live[number].column_family in skip:
-            continue
-        try:
-            data = stream.read(base_dir)
-        except CorruptFileError as e:
-            raise CorruptFileError(f"{where}: SST {name} of key groups {handle.start}..{handle.start + handle.count - 1}: {e}") from e
-        sst = read_sst(data, file)
-        want = live[number]
-        if (sst.column_family, len(data)) != (want.column_family, want.size):
-            raise StateAccountingError(f"{where}: {file} holds column family {sst.column_family!r} in {len(data)} bytes, but "
-                                       f"{files.manifest[0]} records {want.column_family!r} in {want.size} bytes")
-        acc = accounts[sst.column_family]
-        acc.files.append(file)
-        acc.entries += sst.records.num_rows
-        by_cf[sst.column_family].append(sst.records)
+    batch: list[tuple[int, bytes, str]] = []  # (number, bytes, name for messages) of SSTs read, parsed together
+    size = 0
+    for i, (number, (name, stream)) in enumerate(sorted(files.ssts.items())):
+        if live[number].column_family not in skip:
+            try:
+                data = stream.read(base_dir)
+            except CorruptFileError as e:
+                raise CorruptFileError(f"{where}: SST {name} of key groups {handle.start}..{handle.start + handle.count - 1}: {e}") from e
+            batch.append((number, data, _where(stream, base_dir, name)))
+            size += len(data)
+        if batch and (i == len(files.ssts) - 1 or size >= _BATCH_BYTES):
+            _add_ssts(batch, live, files.manifest[0], accounts, by_cf, where)
+            batch, size = [], 0
     lo, hi = handle.start, handle.start + handle.count - 1
     for cf, tables in by_cf.items():
         tables.sort(key=lambda t: t.column("key")[0].as_py() if t.num_rows else b"")  # a level's SSTs in key order
         _resolve(cf, pa.concat_tables(tables), accounts[cf], prefix, lo, hi)
     return dict(accounts)
+
+
+def _add_ssts(batch: list[tuple[int, bytes, str]], live: dict[int, LiveFile], manifest: str, accounts: dict[str, FamilyAccount],
+              by_cf: dict[str, list[pa.Table]], where: str) -> None:
+    """Parse a batch of SSTs at once, check each against the MANIFEST and add its records to its column family."""
+    for (number, data, file), sst in zip(batch, read_ssts([(data, file) for _, data, file in batch]), strict=True):
+        want = live[number]
+        if (sst.column_family, len(data)) != (want.column_family, want.size):
+            raise StateAccountingError(f"{where}: {file} holds column family {sst.column_family!r} in {len(data)} bytes, but "
+                                       f"{manifest} records {want.column_family!r} in {want.size} bytes")
+        acc = accounts[sst.column_family]
+        acc.files.append(file)
+        acc.entries += sst.records.num_rows
+        by_cf[sst.column_family].append(sst.records)
 
 
 def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: int, hi: int) -> None:

@@ -52,14 +52,16 @@ def _u32(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Entries:
-    """The entries of the parsed blocks in block order: where each value starts in the buffer and, for data blocks,
-    the user keys, the internal keys' trailers (u64 sequence << 8 | type) and the values."""
+    """The entries of the parsed blocks in block order: each one's block (its index in the blocks parsed), where its
+    value starts in the buffer and, for data blocks, the user keys, the internal keys' trailers (u64 sequence << 8 |
+    type) and the values."""
 
     keys: pa.LargeBinaryArray | None
     trailers: np.ndarray | None
     values: pa.LargeBinaryArray | None
     value_starts: np.ndarray
     buf: np.ndarray
+    blocks: np.ndarray
 
     def handles(self, where: str) -> tuple[np.ndarray, np.ndarray]:
         """(offsets, sizes) of the block handles the values encode (an index block's)."""
@@ -169,14 +171,15 @@ def _assemble(buf: np.ndarray, steps: list[_Step], nseg: int, seg_block: np.ndar
     for j, s in enumerate(steps):
         at = base[s.segs] + j
         vstart[at], vend[at] = s.vstart, s.vend
+    blocks = np.repeat(seg_block, count)
     if not data:
-        return Entries(None, None, None, vstart, buf)
+        return Entries(None, None, None, vstart, buf, blocks)
     if not n:
         empty = pa.array([], pa.large_binary())
-        return Entries(empty, np.zeros(0, np.uint64), empty, vstart, buf)
+        return Entries(empty, np.zeros(0, np.uint64), empty, vstart, buf, blocks)
     values = gather(*range_views(buf, vstart, vend - vstart))
     keys, trailers = _internal_keys(buf, steps, base, n, (seg_block, names, where))
-    return Entries(keys, trailers, values, vstart, buf)
+    return Entries(keys, trailers, values, vstart, buf, blocks)
 
 
 def _internal_keys(buf: np.ndarray, steps: list[_Step], base: np.ndarray, n: int,
