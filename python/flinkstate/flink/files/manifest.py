@@ -17,6 +17,7 @@ import struct
 from dataclasses import dataclass
 
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
+from flinkstate.flink.files.manifest_scan import Irregular, scan
 
 __all__ = ["LiveFile", "live_files", "sst_number"]
 
@@ -201,10 +202,25 @@ _REPLAYED: dict[bytes, tuple[LiveFile, ...]] = {}  # MANIFEST digest -> its live
 
 
 def _replay(data: bytes, where: str) -> list[LiveFile]:
+    """The live files: the edits parsed at once (`manifest_scan`), or, when they hold what that does not model, one by one."""
+    try:
+        records = _records(data, where)
+    except struct.error as e:
+        raise CorruptFileError(f"{where}: corrupt MANIFEST: {e}") from e
+    try:
+        live = scan(records)
+    except Irregular:
+        return _replay_each(records, where)
+    names = [live.names[cf] for cf in live.families.tolist()]
+    return [LiveFile(n, s, c) for n, s, c in zip(live.numbers.tolist(), live.sizes.tolist(), names, strict=True)]
+
+
+def _replay_each(records: list[bytes], where: str) -> list[LiveFile]:
+    """The live files, each edit parsed and applied in turn (RocksDB's own replay)."""
     names: dict[int, str] = {0: "default"}
     files: dict[int, dict[int, int]] = {0: {}}  # column family id -> file number -> size
     try:
-        for record in _records(data, where):
+        for record in records:
             edit = _Edit(record).parse()
             if edit.cf_add is not None:
                 names[edit.cf] = edit.cf_add
