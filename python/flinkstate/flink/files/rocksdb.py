@@ -40,7 +40,6 @@ from flinkstate.flink.files.sst import (
     TYPE_VALUE,
     read_ssts,
 )
-from flinkstate.flink.files.views import gather, range_views
 from flinkstate.flink.meta.metadata import StreamHandle, UnsupportedKeyedHandle
 
 __all__ = ["FamilyAccount", "HandleFiles", "column_families", "family_sizes", "handle_files", "key_groups_of_keys", "records_buffer"]
@@ -201,16 +200,18 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
     if not n:
         return
     records = records.combine_chunks()  # large_binary keys and values: a family may exceed 2 GiB
-    if not _in_order(records):
+    less, same = _adjacent(records.column("key").chunk(0))
+    seqs = records.column("seq").chunk(0).to_numpy()
+    if less.any() or (same & (seqs[1:] > seqs[:-1])).any():  # not by key ascending, sequence descending (one SST's order)
         order = pc.sort_indices(records, sort_keys=[("key", "ascending"), ("seq", "descending")])
         records = records.take(order).combine_chunks()
+        _, same = _adjacent(records.column("key").chunk(0))
     keys, values = records.column("key").chunk(0), records.column("value").chunk(0)
     kinds = records.column("kind").chunk(0).to_numpy().astype(np.int64)
     bad = ~np.isin(kinds, (TYPE_VALUE, TYPE_MERGE, TYPE_DELETION, TYPE_SINGLE_DELETION))
     is_merge = kinds == TYPE_MERGE
     first = np.ones(n, bool)
-    if n > 1:
-        first[1:] = ~pc.equal(keys.slice(1), keys.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+    first[1:] = ~same
     starts = np.flatnonzero(first)
     ends = np.append(starts[1:], n)
     if is_merge.any():
@@ -248,16 +249,20 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
     acc.live_values = pa.concat_arrays([acc.live_values, joined]) if len(acc.live_values) else joined
 
 
-def _in_order(records: pa.Table) -> bool:
-    """Whether the (single-chunk) records are already by key ascending, sequence descending, as one SST's are, or a
-    family's SSTs of one level taken by first key: then no sort is needed."""
-    n = records.num_rows
-    keys, seqs = records.column("key").chunk(0), records.column("seq").chunk(0)
+def _adjacent(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(key i+1 < key i, key i+1 == key i) for each pair of neighbours, bytewise: numpy on keys of one width (as Flink's
+    are for fixed-width key, namespace and user-key types) viewed as fixed-size byte strings, else Arrow's compare."""
+    offsets, data = _binary_parts(keys)
+    n = len(keys)
+    if n < 2:
+        return np.zeros(0, bool), np.zeros(0, bool)
+    width = int(offsets[1] - offsets[0])
+    if width and int(offsets[-1] - offsets[0]) == width * n and (np.diff(offsets) == width).all():
+        fixed = data[int(offsets[0]) : int(offsets[-1])].view(f"S{width}")  # compares as bytes do, NULs included
+        later, earlier = fixed[1:], fixed[:-1]
+        return later < earlier, later == earlier
     later, earlier = keys.slice(1), keys.slice(0, n - 1)
-    if pc.any(pc.less(later, earlier)).as_py():
-        return False
-    same = pc.equal(later, earlier)
-    return not pc.any(pc.and_(same, pc.greater(seqs.slice(1), seqs.slice(0, n - 1)))).as_py()
+    return (pc.less(later, earlier).to_numpy(zero_copy_only=False), pc.equal(later, earlier).to_numpy(zero_copy_only=False))
 
 
 def key_groups_of_keys(keys: pa.Array, prefix: int) -> np.ndarray:
@@ -279,22 +284,22 @@ def family_sizes(handle: UnsupportedKeyedHandle, base_dir: str, where: str) -> d
 
 
 def records_buffer(keys: pa.Array, values: pa.Array) -> tuple[bytes, np.ndarray]:
-    """Keys and values framed as canonical records (i32 klen, key, i32 vlen, value) and each record's offset: four Arrow
-    binary views per record (the lengths inline, key and value pointing into the arrays' data) gathered by one cast."""
-    ko, kd = _binary_parts(keys)
-    vo, vd = _binary_parts(values)
-    klen, vlen = np.diff(ko), np.diff(vo)
-    key_views, key_buffers = range_views(kd, ko[:-1], klen)
-    value_views, value_buffers = range_views(vd, vo[:-1], vlen, first_buffer=len(key_buffers))
-    views = np.zeros((len(klen), 16), "<u4")  # per record: the views of klen (4 bytes inline), key, vlen, value
-    views[:, 0], views[:, 1] = 4, klen.astype(">i4").view("<u4")
-    views[:, 4:8] = key_views
-    views[:, 8], views[:, 9] = 4, vlen.astype(">i4").view("<u4")
-    views[:, 12:] = value_views
-    framed = gather(views.reshape(-1, 4), key_buffers + value_buffers)
-    offsets = np.frombuffer(framed.buffers()[1], np.int64, len(framed) + 1)
+    """Keys and values framed as canonical records (i32 klen, key, i32 vlen, value) and each record's offset: the
+    big-endian lengths as 4-byte binaries, joined with each key and value by Arrow's element-wise join in one pass."""
+    keys, values = (a if pa.types.is_large_binary(a.type) else a.cast(pa.large_binary()) for a in (keys, values))
+    framed = pc.binary_join_element_wise(_lengths(keys), keys, _lengths(values), values, pa.scalar(b"", pa.large_binary()))
+    offsets, _ = _binary_parts(framed)
     data = framed.buffers()[2]
-    return (data[: int(offsets[-1])].to_pybytes() if data is not None else b""), offsets[:-1:4].copy()
+    body = data[int(offsets[0]) : int(offsets[-1])].to_pybytes() if data is not None else b""
+    return body, offsets[:-1] - offsets[0]
+
+
+def _lengths(arr: pa.Array) -> pa.LargeBinaryArray:
+    """Each binary's length as a 4-byte big-endian binary (Flink's i32 length prefix)."""
+    offsets, _ = _binary_parts(arr)
+    n = len(arr)
+    return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(np.arange(0, 4 * n + 1, 4, dtype=np.int64)),
+                                                        pa.py_buffer(np.diff(offsets).astype(">i4"))])
 
 
 def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:

@@ -3,10 +3,12 @@ newer merge operands are appended after the put's value, oldest first; done with
 
 from __future__ import annotations
 
+import random
+
 import pyarrow as pa
 import pytest
 
-from flinkstate.flink.files.rocksdb import FamilyAccount, _resolve, records_buffer
+from flinkstate.flink.files.rocksdb import FamilyAccount, _adjacent, _resolve, records_buffer
 from flinkstate.flink.files.sst import RECORDS, TYPE_DELETION, TYPE_MERGE, TYPE_SINGLE_DELETION, TYPE_VALUE
 
 
@@ -61,3 +63,26 @@ def test_records_already_in_order_resolve_as_shuffled_ones() -> None:
     shuffled, in_order = resolve(records), resolve(ordered)
     assert shuffled[1] == in_order[1] and shuffled[1]
     assert (shuffled[0].keys, shuffled[0].deleted) == (in_order[0].keys, in_order[0].deleted)
+
+
+@pytest.mark.parametrize("width", [1, 6, 13])
+def test_neighbours_compare_bytewise_whatever_the_path(width: int) -> None:
+    """Keys of one width are compared with numpy (as fixed-size byte strings), others with Arrow: both bytewise, NUL and
+    high bytes included, on a sliced array too."""
+    rng = random.Random(width)
+    pool = [bytes(rng.choice([0, 1, 0x7F, 0x80, 0xFF]) for _ in range(width)) for _ in range(40)]
+    keys = [rng.choice(pool) for _ in range(2000)]
+    for arr, ks in ((pa.array(keys, pa.large_binary()), keys), (pa.array(keys, pa.large_binary()).slice(7), keys[7:]),
+                    (pa.array([*keys, b"\0" * (width + 1)], pa.large_binary()), [*keys, b"\0" * (width + 1)])):
+        less, same = _adjacent(arr)
+        assert less.tolist() == [b < a for a, b in zip(ks, ks[1:])]
+        assert same.tolist() == [b == a for a, b in zip(ks, ks[1:])]
+        assert same.any() and less.any()
+
+
+def test_records_buffer_of_binary_and_empty_arrays() -> None:
+    buf, starts = records_buffer(pa.array([b"ab", b"c"], pa.binary()), pa.array([b"", b"xyz"], pa.binary()))
+    assert buf == b"\0\0\0\x02ab\0\0\0\0" + b"\0\0\0\x01c\0\0\0\x03xyz" and starts.tolist() == [0, 10]
+    empty = pa.array([], pa.large_binary())
+    buf, starts = records_buffer(empty, empty)
+    assert buf == b"" and starts.tolist() == []
