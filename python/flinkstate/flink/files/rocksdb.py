@@ -250,19 +250,13 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
 
 
 def _adjacent(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(key i+1 < key i, key i+1 == key i) for each pair of neighbours, bytewise: numpy on keys of one width (as Flink's
-    are for fixed-width key, namespace and user-key types) viewed as fixed-size byte strings, else Arrow's compare."""
-    offsets, data = _binary_parts(keys)
+    """(key i+1 < key i, key i+1 == key i) for each pair of neighbours, bytewise (Arrow's compare: faster than numpy's
+    on fixed-size byte strings), computed once for the order check and the runs of one key."""
     n = len(keys)
     if n < 2:
         return np.zeros(0, bool), np.zeros(0, bool)
-    width = int(offsets[1] - offsets[0])
-    if width and int(offsets[-1] - offsets[0]) == width * n and (np.diff(offsets) == width).all():
-        fixed = data[int(offsets[0]) : int(offsets[-1])].view(f"S{width}")  # compares as bytes do, NULs included
-        later, earlier = fixed[1:], fixed[:-1]
-        return later < earlier, later == earlier
     later, earlier = keys.slice(1), keys.slice(0, n - 1)
-    return (pc.less(later, earlier).to_numpy(zero_copy_only=False), pc.equal(later, earlier).to_numpy(zero_copy_only=False))
+    return pc.less(later, earlier).to_numpy(zero_copy_only=False), pc.equal(later, earlier).to_numpy(zero_copy_only=False)
 
 
 def key_groups_of_keys(keys: pa.Array, prefix: int) -> np.ndarray:

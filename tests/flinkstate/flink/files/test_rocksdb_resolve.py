@@ -66,9 +66,9 @@ def test_records_already_in_order_resolve_as_shuffled_ones() -> None:
 
 
 @pytest.mark.parametrize("width", [1, 6, 13])
-def test_neighbours_compare_bytewise_whatever_the_path(width: int) -> None:
-    """Keys of one width are compared with numpy (as fixed-size byte strings), others with Arrow: both bytewise, NUL and
-    high bytes included, on a sliced array too."""
+def test_neighbours_compare_bytewise(width: int) -> None:
+    """Neighbouring keys compared bytewise (what RocksDB's comparator does), NUL and high bytes included, keys of one
+    width or two, on a sliced array too."""
     rng = random.Random(width)
     pool = [bytes(rng.choice([0, 1, 0x7F, 0x80, 0xFF]) for _ in range(width)) for _ in range(40)]
     keys = [rng.choice(pool) for _ in range(2000)]
