@@ -200,14 +200,14 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
     if not n:
         return
     records = records.combine_chunks()  # large_binary keys and values: a family may exceed 2 GiB
-    less, same = _adjacent(records.column("key").chunk(0))
-    seqs = records.column("seq").chunk(0).to_numpy()
-    if less.any() or (same & (seqs[1:] > seqs[:-1])).any():  # not by key ascending, sequence descending (one SST's order)
-        order = pc.sort_indices(records, sort_keys=[("key", "ascending"), ("seq", "descending")])
-        records = records.take(order).combine_chunks()
-        _, same = _adjacent(records.column("key").chunk(0))
     keys, values = records.column("key").chunk(0), records.column("value").chunk(0)
     kinds = records.column("kind").chunk(0).to_numpy().astype(np.int64)
+    less, same = _adjacent(keys)
+    seqs = records.column("seq").chunk(0).to_numpy()
+    perm = None  # record i of the order by key ascending, sequence descending, when it is not the records' own (one SST's)
+    if less.any() or (same & (seqs[1:] > seqs[:-1])).any():
+        perm, same = _key_order(keys, seqs)
+        kinds = kinds[perm]
     bad = ~np.isin(kinds, (TYPE_VALUE, TYPE_MERGE, TYPE_DELETION, TYPE_SINGLE_DELETION))
     is_merge = kinds == TYPE_MERGE
     first = np.ones(n, bool)
@@ -227,9 +227,10 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
     acc.keys += len(starts)
     acc.deleted += int((count == 0).sum())
     offs, data = _binary_parts(keys)
-    kg = data[offs[starts]].astype(np.int64)
+    at = offs[starts if perm is None else perm[starts]]
+    kg = data[at].astype(np.int64)
     if prefix == 2:
-        kg = (kg << 8) | data[offs[starts] + 1]
+        kg = (kg << 8) | data[at + 1]
     in_range = (kg >= lo) & (kg <= hi)
     acc.out_of_range += int(((count > 0) & ~in_range).sum())
     keep = (count > 0) & in_range
@@ -238,6 +239,8 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
         return
     # each kept key's records, oldest first: the put's value, then the merge operands
     idx = np.repeat(g_start + g_count - 1, g_count) - (np.arange(int(g_count.sum())) - np.repeat(np.cumsum(g_count) - g_count, g_count))
+    if perm is not None:
+        idx, g_start = perm[idx], perm[g_start]
     if (g_count == 1).all():  # no key with merge operands to join
         joined = values.take(pa.array(idx))
     else:
@@ -247,6 +250,26 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
     live_keys = keys.take(pa.array(g_start))
     acc.live_keys = pa.concat_arrays([acc.live_keys, live_keys]) if len(acc.live_keys) else live_keys
     acc.live_values = pa.concat_arrays([acc.live_values, joined]) if len(acc.live_values) else joined
+
+
+def _key_order(keys: pa.Array, seqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The order of the records by key ascending, sequence descending, and whether each key equals the one before in it.
+
+    Keys of one width (Flink's, for fixed-width types): a stable numpy sort of fixed-size byte strings, the key then the
+    sequence inverted big-endian (numpy compares them as bytes do, NULs included), near-linear on the few sorted runs,
+    one per SST, the records come in; keys of several widths: Arrow's sort."""
+    offsets, data = _binary_parts(keys)
+    n = len(keys)
+    width = int(offsets[1] - offsets[0])
+    if width and (np.diff(offsets) == width).all():
+        rows = np.empty((n, width + 8), np.uint8)
+        rows[:, :width] = data[int(offsets[0]) : int(offsets[-1])].reshape(n, width)
+        rows[:, width:] = (~seqs.astype(np.uint64)).astype(">u8").view(np.uint8).reshape(n, 8)
+        perm = np.argsort(rows.view(f"S{width + 8}").ravel(), kind="stable")
+        ordered = np.ascontiguousarray(rows[perm, :width]).view(f"S{width}").ravel()
+        return perm, ordered[1:] == ordered[:-1]
+    perm = pc.sort_indices(pa.table({"key": keys, "seq": seqs}), sort_keys=[("key", "ascending"), ("seq", "descending")]).to_numpy()
+    return perm, _adjacent(keys.take(pa.array(perm)))[1]
 
 
 def _adjacent(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
-from flinkstate.flink.files.rocksdb import FamilyAccount, _adjacent, _resolve, records_buffer
+from flinkstate.flink.files.rocksdb import FamilyAccount, _adjacent, _key_order, _resolve, records_buffer
 from flinkstate.flink.files.sst import RECORDS, TYPE_DELETION, TYPE_MERGE, TYPE_SINGLE_DELETION, TYPE_VALUE
 
 
@@ -86,3 +88,20 @@ def test_records_buffer_of_binary_and_empty_arrays() -> None:
     empty = pa.array([], pa.large_binary())
     buf, starts = records_buffer(empty, empty)
     assert buf == b"" and starts.tolist() == []
+
+
+@pytest.mark.parametrize("widths", [(7,), (7, 8)])
+def test_key_order_is_arrows_sort(widths: tuple[int, ...]) -> None:
+    """Sorted runs (one per SST) of keys of one width (numpy's sort of byte strings) or several (Arrow's): the order
+    by key ascending, sequence descending that Arrow's sort gives, and each key's equality with the one before."""
+    rng = random.Random(len(widths))
+    pool = [bytes(rng.choice([0, 1, 0x7F, 0x80, 0xFF]) for _ in range(rng.choice(widths))) for _ in range(300)]
+    seqs = rng.sample(range(1 << 40), 3000)
+    runs = [sorted(((rng.choice(pool), seqs.pop()) for _ in range(m)), key=lambda r: (r[0], -r[1])) for m in (2000, 600, 400)]
+    keys = pa.array([k for run in runs for k, _ in run], pa.large_binary())
+    seq = np.array([q for run in runs for _, q in run], np.int64)
+    perm, same = _key_order(keys, seq)
+    want = pc.sort_indices(pa.table({"k": keys, "s": seq}), sort_keys=[("k", "ascending"), ("s", "descending")]).to_numpy()
+    assert perm.tolist() == want.tolist()
+    ordered = keys.take(pa.array(perm)).to_pylist()
+    assert same.tolist() == [b == a for a, b in zip(ordered, ordered[1:])] and same.any()
