@@ -12,7 +12,6 @@ that does not depend on the handle's own file lists. Checksums are not verified;
 
 from __future__ import annotations
 
-import hashlib
 import struct
 from dataclasses import dataclass
 
@@ -187,18 +186,22 @@ def live_files(data: bytes, where: str) -> list[LiveFile]:
     """The live SSTs a MANIFEST's edits leave, in file-number order.
 
     A MANIFEST logs every edit of the database's life (a long-running job's holds thousands), and a read of every
-    state opens each subtask's MANIFEST once per state: its replay is kept for the process, by a digest of its bytes."""
-    key = hashlib.sha256(data).digest()  # SHA-NI: twice blake2b's speed
-    live = _REPLAYED.get(key)
-    if live is None:
-        live = tuple(_replay(data, where))
-        if len(_REPLAYED) >= 1024:
-            _REPLAYED.clear()
-        _REPLAYED[key] = live
+    state opens each subtask's MANIFEST once per state: its replay is kept for the process with its bytes, found by
+    its length and last bytes and used only when all its bytes are equal (a comparison several times faster than a
+    digest of a MB-sized MANIFEST)."""
+    key = (len(data), bytes(data[-64:]))
+    hit = _REPLAYED.get(key)
+    if hit is not None and hit[0] == data:
+        return list(hit[1])
+    live = tuple(_replay(data, where))
+    if sum(len(d) for d, _ in _REPLAYED.values()) + len(data) > _REPLAYED_BYTES:
+        _REPLAYED.clear()
+    _REPLAYED[key] = (data, live)
     return list(live)
 
 
-_REPLAYED: dict[bytes, tuple[LiveFile, ...]] = {}  # MANIFEST digest -> its live files
+_REPLAYED: dict[tuple[int, bytes], tuple[bytes, tuple[LiveFile, ...]]] = {}  # (length, last bytes) -> (MANIFEST, live files)
+_REPLAYED_BYTES = 256 << 20  # the MANIFESTs kept, at most
 
 
 def _replay(data: bytes, where: str) -> list[LiveFile]:

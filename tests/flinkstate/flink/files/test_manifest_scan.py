@@ -13,7 +13,7 @@ from flink_dump import FIXTURE
 
 from flinkstate.flink import read_metadata
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
-from flinkstate.flink.files.manifest import LiveFile, _records, _replay, _replay_each
+from flinkstate.flink.files.manifest import LiveFile, _records, _replay, _replay_each, live_files
 from flinkstate.flink.files.manifest_scan import Irregular, scan
 from flinkstate.flink.files.rocksdb import handle_files
 from flinkstate.flink.meta.metadata import UnsupportedKeyedHandle
@@ -138,3 +138,13 @@ def test_every_fixture_manifest_reads_as_the_replay_does(rocksdb_full: Path) -> 
                     scan(_records(data, "M"))
                     seen += 1
     assert seen >= 40
+
+
+def test_the_replay_cache_tells_manifests_of_one_length_and_tail_apart() -> None:
+    """Two MANIFESTs of the same length ending in the same bytes (an early edit differs): each its own live files."""
+    tail = [new_file(103, 20 + i, 2000 + i) for i in range(5)]
+    a, b = log([new_file(103, 10, 1000), *tail]), log([new_file(103, 11, 1000), *tail])
+    assert len(a) == len(b) and a[-64:] == b[-64:] and a != b
+    assert live_files(a, "A")[0] == LiveFile(10, 1000, "default")
+    assert live_files(b, "B")[0] == LiveFile(11, 1000, "default")
+    assert live_files(a, "A")[0] == LiveFile(10, 1000, "default")
