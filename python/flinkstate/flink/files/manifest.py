@@ -8,6 +8,7 @@ kColumnFamilyAdd/Drop name and drop column families; tags with bit 13 set are le
 skippable). A RocksDB checkpoint (what Flink uploads per snapshot) copies the MANIFEST as it was:
 replaying its edits gives exactly the live files, an account of the SSTs the snapshot must hold
 that does not depend on the handle's own file lists. Checksums are not verified; lengths are.
+The edits are parsed all at once (`manifest_scan`); what that does not model is replayed one edit at a time here.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ full one (Flink's default, `execution.checkpointing.incremental: false`) as priv
 lists are read. The MANIFEST that CURRENT names says which SSTs are live, in which column family and
 of what size (`manifest`): the SSTs the handle lists must be exactly those, or a StateAccountingError
 names the file. Every other file is named as not needed (OPTIONS, an empty write-ahead log) or
-refused by name: nothing a handle lists is skipped unseen.
+refused by name: nothing a handle lists is skipped unseen. The SSTs are parsed in batches (`read_ssts`).
 Keys and values are in the canonical formats, so each column family's records are resolved (newest
 put/delete per key, merge operands appended with ',' in sequence order) and handed to the canonical
 decoders. Keys outside the subtask's key-group range (left by rescaling) are dropped; range

@@ -8,7 +8,8 @@ legacy footer, uncompressed and Snappy blocks, binary-search data blocks and a b
 (partitioned, as the ForSt backend writes) index
 (delta-encoded handles with restart interval 1, RocksDB's default). Block checksums (XXH3/CRC32C)
 are not verified; lengths are. Anything else is an UnsupportedFlinkFormatError naming the file.
-The blocks' entries are parsed all at once (`sst_blocks`): no Python loop per record.
+The blocks' entries are parsed all at once (`sst_blocks`): no Python loop per record; `read_ssts` parses several
+files' blocks in one pass (a state's column family is often hundreds of small SSTs).
 """
 
 from __future__ import annotations
