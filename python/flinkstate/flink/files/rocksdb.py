@@ -48,7 +48,8 @@ _I32 = struct.Struct(">i")
 _MANIFEST = re.compile(r"MANIFEST-\d+")
 _OPTIONS = re.compile(r"OPTIONS-\d+")
 _WAL = re.compile(r"\d+\.log")
-_BATCH_BYTES = 32 << 20  # SSTs parsed together up to this many bytes: the lockstep's cost per step shared, memory bounded
+_BATCH_BYTES = 1 << 20  # SSTs parsed together up to about this many bytes: the lockstep's cost per step shared by small
+# files, while the arrays of a batch stay in the caches (measured on a 1.7 M-entry savepoint: 1 MB best, 32 MB and 64 KB slower)
 
 
 @dataclass
