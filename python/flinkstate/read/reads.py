@@ -10,6 +10,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -19,9 +20,25 @@ __all__ = ["ReadApi"]
 
 
 def _sorted(t: pa.Table, by: list[str]) -> pa.Table:
-    if t.num_rows <= 1 or any(b not in t.column_names for b in by):
+    if t.num_rows <= 1 or any(b not in t.column_names for b in by) or _in_order(t, by):
         return t
     return t.take(pc.sort_indices(t, sort_keys=[(b, "ascending") for b in by]))
+
+
+def _in_order(t: pa.Table, by: list[str]) -> bool:
+    """Whether the rows are already ascending by the integer columns `by` (as a scan of key-ordered files gives them):
+    the stable sort would then return them as they are, and its copy of every column is skipped."""
+    cols = [t.column(b) for b in by]
+    if not all(pa.types.is_integer(c.type) and not c.null_count for c in cols):
+        return False
+    tied = np.ones(t.num_rows - 1, bool)  # pairs of neighbours equal in the columns so far
+    for c in cols:
+        a = c.to_numpy()
+        later, earlier = a[1:], a[:-1]
+        if (tied & (later < earlier)).any():
+            return False
+        tied &= later == earlier
+    return True
 
 
 class ReadApi(ABC):

@@ -8,12 +8,14 @@ legacy footer, uncompressed and Snappy blocks, binary-search data blocks and a b
 (partitioned, as the ForSt backend writes) index
 (delta-encoded handles with restart interval 1, RocksDB's default). Block checksums (XXH3/CRC32C)
 are not verified; lengths are. Anything else is an UnsupportedFlinkFormatError naming the file.
-The blocks' entries are parsed all at once (`sst_blocks`): no Python loop per record.
+The blocks' entries are parsed all at once (`sst_blocks`): no Python loop per record; `read_ssts` parses several
+files' blocks in one pass (a state's column family is often hundreds of small SSTs).
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +24,7 @@ import pyarrow as pa
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
 from flinkstate.flink.files.sst_blocks import PAD, Entries, parse_blocks, varints
 
-__all__ = ["RECORDS", "SstFile", "TYPE_DELETION", "TYPE_MERGE", "TYPE_SINGLE_DELETION", "TYPE_VALUE", "read_sst"]
+__all__ = ["RECORDS", "SstFile", "TYPE_DELETION", "TYPE_MERGE", "TYPE_SINGLE_DELETION", "TYPE_VALUE", "read_sst", "read_ssts"]
 
 _MAGIC = 0x88E241B785F4CFF7
 _LEGACY_MAGIC = 0xDB4775248B80FB57
@@ -61,31 +63,36 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-class _Reader:
-    """An SST's bytes and name: its blocks, checked against the file's length and decompressed."""
+class _Batch:
+    """Several SSTs' bytes joined (then PAD zero bytes): their blocks checked against their own file's length,
+    decompressed and parsed together, so the lockstep's fixed cost per step is paid once for all of them."""
 
-    def __init__(self, data: bytes, where: str) -> None:
-        self.data, self.where = data, where
-        self.array = np.frombuffer(data, np.uint8)
+    def __init__(self, datas: Sequence[bytes], wheres: Sequence[str]) -> None:
+        self.data = b"".join([*datas, bytes(PAD)])
+        self.array = np.frombuffer(self.data, np.uint8)
+        self.lengths = np.array([len(d) for d in datas], np.int64)
+        self.bases = np.cumsum(self.lengths) - self.lengths
+        self.where = wheres[0] if len(wheres) == 1 else f"{len(wheres)} SSTs ({wheres[0]} ...)"
 
-    def blocks(self, offsets: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The blocks at offsets (a 5-byte trailer after each gives its compression) as (buffer padded by PAD, starts, ends)."""
-        offsets, sizes = np.asarray(offsets, np.int64), np.asarray(sizes, np.int64)
-        past = (offsets < 0) | (sizes < 0) | (offsets + sizes + 5 > len(self.data))
+    def blocks(self, files: np.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The blocks at offsets of files (a 5-byte trailer after each gives its compression) as (buffer padded by PAD,
+        starts, ends)."""
+        past = (offsets < 0) | (sizes < 0) | (offsets + sizes + 5 > self.lengths[files])
         if past.any():
             i = int(np.argmax(past))
             raise CorruptFileError(f"{self.where}: block at {int(offsets[i])} of {int(sizes[i])} bytes runs past the end of the file")
-        kinds = self.array[offsets + sizes]
+        at = self.bases[files] + offsets
+        kinds = self.array[at + sizes]
         if ((kinds != 0) & (kinds != 1)).any():
             kind = int(kinds[(kinds != 0) & (kinds != 1)][0])
             raise UnsupportedFlinkFormatError(f"{self.where}: SST block compression type {kind} is not supported (none, snappy are)")
         if not kinds.any():
-            return np.frombuffer(self.data + bytes(PAD), np.uint8), offsets, offsets + sizes
+            return self.array, at, at + sizes
         view = memoryview(self.data)
-        lengths, _ = varints(self.array, offsets, self.where)  # the snappy preamble; within the file: the 5-byte trailer follows
+        lengths, _ = varints(self.array, at, self.where)  # the snappy preamble; within the file: the 5-byte trailer follows
         lengths[kinds == 0] = sizes[kinds == 0]
         chunks = []
-        for off, size, kind, n in zip(offsets.tolist(), sizes.tolist(), kinds.tolist(), lengths.tolist(), strict=True):
+        for off, size, kind, n in zip(at.tolist(), sizes.tolist(), kinds.tolist(), lengths.tolist(), strict=True):
             raw = view[off : off + size]
             if kind == 0:
                 chunks.append(raw)
@@ -98,16 +105,26 @@ class _Reader:
         ends = np.cumsum(lengths)
         return np.frombuffer(b"".join(chunks), np.uint8), ends - lengths, ends
 
-    def entries(self, offsets: np.ndarray, sizes: np.ndarray, *, data: bool, delta_values: bool = False) -> Entries:
-        """Every entry of the (index or data) blocks at offsets, in order, parsed at once."""
-        offsets = np.asarray(offsets, np.int64)
-        buf, starts, ends = self.blocks(offsets, np.asarray(sizes, np.int64))
+    def entries(self, files: np.ndarray, offsets: np.ndarray, sizes: np.ndarray, *, data: bool,
+                delta_values: bool = False) -> Entries:
+        """Every entry of the (index or data) blocks at offsets of files, in order, parsed at once."""
+        buf, starts, ends = self.blocks(files, offsets, sizes)
         return parse_blocks(buf, starts, ends, offsets, self.where, data=data, delta_values=delta_values)
 
-    def block(self, offset: int, size: int) -> bytes:
-        """The contents of one block (metaindex, properties, range deletions: a few entries each)."""
-        buf, starts, ends = self.blocks(np.array([offset]), np.array([size]))
-        return buf[int(starts[0]) : int(ends[0])].tobytes()
+
+def _block(data: bytes, offset: int, size: int, where: str) -> bytes:
+    """The contents of one block of an SST (metaindex, properties, range deletions: a few entries each)."""
+    if offset < 0 or size < 0 or offset + size + 5 > len(data):
+        raise CorruptFileError(f"{where}: block at {offset} of {size} bytes runs past the end of the file")
+    kind, raw = data[offset + size], data[offset : offset + size]
+    if kind == 0:
+        return raw
+    if kind != 1:
+        raise UnsupportedFlinkFormatError(f"{where}: SST block compression type {kind} is not supported (none, snappy are)")
+    try:
+        return _SNAPPY.decompress(raw, decompressed_size=_varint(raw, 0)[0]).to_pybytes()
+    except (OSError, ValueError, IndexError, pa.ArrowException) as e:
+        raise CorruptFileError(f"{where}: bad snappy block at {offset}: {e}") from e
 
 
 def _entries(block: bytes) -> list[tuple[bytes, bytes]]:
@@ -143,19 +160,106 @@ def _handle(value: bytes) -> tuple[int, int]:
 
 def read_sst(data: bytes, where: str) -> SstFile:
     """Parse one SST file: its column family and every record of its data blocks, checked against its properties."""
+    return read_ssts([(data, where)])[0]
+
+
+def read_ssts(files: Sequence[tuple[bytes, str]]) -> list[SstFile]:
+    """Parse SST files ((bytes, name) each) as `read_sst` does, their blocks all at once: a Flink state's column family
+    is often hundreds of small SSTs, and a lockstep pass per file would cost more than their records.
+
+    A file that cannot be read is an error naming it: the batch is read again one file at a time to find it."""
+    if not files:
+        return []
     try:
-        sst = _read_sst(data, where)
-    except (IndexError, ValueError, struct.error) as e:
-        raise CorruptFileError(f"{where}: corrupt SST file: {e}") from e
-    kinds = sst.records.column("kind").to_numpy()
-    merges = int(np.count_nonzero(kinds == TYPE_MERGE))
-    deletions = int(np.count_nonzero((kinds == TYPE_DELETION) | (kinds == TYPE_SINGLE_DELETION))) + sst.range_deletions
-    got = (sst.records.num_rows + sst.range_deletions, deletions, merges)
-    said = (sst.entries, sst.deletions, sst.merges)
-    if any(s is not None and s != g for s, g in zip(said, got, strict=True)):
-        raise CorruptFileError(f"{where}: the SST's properties count {sst.entries} entries ({sst.deletions} deletions, {sst.merges} merge "
-                               f"operands) but its blocks hold {got[0]} ({got[1]} deletions, {got[2]} merge operands)")
-    return sst
+        return _read_ssts(files)
+    except (CorruptFileError, UnsupportedFlinkFormatError, IndexError, ValueError, struct.error) as e:
+        if len(files) > 1:
+            for one in files:
+                read_ssts([one])  # raises the error of the file at fault, named
+        if isinstance(e, (CorruptFileError, UnsupportedFlinkFormatError)):
+            raise
+        raise CorruptFileError(f"{files[0][1] if len(files) == 1 else 'SSTs'}: corrupt SST file: {e}") from e
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What an SST's footer and meta blocks say: column family, index block and kind, counts of its properties."""
+
+    column_family: str
+    index: tuple[int, int]
+    two_level: bool
+    delta: bool
+    range_deletions: int
+    entries: int | None
+    deletions: int | None
+    merges: int | None
+
+
+def _layout(data: bytes, where: str) -> _Layout:
+    (meta_off, meta_size), index = _footer(data, where)
+    meta = dict(_entries(_block(data, meta_off, meta_size, where)))
+    props_handle = meta.get(b"rocksdb.properties")
+    if props_handle is None:
+        raise CorruptFileError(f"{where}: SST file without a properties block")
+    props = dict(_entries(_block(data, *_handle(props_handle), where)))
+    cf = props.get(b"rocksdb.column.family.name", b"").decode("utf-8")
+    raw_type = props.get(b"rocksdb.block.based.table.index.type", b"\x00\x00\x00\x00")
+    index_type = _U32.unpack_from(raw_type.ljust(4, b"\x00"), 0)[0]
+    if index_type not in (0, 2):  # binary search, or two-level (partitioned: ForSt's default, RocksDB's option)
+        raise UnsupportedFlinkFormatError(f"{where}: SST index type {index_type} is not supported (binary search and two-level are)")
+    delta = _varint(props.get(b"rocksdb.index.value.is.delta.encoded", b"\x00"), 0)[0] != 0
+    range_dels = 0
+    if b"rocksdb.range_del" in meta:
+        range_dels = len(_entries(_block(data, *_handle(meta[b"rocksdb.range_del"]), where)))
+    return _Layout(cf, index, index_type == 2, delta, range_dels, _count(props, b"rocksdb.num.entries"),
+                   _count(props, b"rocksdb.deleted.keys"), _count(props, b"rocksdb.merge.operands"))
+
+
+def _data_blocks(b: _Batch, layouts: list[_Layout]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(file, offset, size) of every data block of the batch, by file and in each file's index order: the index blocks
+    of all files with the same handle encoding parsed at once, then the partitions of two-level ones."""
+    parts = []
+    for delta in sorted({lay.delta for lay in layouts}):
+        fs = np.array([i for i, lay in enumerate(layouts) if lay.delta == delta], np.int64)
+        index = np.array([layouts[i].index for i in fs], np.int64).reshape(-1, 2)
+        e = b.entries(fs, index[:, 0], index[:, 1], data=False, delta_values=delta)
+        files, (offsets, sizes) = fs[e.blocks], e.handles(b.where)
+        two = np.array([lay.two_level for lay in layouts])[files]
+        if two.any():  # the top-level index points to index partitions, which point to data blocks
+            p = b.entries(files[two], offsets[two], sizes[two], data=False, delta_values=delta)
+            files = np.concatenate([files[~two], files[two][p.blocks]])
+            offsets, sizes = (np.concatenate([a[~two], h]) for a, h in zip((offsets, sizes), p.handles(b.where), strict=True))
+        parts.append((files, offsets, sizes))
+    files, offsets, sizes = (np.concatenate(a) for a in zip(*parts, strict=True))
+    order = np.argsort(files, kind="stable")
+    return files[order], offsets[order], sizes[order]
+
+
+def _read_ssts(files: Sequence[tuple[bytes, str]]) -> list[SstFile]:
+    wheres = [w for _, w in files]
+    layouts = [_layout(data, where) for data, where in files]
+    b = _Batch([data for data, _ in files], wheres)
+    blocks, offsets, sizes = _data_blocks(b, layouts)
+    e = b.entries(blocks, offsets, sizes, data=True)
+    assert e.keys is not None and e.trailers is not None and e.values is not None
+    kinds = (e.trailers & 0xFF).astype(np.uint8)
+    records = pa.table([e.keys, pa.array((e.trailers >> 8).astype(np.int64)), pa.array(kinds), e.values], schema=RECORDS)
+    of = blocks[e.blocks]  # each record's file
+    n = len(files)
+    counts = np.bincount(of, minlength=n)
+    merges = np.bincount(of[kinds == TYPE_MERGE], minlength=n)
+    deletions = np.bincount(of[(kinds == TYPE_DELETION) | (kinds == TYPE_SINGLE_DELETION)], minlength=n)
+    out, at = [], 0
+    for i, lay in enumerate(layouts):
+        got = (int(counts[i]) + lay.range_deletions, int(deletions[i]) + lay.range_deletions, int(merges[i]))
+        said = (lay.entries, lay.deletions, lay.merges)
+        if any(s is not None and s != g for s, g in zip(said, got, strict=True)):
+            raise CorruptFileError(f"{wheres[i]}: the SST's properties count {lay.entries} entries ({lay.deletions} deletions, "
+                                   f"{lay.merges} merge operands) but its blocks hold {got[0]} ({got[1]} deletions, {got[2]} merge operands)")
+        out.append(SstFile(lay.column_family, records.slice(at, int(counts[i])), lay.range_deletions, lay.entries, lay.deletions,
+                           lay.merges))
+        at += int(counts[i])
+    return out
 
 
 def _count(props: dict[bytes, bytes], name: bytes) -> int | None:
@@ -182,37 +286,3 @@ def _footer(data: bytes, where: str) -> tuple[tuple[int, int], tuple[int, int]]:
     index_off, pos = _varint(footer, pos)
     index_size, pos = _varint(footer, pos)
     return (meta_off, meta_size), (index_off, index_size)
-
-
-def _properties(r: _Reader, where: str) -> tuple[dict[bytes, bytes], dict[bytes, bytes]]:
-    """(properties, metaindex) of the SST r reads."""
-    metaindex, _ = _footer(r.data, where)
-    meta = dict(_entries(r.block(*metaindex)))
-    props_handle = meta.get(b"rocksdb.properties")
-    if props_handle is None:
-        raise CorruptFileError(f"{where}: SST file without a properties block")
-    return dict(_entries(r.block(*_handle(props_handle)))), meta
-
-
-def _read_sst(data: bytes, where: str) -> SstFile:
-    r = _Reader(data, where)
-    props, meta = _properties(r, where)
-    _, (index_off, index_size) = _footer(data, where)
-    cf = props.get(b"rocksdb.column.family.name", b"").decode("utf-8")
-    raw_type = props.get(b"rocksdb.block.based.table.index.type", b"\x00\x00\x00\x00")
-    index_type = _U32.unpack_from(raw_type.ljust(4, b"\x00"), 0)[0]
-    if index_type not in (0, 2):  # binary search, or two-level (partitioned: ForSt's default, RocksDB's option)
-        raise UnsupportedFlinkFormatError(f"{where}: SST index type {index_type} is not supported (binary search and two-level are)")
-    delta = _varint(props.get(b"rocksdb.index.value.is.delta.encoded", b"\x00"), 0)[0] != 0
-    range_dels = 0
-    if b"rocksdb.range_del" in meta:
-        range_dels = len(_entries(r.block(*_handle(meta[b"rocksdb.range_del"]))))
-    index = r.entries(np.array([index_off]), np.array([index_size]), data=False, delta_values=delta)
-    if index_type == 2:  # the top-level index points to index partitions, which point to data blocks
-        index = r.entries(*index.handles(where), data=False, delta_values=delta)
-    e = r.entries(*index.handles(where), data=True)
-    assert e.keys is not None and e.trailers is not None and e.values is not None
-    records = pa.table([e.keys, pa.array((e.trailers >> 8).astype(np.int64)), pa.array((e.trailers & 0xFF).astype(np.uint8)), e.values],
-                       schema=RECORDS)
-    return SstFile(cf, records, range_dels, _count(props, b"rocksdb.num.entries"), _count(props, b"rocksdb.deleted.keys"),
-                   _count(props, b"rocksdb.merge.operands"))

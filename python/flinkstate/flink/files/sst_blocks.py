@@ -52,14 +52,16 @@ def _u32(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Entries:
-    """The entries of the parsed blocks in block order: where each value starts in the buffer and, for data blocks,
-    the user keys, the internal keys' trailers (u64 sequence << 8 | type) and the values."""
+    """The entries of the parsed blocks in block order: each one's block (its index in the blocks parsed), where its
+    value starts in the buffer and, for data blocks, the user keys, the internal keys' trailers (u64 sequence << 8 |
+    type) and the values."""
 
     keys: pa.LargeBinaryArray | None
     trailers: np.ndarray | None
     values: pa.LargeBinaryArray | None
     value_starts: np.ndarray
     buf: np.ndarray
+    blocks: np.ndarray
 
     def handles(self, where: str) -> tuple[np.ndarray, np.ndarray]:
         """(offsets, sizes) of the block handles the values encode (an index block's)."""
@@ -169,14 +171,15 @@ def _assemble(buf: np.ndarray, steps: list[_Step], nseg: int, seg_block: np.ndar
     for j, s in enumerate(steps):
         at = base[s.segs] + j
         vstart[at], vend[at] = s.vstart, s.vend
+    blocks = np.repeat(seg_block, count)
     if not data:
-        return Entries(None, None, None, vstart, buf)
+        return Entries(None, None, None, vstart, buf, blocks)
     if not n:
         empty = pa.array([], pa.large_binary())
-        return Entries(empty, np.zeros(0, np.uint64), empty, vstart, buf)
+        return Entries(empty, np.zeros(0, np.uint64), empty, vstart, buf, blocks)
     values = gather(*range_views(buf, vstart, vend - vstart))
     keys, trailers = _internal_keys(buf, steps, base, n, (seg_block, names, where))
-    return Entries(keys, trailers, values, vstart, buf)
+    return Entries(keys, trailers, values, vstart, buf, blocks)
 
 
 def _internal_keys(buf: np.ndarray, steps: list[_Step], base: np.ndarray, n: int,
@@ -228,9 +231,8 @@ def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray],
     mine = np.repeat(member, np.diff(base, append=n))  # which entries (in block order) are this class's
     m = int(mine.sum())
     rank = None if m == n else np.cumsum(mine) - 1  # an entry's row in this class's matrix (None: the same)
-    views = np.empty(m, np.dtype((np.void, 16)))  # per entry (in block order), the view of its user key in its step's rows
-    buffers: list[pa.Buffer] = []
-    trailers = np.empty(m, np.uint64)
+    rows = np.empty(m, keep_of.dtype)  # per entry of the class (in block order), its internal key in w bytes
+    klen = np.empty(m, np.int64)
     prev, prev_segs, prev_len = keep_of[:0], np.zeros(0, np.int64), np.zeros(0, np.int64)
     for j, (s, length) in enumerate(zip(steps, lengths, strict=True)):
         pick = member[s.segs]
@@ -246,11 +248,9 @@ def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray],
             k, b, keep = (a.view("<u8") for a in (keys, before, keep_of[shared]))
             k ^= (k ^ b) & keep
         at = base[segs] + j if rank is None else rank[base[segs] + j]
-        flat, starts = keys.view(np.uint8), np.arange(len(segs)) * w
-        trailers[at] = windows(flat, 8)[starts + length - 8].view("<u8")
-        step_views, step_buffers = range_views(flat, starts, length - 8, first_buffer=len(buffers))
-        views[at] = _items(step_views)
-        buffers += step_buffers
+        rows[at], klen[at] = keys, length
         prev, prev_segs, prev_len = keys, segs, length
+    flat, starts = rows.view(np.uint8), np.arange(m) * w
+    trailers = windows(flat, 8)[starts + klen - 8].view("<u8")
     files_sorted = np.arange(n) if m == n else np.flatnonzero(mine)
-    return gather(views.view("<u4").reshape(-1, 4), buffers), trailers, files_sorted
+    return gather(*range_views(flat, starts, klen - 8)), trailers, files_sorted

@@ -21,33 +21,40 @@ def windows(data: np.ndarray, w: int) -> np.ndarray:
     return np.ndarray(shape=(len(data) - w + 1,), dtype=np.dtype((np.void, w)), buffer=data, strides=(1,))
 
 
-def _heads(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The first 12 bytes of each range as 3 little-endian u32, zeroed past its length."""
+def _heads(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The first 12 bytes of each range (m, 3 little-endian u32), zero past the end of data."""
     n = len(data)
+    if not len(starts):
+        return np.zeros((0, 3), "<u4")
+    if n >= 12 and int(starts.max()) <= n - 12:  # the common case: no range starts in the last 12 bytes
+        return windows(data, 12)[starts].view("<u4").reshape(-1, 3)
     late = starts > n - 12
     head = windows(data, 12)[np.minimum(starts, n - 12)] if n >= 12 else np.zeros(len(starts), _KEEP.dtype)
     if late.any():  # ranges starting in the last 12 bytes: read from a zero-padded copy of the tail
         tail_at = max(0, n - 12)
         tail = np.concatenate([data[tail_at:], np.zeros(12, np.uint8)])
         head[late] = windows(tail, 12)[starts[late] - tail_at]
-    words = head.view("<u4").reshape(-1, 3)
-    words &= _KEEP[np.minimum(lengths, 12)].view("<u4").reshape(-1, 3)
-    return words
+    return head.view("<u4").reshape(-1, 3)
 
 
 def range_views(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, first_buffer: int = 0) -> tuple[np.ndarray, list[pa.Buffer]]:
     """Views of data[starts[i] : starts[i] + lengths[i]] ((m, 4) u32) and the data buffers they number from first_buffer.
 
-    A range must be under 1 GiB (Arrow's int32 view offsets; data itself may be larger: it is split in 1 GiB steps)."""
+    A range must be under 1 GiB (Arrow's int32 view offsets; data itself may be larger: it is split in 1 GiB steps).
+    An inline range (up to 12 bytes) holds its bytes, zero after its length; a longer one its first 4 bytes, a buffer
+    number and an offset. All inline or none (a state's fixed-width values, its longer keys) skips the other's work."""
     if len(lengths) and int(lengths.max()) >= _SPAN:
         raise ValueError(f"a binary value of {int(lengths.max())} bytes is over 1 GiB")
     views = np.empty((len(starts), 4), "<u4")
     views[:, 0] = lengths
-    head = _heads(data, starts, lengths)
+    views[:, 1:] = _heads(data, starts)
     inline = lengths <= 12
-    views[:, 1] = head[:, 0]
-    views[:, 2] = np.where(inline, head[:, 1], first_buffer + (starts >> 30))
-    views[:, 3] = np.where(inline, head[:, 2], starts & (_SPAN - 1))
+    if inline.any():  # zero past the length (a longer range's mask keeps all: its words 2 and 3 are set below)
+        views[:, 1:] &= _KEEP[np.minimum(lengths, 12)].view("<u4").reshape(-1, 3)
+    if not inline.all():
+        far = slice(None) if not inline.any() else np.flatnonzero(~inline)
+        views[far, 2] = first_buffer + (starts[far] >> 30)
+        views[far, 3] = starts[far] & (_SPAN - 1)
     buffers = [pa.py_buffer(data[b * _SPAN : (b + 2) * _SPAN]) for b in range(max(1, -(-len(data) // _SPAN)))]
     return views, buffers
 

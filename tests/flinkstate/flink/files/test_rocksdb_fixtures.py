@@ -12,6 +12,7 @@ from flink_dump import FIXTURE, check_savepoint
 
 from flinkstate.flink import read_keyed_state, read_metadata
 from flinkstate.flink.errors import CorruptFileError
+from flinkstate.flink.files import rocksdb
 from flinkstate.flink.files.sst import TYPE_MERGE, read_sst
 
 ROCKSDB = FIXTURE.parent / "flink-2.3-rocksdb"
@@ -80,3 +81,13 @@ def test_truncated_sst_names_the_file(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes()[:-20])
     with pytest.raises(CorruptFileError, match=rf"{path.name}.*{name}"):
         read_keyed_state(read_metadata(str(dst)), "string-keyed")
+
+
+def test_ssts_parsed_one_batch_or_one_file_at_a_time_give_the_same_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A handle's SSTs are parsed in batches of about _BATCH_BYTES: a batch per file reads exactly what one batch does."""
+    meta = read_metadata(str(rocksdb_dir("rocksdb")))
+    together = read_keyed_state(meta, "long-keyed").states
+    monkeypatch.setattr(rocksdb, "_BATCH_BYTES", 1)
+    alone = read_keyed_state(meta, "long-keyed").states
+    assert together.keys() == alone.keys() and sum(t.num_rows for t in together.values()) > 500
+    assert all(together[k].equals(alone[k]) for k in together)

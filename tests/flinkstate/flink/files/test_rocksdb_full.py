@@ -21,7 +21,7 @@ from flinkstate.flink.files.canonical import _StateDecoder
 from flinkstate.flink.errors import CorruptFileError, StateAccountingError, UnsupportedFlinkFormatError
 from flinkstate.flink.meta.metadata import UnsupportedKeyedHandle
 from flinkstate.flink.files.rocksdb import family_sizes, handle_files
-from flinkstate.flink.files.sst import _entries, _footer, _handle, _Reader, _varint
+from flinkstate.flink.files.sst import _block, _entries, _footer, _handle, _varint
 
 FULL_FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "flink-rocksdb-full"
 CASES = [("1.20", "rocksdb-full"), ("1.20", "rocksdb-full-checkpoint"), ("2.3", "rocksdb-full"), ("2.3", "rocksdb-full-checkpoint"),
@@ -65,9 +65,8 @@ def test_forst_writes_two_level_indexes(rocksdb_full: Path) -> None:
         out = set()
         for name, stream in handle_files(h, meta.directory, "test").ssts.values():
             data = stream.read(meta.directory)
-            r = _Reader(data, name)
-            meta_block = dict(_entries(r.block(*_footer(data, name)[0])))
-            props = dict(_entries(r.block(*_handle(meta_block[b"rocksdb.properties"]))))
+            meta_block = dict(_entries(_block(data, *_footer(data, name)[0], name)))
+            props = dict(_entries(_block(data, *_handle(meta_block[b"rocksdb.properties"]), name)))
             out.add(props[b"rocksdb.block.based.table.index.type"])
         return out
 
@@ -138,8 +137,7 @@ def test_sst_whose_blocks_disagree_with_its_properties(rocksdb_full: Path, tmp_p
 
 def _num_entries_offset(data: bytes, where: str) -> int:
     """The file offset of the varint value of `rocksdb.num.entries` in an SST's (uncompressed) properties block."""
-    r = _Reader(data, where)
-    meta_block = dict(_entries(r.block(*_footer(data, where)[0])))
+    meta_block = dict(_entries(_block(data, *_footer(data, where)[0], where)))
     off, size = _handle(meta_block[b"rocksdb.properties"])
     assert data[off + size] == 0  # meta blocks are not compressed
     block = data[off : off + size]

@@ -3,10 +3,14 @@ newer merge operands are appended after the put's value, oldest first; done with
 
 from __future__ import annotations
 
+import random
+
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
-from flinkstate.flink.files.rocksdb import FamilyAccount, _resolve, records_buffer
+from flinkstate.flink.files.rocksdb import FamilyAccount, _adjacent, _key_order, _resolve, records_buffer
 from flinkstate.flink.files.sst import RECORDS, TYPE_DELETION, TYPE_MERGE, TYPE_SINGLE_DELETION, TYPE_VALUE
 
 
@@ -61,3 +65,43 @@ def test_records_already_in_order_resolve_as_shuffled_ones() -> None:
     shuffled, in_order = resolve(records), resolve(ordered)
     assert shuffled[1] == in_order[1] and shuffled[1]
     assert (shuffled[0].keys, shuffled[0].deleted) == (in_order[0].keys, in_order[0].deleted)
+
+
+@pytest.mark.parametrize("width", [1, 6, 13])
+def test_neighbours_compare_bytewise(width: int) -> None:
+    """Neighbouring keys compared bytewise (what RocksDB's comparator does), NUL and high bytes included, keys of one
+    width or two, on a sliced array too."""
+    rng = random.Random(width)
+    pool = [bytes(rng.choice([0, 1, 0x7F, 0x80, 0xFF]) for _ in range(width)) for _ in range(40)]
+    keys = [rng.choice(pool) for _ in range(2000)]
+    for arr, ks in ((pa.array(keys, pa.large_binary()), keys), (pa.array(keys, pa.large_binary()).slice(7), keys[7:]),
+                    (pa.array([*keys, b"\0" * (width + 1)], pa.large_binary()), [*keys, b"\0" * (width + 1)])):
+        less, same = _adjacent(arr)
+        assert less.tolist() == [b < a for a, b in zip(ks, ks[1:])]
+        assert same.tolist() == [b == a for a, b in zip(ks, ks[1:])]
+        assert same.any() and less.any()
+
+
+def test_records_buffer_of_binary_and_empty_arrays() -> None:
+    buf, starts = records_buffer(pa.array([b"ab", b"c"], pa.binary()), pa.array([b"", b"xyz"], pa.binary()))
+    assert buf == b"\0\0\0\x02ab\0\0\0\0" + b"\0\0\0\x01c\0\0\0\x03xyz" and starts.tolist() == [0, 10]
+    empty = pa.array([], pa.large_binary())
+    buf, starts = records_buffer(empty, empty)
+    assert buf == b"" and starts.tolist() == []
+
+
+@pytest.mark.parametrize("widths", [(7,), (7, 8)])
+def test_key_order_is_arrows_sort(widths: tuple[int, ...]) -> None:
+    """Sorted runs (one per SST) of keys of one width (numpy's sort of byte strings) or several (Arrow's): the order
+    by key ascending, sequence descending that Arrow's sort gives, and each key's equality with the one before."""
+    rng = random.Random(len(widths))
+    pool = [bytes(rng.choice([0, 1, 0x7F, 0x80, 0xFF]) for _ in range(rng.choice(widths))) for _ in range(300)]
+    seqs = rng.sample(range(1 << 40), 3000)
+    runs = [sorted(((rng.choice(pool), seqs.pop()) for _ in range(m)), key=lambda r: (r[0], -r[1])) for m in (2000, 600, 400)]
+    keys = pa.array([k for run in runs for k, _ in run], pa.large_binary())
+    seq = np.array([q for run in runs for _, q in run], np.int64)
+    perm, same = _key_order(keys, seq)
+    want = pc.sort_indices(pa.table({"k": keys, "s": seq}), sort_keys=[("k", "ascending"), ("s", "descending")]).to_numpy()
+    assert perm.tolist() == want.tolist()
+    ordered = keys.take(pa.array(perm)).to_pylist()
+    assert same.tolist() == [b == a for a, b in zip(ordered, ordered[1:])] and same.any()

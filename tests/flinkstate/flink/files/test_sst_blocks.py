@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
-from flinkstate.flink.files.sst import TYPE_DELETION, TYPE_MERGE, TYPE_VALUE, _varint, read_sst
+from flinkstate.flink.files.sst import TYPE_DELETION, TYPE_MERGE, TYPE_VALUE, _varint, read_sst, read_ssts
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 _MAGIC = 0x88E241B785F4CFF7
@@ -168,17 +168,45 @@ def _ssts(root: Path) -> list[Path]:
     return sorted(out)
 
 
+def _rows(t: pa.Table) -> list[Record]:
+    return list(zip(*(t.column(c).to_pylist() for c in ("key", "seq", "kind", "value")), strict=True))
+
+
 def test_every_fixture_sst_reads_as_the_reference_parser_reads_it(rocksdb_full: Path) -> None:
-    """Each SST of the checked-in savepoints and checkpoints (RocksDB 1.18 to 2.3, ForSt's two-level indexes)."""
+    """Each SST of the checked-in savepoints and checkpoints (RocksDB 1.18 to 2.3, ForSt's two-level indexes), all
+    parsed in one batch (files of every layout side by side), and the first one alone."""
     paths = _ssts(FIXTURES) + _ssts(rocksdb_full)
     assert len(paths) > 900
+    files = [(p.read_bytes(), str(p)) for p in paths]
+    batch = read_ssts(files)
     total = 0
-    for p in paths:
-        data = p.read_bytes()
+    for (data, where), sst in zip(files, batch, strict=True):
         want = reference_records(data)
-        assert records_of(data, str(p)) == want, p
+        assert _rows(sst.records) == want, where
         total += len(want)
+    assert records_of(*files[0]) == reference_records(files[0][0])
     assert total > 15000
+
+
+def test_a_batch_of_written_ssts_of_every_layout() -> None:
+    """SSTs with delta and whole index handles, one- and two-level indexes, snappy and plain blocks and no records,
+    parsed together: each file gets exactly its own records."""
+    layouts = [dict(snappy=True), dict(snappy=False, delta_index=False), dict(two_level=True), dict(two_level=True, delta_index=False),
+               dict(interval=1, per_block=7)]
+    records = [sample(120 + 40 * i) for i in range(len(layouts))]
+    files = [(write_sst(r, **kw), f"{i}.sst") for i, (r, kw) in enumerate(zip(records, layouts, strict=True))]
+    files.insert(2, (write_sst([]), "empty.sst"))
+    records.insert(2, [])
+    got = read_ssts(files)
+    assert [_rows(s.records) for s in got] == records
+
+
+def test_a_corrupt_sst_in_a_batch_is_named() -> None:
+    """A batch with one broken file: the error names it, not the batch or another file."""
+    good = write_sst(sample(100))
+    broken = write_sst(sample(200), edit=lambda i, b: b[:3] if i == 2 else b)
+    with pytest.raises(CorruptFileError, match=r"^broken\.sst: .*shorter than its restart count"):
+        read_ssts([(good, "good.sst"), (broken, "broken.sst"), (good, "good2.sst")])
 
 
 @pytest.mark.parametrize("interval", [1, 2, 16, 1000])

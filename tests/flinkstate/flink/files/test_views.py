@@ -19,6 +19,17 @@ def test_ranges_equal_their_slices() -> None:
     assert got == [data[s : s + n].tobytes() for s, n in zip(starts, lengths, strict=True)]
 
 
+@pytest.mark.parametrize(("low", "high"), [(0, 13), (13, 40), (0, 40)])
+def test_ranges_all_inline_all_pointing_or_mixed(low: int, high: int) -> None:
+    """Ranges all of 12 bytes or fewer (a state's fixed-width values), all longer (its keys), or both: the slices."""
+    rng = np.random.default_rng(high)
+    data = rng.integers(0, 256, 5000, dtype=np.uint8)
+    lengths = rng.integers(low, high, 400)
+    starts = rng.integers(0, 5000 - lengths)
+    got = gather(*range_views(data, starts, lengths)).to_pylist()
+    assert got == [data[s : s + n].tobytes() for s, n in zip(starts, lengths, strict=True)]
+
+
 def test_views_of_two_arrays_number_their_buffers() -> None:
     a, b = np.frombuffer(b"first array, long enough to point into", np.uint8), np.frombuffer(b"second: also pointed into", np.uint8)
     va, ba = range_views(a, np.array([0, 6]), np.array([20, 5]))
