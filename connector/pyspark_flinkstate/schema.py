@@ -1,13 +1,15 @@
 """Type mapping between a state's Arrow types and Spark SQL types, both directions.
 
 Reads: every Arrow type of a state gets a Spark type; the batches a reader yields are cast
-to exactly the Arrow schema Spark expects for that Spark schema (nullable everywhere).
+to exactly the Arrow schema Spark expects for that Spark schema (nullable, but for the columns
+the read declares never null).
 Writes: the Arrow types Spark hands to the writer are mapped back to the state's types
 (the declared types of an existing state, or inferred ones for a new state).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import pyarrow as pa
@@ -63,11 +65,11 @@ def spark_type(t: pa.DataType) -> Any:
     return T.StringType()  # time-of-day and other exotic types are shown as text
 
 
-def spark_schema(fields: list[tuple[str, pa.DataType]]) -> Any:
-    """A nullable Spark StructType for (name, Arrow type) pairs."""
+def spark_schema(fields: list[tuple[str, pa.DataType]], non_null: Collection[str] = ()) -> Any:
+    """A Spark StructType for (name, Arrow type) pairs: nullable, but for the columns named in `non_null`."""
     from pyspark.sql import types as T
 
-    return T.StructType([T.StructField(n, spark_type(t), True) for n, t in fields])
+    return T.StructType([T.StructField(n, spark_type(t), n not in non_null) for n, t in fields])
 
 
 def arrow_schema_for(schema: Any) -> pa.Schema:
@@ -92,9 +94,13 @@ def to_spark_arrow(table: pa.Table, target: pa.Schema) -> pa.Table:
     cols = []
     for f in target:
         if f.name not in table.column_names:
+            if not f.nullable and table.num_rows:
+                raise SchemaMismatchError(f"column {f.name!r} is declared NOT NULL but the rows read have no such column; got {table.column_names}")
             cols.append(pa.nulls(table.num_rows, f.type))
             continue
         col = table.column(f.name)
+        if not f.nullable and col.null_count:
+            raise SchemaMismatchError(f"column {f.name!r} is declared NOT NULL but {col.null_count} of the rows read hold null")
         try:
             cols.append(_cast_array(col, f.type))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:

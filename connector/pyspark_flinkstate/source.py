@@ -42,10 +42,11 @@ class FlinkStateDataSource(DataSource):
         return res
 
     def schema(self) -> Any:
-        from pyspark_flinkstate.resolve import output_columns
+        from pyspark_flinkstate.resolve import non_null_columns, output_columns
         from pyspark_flinkstate.schema import spark_schema
 
-        return spark_schema(output_columns(self._resolved()))
+        res = self._resolved()
+        return spark_schema(output_columns(res), non_null_columns(res))
 
     def reader(self, schema: Any) -> Any:
         from pyspark_flinkstate.reader import FlinkStatePushdownReader, FlinkStateReader

@@ -69,3 +69,19 @@ def test_type_mapping_roundtrip_to_spark_arrow():
     assert out.column("u64").to_pylist()[0] == 2**64 - 1
     assert storage_type(pa.large_string()) == pa.string()
     assert storage_type(pa.struct([("a", pa.large_list(pa.large_string()))])) == pa.struct([("a", pa.list_(pa.string()))])
+
+
+def test_non_null_columns_are_declared_and_enforced():
+    from flinkstate.core.errors import SchemaMismatchError
+    from pyspark_flinkstate.schema import arrow_schema_for
+
+    sch = spark_schema([("key", pa.string()), ("value", pa.int64()), ("key_group", pa.int32())], {"key", "key_group"})
+    assert [(f.name, f.nullable) for f in sch.fields] == [("key", False), ("value", True), ("key_group", False)]
+    target = arrow_schema_for(sch)
+    assert [f.nullable for f in target] == [False, True, False]
+    ok = pa.table({"key_group": pa.array([3], pa.int32()), "key": ["a"], "value": pa.array([None], pa.int64())})
+    assert to_spark_arrow(ok, target).schema.equals(target)
+    with pytest.raises(SchemaMismatchError, match="'key' is declared NOT NULL but 1 of the rows"):
+        to_spark_arrow(ok.set_column(1, "key", pa.array([None], pa.string())), target)
+    with pytest.raises(SchemaMismatchError, match="'key_group' is declared NOT NULL"):
+        to_spark_arrow(ok.drop_columns(["key_group"]), target)

@@ -29,6 +29,7 @@ def test_discovered_without_register(spark, job):
 def test_value_state_nested_types(spark, job):
     df = fmt(spark, job, operator="sessions", state="profile")
     assert df.columns == ["key", "value", "key_group"]
+    assert [f.nullable for f in df.schema.fields] == [False, True, False]  # keys and key groups are never null
     assert df.schema["value"].dataType.simpleString() == "struct<name:string,tags:array<string>,score:decimal(10,2),seen:timestamp>"
     rows = {r.key: r for r in df.collect()}
     expected = value_rows()
@@ -74,6 +75,7 @@ def test_time_travel(spark, job):
 def test_timers_and_pushdown_on_timestamp(spark, job):
     t = fmt(spark, job, operator="sessions", table="timers")
     assert t.columns == ["key", "timestamp", "domain", "timer_service", "key_group"]
+    assert [f.name for f in t.schema.fields if not f.nullable] == ["key", "key_group"]
     assert t.count() == N
     due = t.where("timestamp >= 5000 and timestamp < 10000").collect()
     assert sorted(r.key for r in due) == sorted(f"u{i}" for i in range(5, 10))

@@ -218,8 +218,11 @@ def _sort(table: pa.Table, by: list[str]) -> pa.Table:
         return table
     if keys[0][0] != C.COL_KEY_GROUP:
         return table.take(pc.sort_indices(table, sort_keys=keys))
+    if table.column(0).num_chunks > 1:  # one copy now spares every take below walking many chunks (a Spark task's batches)
+        table = table.combine_chunks()
     kg = table.column(C.COL_KEY_GROUP).to_numpy()
-    order = np.argsort(kg, kind="stable")
+    # key groups are below 2^15: a stable sort of 16-bit integers is numpy's radix sort, several times a 32-bit one
+    order = np.argsort(kg.astype(np.uint16) if kg.min() >= 0 and kg.max() <= 0xFFFF else kg, kind="stable")
     rest = keys[1:]
     if rest:
         skg = kg[order]
