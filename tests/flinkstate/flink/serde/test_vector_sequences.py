@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from flinkstate.flink import read_keyed_state, read_metadata
-from flinkstate.flink.files import canonical
+from flinkstate.flink.files import canonical, state_decoder
 from flinkstate.flink.serde._vector import Source, vector_reader
 from flinkstate.flink.serde._vseq import lockstep_delimited
 from flinkstate.flink.serde.serializers import TypeNode
@@ -31,7 +31,7 @@ def test_sequences_decode_as_record_by_record(path: Path, monkeypatch: pytest.Mo
     plans = [s for s in SEQUENCE_STATES if s in vector.states]
     assert plans, f"{path} has none of {SEQUENCE_STATES}"
     canonical._FRAMED.clear()
-    monkeypatch.setattr(canonical, "record_plan", lambda *a, **k: None)  # every state record by record
+    monkeypatch.setattr(state_decoder, "record_plan", lambda *a, **k: None)  # every state record by record
     reference = read_keyed_state(read_metadata(str(path)), "long-keyed")
     for name in plans:
         got, want = vector.states[name], reference.states[name]
