@@ -17,16 +17,9 @@ from flinkstate.flink.files.manifest import LiveFile, _records, _replay, _replay
 from flinkstate.flink.files.manifest_scan import Irregular, scan
 from flinkstate.flink.files.rocksdb import handle_files
 from flinkstate.flink.meta.metadata import UnsupportedKeyedHandle
+from flink_bytes import varint7 as _v  # RocksDB's varint is the same LEB128
 
 # -- a small MANIFEST writer: VersionEdits (db/version_edit.cc) in RocksDB's log format (db/log_writer.cc) ------------
-
-
-def _v(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    return bytes(out) + bytes([n])
 
 
 def _s(b: bytes) -> bytes:

@@ -14,6 +14,7 @@ import pytest
 
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
 from flinkstate.flink.files.sst import TYPE_DELETION, TYPE_MERGE, TYPE_VALUE, _varint, read_sst, read_ssts
+from flink_bytes import varint7 as _v  # RocksDB's varint is the same LEB128
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 _MAGIC = 0x88E241B785F4CFF7
@@ -85,14 +86,6 @@ def records_of(data: bytes, where: str = "test.sst") -> list[Record]:
 
 
 # -- a small SST writer: RocksDB's block-based table layout, format_version 5 -----------------------------------------
-
-def _v(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    return bytes(out) + bytes([n])
-
 
 def _build_block(entries: list[tuple[bytes, bytes]], interval: int, delta: bool = False) -> bytes:
     out, restarts, prev = bytearray(), [], b""
