@@ -15,7 +15,7 @@ import subprocess
 import sys
 from typing import Any
 
-__all__ = ["DefaultSource", "FlinkStateDataSource", "SavepointWriter", "register", "check_workers", "worker_python", "compact", "expire"]
+__all__ = ["DefaultSource", "FlinkStateDataSource", "SavepointWriter", "register", "check_workers", "cli_session", "worker_python", "compact", "expire"]
 
 try:
     from pyspark_flinkstate.source import FlinkStateDataSource
@@ -51,6 +51,21 @@ def check_workers(spark: Any) -> None:
         last = (r.stderr.strip().splitlines() or ["exit status " + str(r.returncode)])[-1]
         raise WorkerPythonError(f"Spark's Python workers run {found} (PYSPARK_PYTHON, default python3 on PATH), "
                                 f"which cannot import pyspark_flinkstate ({last}); this script runs {sys.executable}: {fix}")
+
+
+def cli_session(app: str, master: str | None = None) -> Any:
+    """The session of a command-line `--spark` run: one on MASTER, else the active one, else a local one. A session it
+    starts runs Spark's Python workers with this interpreter (unless PYSPARK_PYTHON names one), which has flinkstate
+    installed; the workers are checked either way (`check_workers`)."""
+    from pyspark.sql import SparkSession
+
+    spark = None if master else SparkSession.getActiveSession()
+    if spark is None:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = SparkSession.builder.appName(app).config("spark.ui.showConsoleProgress", "true")
+        spark = (builder.master(master) if master else builder).getOrCreate()
+    check_workers(spark)
+    return spark
 
 
 def register(spark: Any) -> None:

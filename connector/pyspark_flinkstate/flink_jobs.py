@@ -135,11 +135,8 @@ def export_savepoint(
 
 def cli_runners(master: str | None = None) -> tuple[ImportRunner, ExportRunner]:
     """The runners of `flinkstate import|export --spark [MASTER]`: a session on MASTER, else the active one, else a
-    local one, with the progress bar on."""
-    from pyspark.sql import SparkSession
+    local one whose workers run this interpreter (`cli_session`)."""
+    from pyspark_flinkstate import cli_session
 
-    spark = None if master else SparkSession.getActiveSession()
-    if spark is None:
-        builder = SparkSession.builder.appName("flinkstate import/export").config("spark.ui.showConsoleProgress", "true")
-        spark = (builder.master(master) if master else builder).getOrCreate()
+    spark = cli_session("flinkstate import/export", master)
     return import_runner(spark), export_runner(spark)

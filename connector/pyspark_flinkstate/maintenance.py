@@ -63,10 +63,6 @@ def cli_runner(what: str = "maintenance", master: str | None = None) -> Any:
 
         runners = cli_runners(master)
         return runners[0] if what == "import" else runners[1]
-    from pyspark.sql import SparkSession
+    from pyspark_flinkstate import cli_session
 
-    spark = SparkSession.getActiveSession()
-    if spark is None:
-        spark = (SparkSession.builder.appName("flinkstate maintenance")
-                 .config("spark.ui.showConsoleProgress", "true").getOrCreate())
-    return spark_runner(spark)
+    return spark_runner(cli_session("flinkstate maintenance"))
