@@ -136,7 +136,7 @@ def export_savepoint(
 def cli_runners(master: str | None = None) -> tuple[ImportRunner, ExportRunner]:
     """The runners of `flinkstate import|export --spark [MASTER]`: a session on MASTER, else the active one, else a
     local one whose workers run this interpreter (`cli_session`)."""
-    from pyspark_flinkstate import cli_session
+    from pyspark_flinkstate.workers import cli_session
 
     spark = cli_session("flinkstate import/export", master)
     return import_runner(spark), export_runner(spark)

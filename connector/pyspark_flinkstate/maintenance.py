@@ -63,6 +63,6 @@ def cli_runner(what: str = "maintenance", master: str | None = None) -> Any:
 
         runners = cli_runners(master)
         return runners[0] if what == "import" else runners[1]
-    from pyspark_flinkstate import cli_session
+    from pyspark_flinkstate.workers import cli_session
 
     return spark_runner(cli_session("flinkstate maintenance"))
