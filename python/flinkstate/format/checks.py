@@ -29,7 +29,7 @@ from flinkstate.format.schemas import (
     timer_schema,
 )
 
-__all__ = ["CHECKSUM_ALGORITHM", "file_checksum", "bytes_problems", "footer_problems", "key_group_problems", "expected_schema"]
+__all__ = ["CHECKSUM_ALGORITHM", "checksum_of_crc", "file_checksum", "bytes_problems", "footer_problems", "key_group_problems", "expected_schema"]
 
 CHECKSUM_ALGORITHM = "crc32"
 
@@ -38,7 +38,12 @@ Descriptor = KeyedStateDescriptor | TimerServiceDescriptor | OperatorStateDescri
 
 def file_checksum(data: Any) -> str:
     """The manifest's checksum of a data file's bytes: 'crc32:' and 8 hex digits (zlib CRC-32)."""
-    return f"{CHECKSUM_ALGORITHM}:{zlib.crc32(data) & 0xFFFFFFFF:08x}"
+    return checksum_of_crc(zlib.crc32(data))
+
+
+def checksum_of_crc(crc: int) -> str:
+    """The manifest's checksum text of a CRC-32 computed as the bytes went by (`file_checksum` of the whole file)."""
+    return f"{CHECKSUM_ALGORITHM}:{crc & 0xFFFFFFFF:08x}"
 
 
 def bytes_problems(entry: Any, data: Any) -> list[str]:

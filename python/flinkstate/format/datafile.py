@@ -19,8 +19,8 @@ from flinkstate.core.errors import CorruptFileError
 from flinkstate.core.io import FileIO
 from flinkstate.format import constants as C
 from flinkstate.format.checks import (
-    CHECKSUM_ALGORITHM,
     bytes_problems,
+    checksum_of_crc,
     file_checksum,
     footer_problems,
     key_group_problems,
@@ -236,7 +236,7 @@ class DataFileSink:
         except BaseException:
             self.abort()
             raise
-        return replace(self.entry, rows=self.rows, bytes=self._out.size, checksum=f"{CHECKSUM_ALGORITHM}:{self._out.crc & 0xFFFFFFFF:08x}")
+        return replace(self.entry, rows=self.rows, bytes=self._out.size, checksum=checksum_of_crc(self._out.crc))
 
     def abort(self) -> None:
         """Drop the file (a failed write: nothing references it)."""

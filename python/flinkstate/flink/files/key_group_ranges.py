@@ -136,7 +136,6 @@ def _compact(kind: str, start: int, header: bytes, parts: list[memoryview], stre
     return KeyGroupsHandle(kind, start, offsets, StreamHandle(stream.kind, stream.path, len(buf), buf, stream.files))
 
 
-
 def key_group_chunks(handle: KeyGroupsHandle, max_bytes: int) -> list[tuple[int, int]]:
     """The handle's key-group range cut into consecutive runs (first, last), inclusive, each holding at most max_bytes
     of the file (a larger key group is a run of its own), from the per-key-group offsets alone: what a task decodes at a
