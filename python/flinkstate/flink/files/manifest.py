@@ -14,7 +14,7 @@ The edits are parsed all at once (`manifest_scan`); what that does not model is 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
 from flinkstate.flink.files.manifest_scan import Irregular, scan
@@ -37,11 +37,14 @@ _PATH_ID = 65
 
 @dataclass(frozen=True)
 class LiveFile:
-    """One live SST of a RocksDB snapshot, as its MANIFEST records it."""
+    """One live SST of a RocksDB snapshot, as its MANIFEST records it: also its smallest and largest user keys (their
+    key-group prefixes say which key groups it may hold; empty when the edit's keys are shorter than a trailer)."""
 
     number: int
     size: int
     column_family: str
+    smallest: bytes = field(default=b"", compare=False)
+    largest: bytes = field(default=b"", compare=False)
 
     @property
     def name(self) -> str:
@@ -106,7 +109,7 @@ class _Edit:
         self.cf = 0
         self.cf_add: str | None = None
         self.cf_drop = False
-        self.added: list[tuple[int, int]] = []  # (number, size)
+        self.added: list[tuple[int, int, bytes, bytes]] = []  # (number, size, smallest and largest user keys)
         self.deleted: list[int] = []
 
     def varint(self) -> int:
@@ -143,8 +146,8 @@ class _Edit:
         if tag == _NEW_FILE3:
             self.varint()  # path id
         size = self.varint()
-        self.skip()  # smallest internal key
-        self.skip()  # largest internal key
+        smallest = self.slice()[:-8]  # internal keys: the user key and an 8-byte trailer
+        largest = self.slice()[:-8]
         if tag != _NEW_FILE:
             self.varint()  # smallest sequence number
             self.varint()  # largest sequence number
@@ -153,7 +156,7 @@ class _Edit:
                 self.skip()
                 if custom & _CUSTOM_MUST_KNOW and custom != _PATH_ID:
                     raise UnsupportedFlinkFormatError(f"new-file custom field {custom} (which must be understood) is not supported")
-        self.added.append((number & 0x3FFFFFFFFFFFFFFF, size))
+        self.added.append((number & 0x3FFFFFFFFFFFFFFF, size, smallest, largest))
 
     def parse(self) -> _Edit:
         while self.pos < len(self.buf):
@@ -216,13 +219,15 @@ def _replay(data: bytes, where: str) -> list[LiveFile]:
     except Irregular:
         return _replay_each(records, where)
     names = [live.names[cf] for cf in live.families.tolist()]
-    return [LiveFile(n, s, c) for n, s, c in zip(live.numbers.tolist(), live.sizes.tolist(), names, strict=True)]
+    buf = live.buf
+    keys = [(buf[a : a + max(0, n - 8)].tobytes(), buf[b : b + max(0, m - 8)].tobytes()) for a, n, b, m in live.bounds.tolist()]
+    return [LiveFile(n, s, c, *k) for n, s, c, k in zip(live.numbers.tolist(), live.sizes.tolist(), names, keys, strict=True)]
 
 
 def _replay_each(records: list[bytes], where: str) -> list[LiveFile]:
     """The live files, each edit parsed and applied in turn (RocksDB's own replay)."""
     names: dict[int, str] = {0: "default"}
-    files: dict[int, dict[int, int]] = {0: {}}  # column family id -> file number -> size
+    files: dict[int, dict[int, tuple[int, bytes, bytes]]] = {0: {}}  # column family id -> file number -> size, key bounds
     try:
         for record in records:
             edit = _Edit(record).parse()
@@ -234,12 +239,12 @@ def _replay_each(records: list[bytes], where: str) -> list[LiveFile]:
                 raise CorruptFileError(f"{where}: a MANIFEST edit names column family {edit.cf}, which was never added")
             for number in edit.deleted:
                 live.pop(number, None)
-            live.update(edit.added)
+            live.update((a[0], a[1:]) for a in edit.added)
             if edit.cf_drop:
                 del files[edit.cf]
     except UnsupportedFlinkFormatError as e:
         raise UnsupportedFlinkFormatError(f"{where}: {e}") from e
     except (IndexError, ValueError, UnicodeDecodeError, struct.error) as e:
         raise CorruptFileError(f"{where}: corrupt MANIFEST: {e}") from e
-    out = [LiveFile(number, size, names[cf]) for cf, live in files.items() for number, size in live.items()]
+    out = [LiveFile(number, size, names[cf], lo, hi) for cf, live in files.items() for number, (size, lo, hi) in live.items()]
     return sorted(out, key=lambda f: f.number)

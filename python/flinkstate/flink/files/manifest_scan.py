@@ -35,12 +35,15 @@ class Irregular(Exception):  # noqa: N818 (not an error: the signal to replay th
 
 @dataclass(frozen=True)
 class LiveArrays:
-    """The live files: numbers (ascending, unique), sizes, column family ids; and the families' names by id."""
+    """The live files: numbers (ascending, unique), sizes, column family ids, where their smallest and largest internal
+    keys are in buf ((start, length) rows); and the families' names by id."""
 
     numbers: np.ndarray
     sizes: np.ndarray
     families: np.ndarray
     names: dict[int, str]
+    bounds: np.ndarray
+    buf: np.ndarray
 
 
 def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -80,7 +83,7 @@ class _Events:
     """What the steps found: per record its column family; files added and deleted (record, number, size, step)."""
 
     cf: np.ndarray
-    added: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]]
+    added: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]]  # ..., (start, length) of smallest and largest keys
     deleted: list[tuple[np.ndarray, np.ndarray, int]]
     cf_adds: list[tuple[np.ndarray, np.ndarray, np.ndarray]]  # (records, name starts, name lengths)
     dropped: bool = False
@@ -138,11 +141,17 @@ def _new_files(buf: np.ndarray, recs: np.ndarray, tag: np.ndarray, p: np.ndarray
         p[path] = _varints(buf, p[path])[1]
     size, p = _varints(buf, p)
     _within(p, end)
-    p = _skip(buf, _skip(buf, p, end), end)
+    bounds = np.empty((len(recs), 4), np.int64)  # smallest key's start and length, largest key's
+    for i in (0, 2):
+        n, p = _varints(buf, p)
+        _within(p, end)
+        bounds[:, i], bounds[:, i + 1] = p, n.astype(np.int64)
+        p = p + bounds[:, i + 1]
+        _within(p, end)
     seqs = tag != 7
     if seqs.any():
         p[seqs] = _varints(buf, _varints(buf, p[seqs])[1])[1]
-    ev.added.append((recs, number & _MASK, size, step))
+    ev.added.append((recs, number & _MASK, size, step, bounds))
     custom[recs[tag == 103]] = True
     return p
 
@@ -208,28 +217,29 @@ def scan(records: list[bytes]) -> LiveArrays:
     since = np.array([first[i] for i in ids.tolist()], np.int64)
     if not known.all() or (since[at] > np.arange(len(ev.cf))).any():
         raise Irregular("an edit names a column family not yet added")
-    return _last_events(ev, names)
+    return _last_events(ev, names, buf)
 
 
-def _last_events(ev: _Events, names: dict[int, str]) -> LiveArrays:
+def _last_events(ev: _Events, names: dict[int, str], buf: np.ndarray) -> LiveArrays:
     """Per (family, number), the last event in (record, deletions first, step) order: live if it is an addition."""
     empty_u, empty_i = np.zeros(0, np.uint64), np.zeros(0, np.int64)
-    a_rec = np.concatenate([empty_i, *(r for r, _, _, _ in ev.added)])
+    a_rec = np.concatenate([empty_i, *(a[0] for a in ev.added)])
     d_rec = np.concatenate([empty_i, *(r for r, _, _ in ev.deleted)])
     rec = np.concatenate([d_rec, a_rec])
-    number = np.concatenate([empty_u, *(n for _, n, _ in ev.deleted), *(n for _, n, _, _ in ev.added)])
-    size = np.concatenate([np.zeros(len(d_rec), np.uint64), *(s for _, _, s, _ in ev.added)])
-    step = np.concatenate([empty_i, *(np.full(len(r), s) for r, _, s in ev.deleted), *(np.full(len(r), s) for r, _, _, s in ev.added)])
+    number = np.concatenate([empty_u, *(n for _, n, _ in ev.deleted), *(a[1] for a in ev.added)])
+    size = np.concatenate([np.zeros(len(d_rec), np.uint64), *(a[2] for a in ev.added)])
+    step = np.concatenate([empty_i, *(np.full(len(r), s) for r, _, s in ev.deleted), *(np.full(len(a[0]), a[3]) for a in ev.added)])
+    bounds = np.concatenate([np.zeros((len(d_rec), 4), np.int64), *(a[4] for a in ev.added)])
     is_add = np.arange(len(rec)) >= len(d_rec)
     cf = ev.cf[rec]
     order = np.lexsort((step, is_add, rec, number, cf))
-    cf, number, is_add, size = cf[order], number[order], is_add[order], size[order]
+    cf, number, is_add, size, bounds = cf[order], number[order], is_add[order], size[order], bounds[order]
     last = np.ones(len(order), bool)
     last[:-1] = (cf[1:] != cf[:-1]) | (number[1:] != number[:-1])
     keep = last & is_add
-    number, size, cf = number[keep], size[keep], cf[keep]
+    number, size, cf, bounds = number[keep], size[keep], cf[keep], bounds[keep]
     by_number = np.argsort(number, kind="stable")
     number = number[by_number]
     if len(number) > 1 and (number[1:] == number[:-1]).any():
         raise Irregular("a file number live in two column families")
-    return LiveArrays(number, size[by_number], cf[by_number], names)
+    return LiveArrays(number, size[by_number], cf[by_number], names, bounds[by_number], buf)
