@@ -38,6 +38,7 @@ from flinkstate.flink.files.key_group_ranges import (
     header_bytes,
     key_group_chunks,
 )
+from flinkstate.flink.files.rocksdb import rocksdb_chunks
 from flinkstate.flink.meta.metadata import (
     CheckpointMetadata,
     KeyGroupsHandle,
@@ -252,7 +253,8 @@ def decode_subtask(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskStat
     """Every keyed state and timer service of one subtask (by state name), decoded; with `states` (Flink names),
     only their records are decoded (the others come back empty), so reading one state does not decode the operator's.
 
-    With key groups asked, a canonical or heap file is read only in their byte ranges (per-key-group offsets).
+    With key groups asked, a canonical or heap file is read only in their byte ranges (per-key-group offsets), a
+    RocksDB handle only in the SSTs and blocks that may hold them (a run of consecutive key groups at a time).
     """
     only = None if states is None else frozenset(n for s in states for n in (s, PREFIX + s))  # PyFlink's `X` is python-state-X
     h = sub.managed_keyed
@@ -265,8 +267,24 @@ def decode_subtask(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskStat
     if isinstance(h, UnsupportedKeyedHandle):
         if h.meta_stream is None:
             raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} uses {h.kind}, which is not supported")
-        return _wrapped(meta, op, decode_rocksdb_handle(h, meta.directory, op, only=only)[2])
+        if key_groups is None:
+            return _wrapped(meta, op, decode_rocksdb_handle(h, meta.directory, op, only=only)[2])
+        decoders = None
+        for run in _runs(sorted(k for k in set(key_groups) if h.start <= k < h.start + h.count)) or [(h.start, h.start - 1)]:
+            decoders = decode_rocksdb_handle(h, meta.directory, op, decoders, only, run)[2]
+        return _wrapped(meta, op, decoders)
     return _wrapped(meta, op, decode_keyed_handle(h, meta.directory, op, only=only)[2])
+
+
+def _runs(key_groups: list[int]) -> list[tuple[int, int]]:
+    """Sorted key groups as runs of consecutive ones (first, last)."""
+    out: list[tuple[int, int]] = []
+    for k in key_groups:
+        if out and out[-1][1] == k - 1:
+            out[-1] = (out[-1][0], k)
+        else:
+            out.append((k, k))
+    return out
 
 
 def decode_subtask_chunks(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskState,
@@ -275,10 +293,17 @@ def decode_subtask_chunks(meta: CheckpointMetadata, op: OperatorState, sub: Subt
     whole handle) and its decoders (`decode_subtask` over those key groups), so memory holds one chunk, not the subtask.
 
     A canonical or heap file is cut by its per-key-group offsets into chunks of about chunk_bytes of file
-    (`key_group_chunks`) and each chunk read by ranged reads; RocksDB state and state inline in `_metadata` are one chunk.
-    Every chunk declares every state of the header (a state without rows there has an empty decoder).
+    (`key_group_chunks`) and each chunk read by ranged reads; a RocksDB handle into runs of about chunk_bytes of SSTs by
+    their key spans in the MANIFEST (`rocksdb_chunks`), each read from the SSTs and blocks that may hold it; state
+    inline in `_metadata` is one chunk. Every chunk declares every state of the header (a state without rows there has
+    an empty decoder).
     """
     h = sub.managed_keyed
+    if isinstance(h, UnsupportedKeyedHandle) and h.meta_stream is not None:
+        prefix = 1 if op.max_parallelism <= 128 else 2
+        for run in rocksdb_chunks(h, meta.directory, prefix, f"operator {op.label} subtask {sub.index}", chunk_bytes):
+            yield run, _wrapped(meta, op, decode_rocksdb_handle(h, meta.directory, op, key_groups=run)[2])
+        return
     if not isinstance(h, KeyGroupsHandle) or h.stream.data is not None:
         yield None, decode_subtask(meta, op, sub)
         return

@@ -35,6 +35,7 @@ from flinkstate.flink.files.rocksdb import (
     column_families,
     key_groups_of_keys,
     records_buffer,
+    rocksdb_chunks,
 )
 from flinkstate.flink.files.state_decoder import KeyGroupCorrupt, StateDecoder
 from flinkstate.flink.meta.metadata import (
@@ -312,10 +313,12 @@ def _decode_key_group(src: Source, pos: int, kg: int, prefix: int, decoders: lis
 
 def decode_rocksdb_handle(
     handle: UnsupportedKeyedHandle, base_dir: str, op: OperatorState, decoders: dict[str, _StateDecoder] | None = None,
-    only: frozenset[str] | None = None,
+    only: frozenset[str] | None = None, key_groups: tuple[int, int] | None = None,
 ) -> tuple[TypeNode, list[StateMeta], dict[str, _StateDecoder]]:
     """Decode one subtask's RocksDB/ForSt native or incremental state (SST files): merged records to the canonical decoders.
 
+    key_groups (first, last): only these key groups; None: the whole handle, read a run of key groups at a time
+    (`rocksdb_chunks`), so what is held besides the decoded rows is one run's SST bytes and records, not the subtask's.
     Every column family with records must be a state the header declares, and each state's live
     records must all come out as rows: otherwise a StateAccountingError names operator, state and files.
     """
@@ -328,9 +331,25 @@ def decode_rocksdb_handle(
     prefix = 1 if op.max_parallelism <= 128 else 2
     if decoders is None:
         decoders = {}
+    skip = frozenset() if only is None else frozenset(m.name for m in metas) - only  # undeclared families are still read
+    for m in metas:
+        if m.name not in decoders:
+            decoders[m.name] = _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}")
     try:
-        skip = frozenset() if only is None else frozenset(m.name for m in metas) - only  # undeclared families are still read
-        families = column_families(handle, base_dir, prefix, f"{where}: {ctx}", skip)
+        runs = [key_groups] if key_groups is not None else rocksdb_chunks(handle, base_dir, prefix, f"{where}: {ctx}", skip=skip)
+    except (IndexError, ValueError, struct.error) as e:
+        raise CorruptFileError(f"{where}: {ctx}: RocksDB state is corrupt: {e}") from e
+    for run in runs:
+        _decode_rocksdb_run(handle, base_dir, prefix, where, ctx, metas, decoders, skip, only, run)
+    return key_type, metas, decoders
+
+
+def _decode_rocksdb_run(handle: UnsupportedKeyedHandle, base_dir: str, prefix: int, where: str, ctx: str, metas: list[StateMeta],
+                        decoders: dict[str, _StateDecoder], skip: frozenset[str], only: frozenset[str] | None,
+                        run: tuple[int, int]) -> None:
+    """The records of key groups run[0]..run[1] of a RocksDB handle, checked and decoded (`decode_rocksdb_handle`)."""
+    try:
+        families = column_families(handle, base_dir, prefix, f"{where}: {ctx}", skip, run)
     except (IndexError, ValueError, struct.error) as e:
         raise CorruptFileError(f"{where}: {ctx}: RocksDB state is corrupt: {e}") from e
     declared = {m.name for m in metas}
@@ -339,22 +358,19 @@ def decode_rocksdb_handle(
             raise StateAccountingError(f"{where}: {ctx}: column family {cf!r} holds {acc.summary()}, but the keyed-state header "
                                        f"declares no such state (it declares {sorted(declared)})")
     for m in metas:
-        dec = decoders.get(m.name)
-        if dec is None:
-            dec = decoders[m.name] = _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}")
+        dec = decoders[m.name]
         acc = families.get(m.name)
         if acc is None or not acc.live or (only is not None and m.name not in only):
             continue
         before = dec.row_count()
-        buf, starts = records_buffer(acc.live_keys, acc.live_values)
-        src = Source(buf)
+        buf, starts = records_buffer(acc.live_keys, acc.live_parts, acc.live_counts)
+        src = Source(buf if dec.plan is not None else buf.to_pybytes())  # bytes for the one-by-one decoders
         kgs = key_groups_of_keys(acc.live_keys, prefix).astype(np.int32)
         try:
             _decode_framed(src, starts, np.zeros(len(starts), np.int64), kgs, prefix, [dec])
         except KeyGroupCorrupt as e:
             raise CorruptFileError(f"{where}: {ctx}: state {m.name!r}: key group {e.kg} is corrupt: {e}") from e
         _check_rows(dec, acc, dec.row_count() - before, f"{where}: {ctx}: state {m.name!r}")
-    return key_type, metas, decoders
 
 
 def _check_rows(dec: _StateDecoder, acc: FamilyAccount, rows: int, where: str) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 
 from flinkstate.flink.errors import CorruptFileError
 from flinkstate.flink.files.canonical import decode_keyed_handle
+from flinkstate.flink.files.chunks import runs
 from flinkstate.flink.files.state_decoder import StateDecoder
 from flinkstate.flink.meta.metadata import KeyGroupsHandle, OperatorState, StreamHandle
 from flinkstate.flink.serde.serializers import StateMeta, TypeNode
@@ -149,13 +150,4 @@ def key_group_chunks(handle: KeyGroupsHandle, max_bytes: int) -> list[tuple[int,
     ordered = present[np.argsort(offsets[present], kind="stable")]
     size = np.zeros(len(offsets), np.int64)  # bytes of each key group: to the next key group's offset or the file's end
     size[ordered] = np.diff(np.append(offsets[ordered], handle.stream.size))
-    out: list[tuple[int, int]] = []
-    first, held = 0, 0
-    for i in range(len(offsets)):
-        n = int(size[i])
-        if held and held + n > max_bytes:
-            out.append((handle.start + first, handle.start + i - 1))
-            first, held = i, 0
-        held += n
-    out.append((handle.start + first, handle.end))
-    return out
+    return runs(size, handle.start, max_bytes)

@@ -32,17 +32,21 @@ from flinkstate.flink.errors import (
     StateAccountingError,
     UnsupportedFlinkFormatError,
 )
+from flinkstate.flink.files.chunks import runs
 from flinkstate.flink.files.manifest import LiveFile, live_files, sst_number
 from flinkstate.flink.files.sst import (
     TYPE_DELETION,
     TYPE_MERGE,
     TYPE_SINGLE_DELETION,
     TYPE_VALUE,
+    SstFile,
     read_ssts,
 )
+from flinkstate.flink.files.views import Views, gather, inline_views, range_views
 from flinkstate.flink.meta.metadata import StreamHandle, UnsupportedKeyedHandle
 
-__all__ = ["FamilyAccount", "HandleFiles", "column_families", "family_sizes", "handle_files", "key_groups_of_keys", "records_buffer"]
+__all__ = ["CHUNK_BYTES", "FamilyAccount", "HandleFiles", "column_families", "family_sizes", "handle_files", "key_groups_of_keys",
+           "records_buffer", "rocksdb_chunks"]
 
 _I32 = struct.Struct(">i")
 _MANIFEST = re.compile(r"MANIFEST-\d+")
@@ -50,6 +54,7 @@ _OPTIONS = re.compile(r"OPTIONS-\d+")
 _WAL = re.compile(r"\d+\.log")
 _BATCH_BYTES = 1 << 20  # SSTs parsed together up to about this many bytes: the lockstep's cost per step shared by small
 # files, while the arrays of a batch stay in the caches (measured on a 1.7 M-entry savepoint: 1 MB best, 32 MB and 64 KB slower)
+CHUNK_BYTES = 8 << 20  # a subtask is read a run of key groups holding about this many SST bytes at a time (`rocksdb_chunks`)
 
 
 @dataclass
@@ -62,12 +67,22 @@ class FamilyAccount:
     deleted: int = 0
     out_of_range: int = 0
     live_keys: pa.Array = field(default_factory=lambda: pa.array([], pa.large_binary()))  # live keys, in key order
-    live_values: pa.Array = field(default_factory=lambda: pa.array([], pa.large_binary()))  # their values (merge operands joined)
+    live_parts: Views = field(default_factory=lambda: Views(np.zeros((0, 4), "<u4"), []))  # their values' parts, oldest first
+    live_counts: np.ndarray | None = None  # parts of each key's value (a put and merge operands), None: one each
 
     @property
     def live(self) -> int:
         """How many keys of the subtask's key groups are live (one canonical record each)."""
         return len(self.live_keys)
+
+    @property
+    def live_values(self) -> pa.LargeBinaryArray:
+        """The live keys' values, merge operands joined with ',' (a copy: the read frames them from the parts)."""
+        parts = self.live_parts.array()
+        if self.live_counts is None:
+            return parts
+        lists = pa.LargeListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(self.live_counts)]).astype(np.int64)), parts)
+        return pc.binary_join(lists, pa.scalar(b",", pa.large_binary())).cast(pa.large_binary())
 
     def summary(self) -> str:
         """Where the column family's records went, for messages."""
@@ -147,61 +162,116 @@ def _check_live(files: HandleFiles, live: list[LiveFile], base_dir: str, where: 
 
 
 def column_families(handle: UnsupportedKeyedHandle, base_dir: str, prefix: int, where: str,
-                    skip: frozenset[str] = frozenset()) -> dict[str, FamilyAccount]:
+                    skip: frozenset[str] = frozenset(), key_groups: tuple[int, int] | None = None) -> dict[str, FamilyAccount]:
     """Per column family, its accounting and live (key, value) pairs in key order, in the handle's key-group range.
 
     skip: column families not to read (a read of other states): their SSTs, which the MANIFEST assigns to them, are
     not opened; every file is still checked against the MANIFEST.
+    key_groups (first, last): only these key groups (a run of `rocksdb_chunks`): only the SSTs whose key span in the
+    MANIFEST meets them are opened, and of those only the data blocks their index says may hold them.
 
     where (the header's file and the operator) starts the message of a missing or corrupt file, which names it.
     """
-    by_cf: dict[str, list[pa.Table]] = defaultdict(list)
+    by_cf: dict[str, list[SstFile]] = defaultdict(list)
     accounts: dict[str, FamilyAccount] = defaultdict(FamilyAccount)
     files = handle_files(handle, base_dir, where)
     live = _check_live(files, files.live(base_dir, where), base_dir, where)
+    outer = (handle.start, handle.start + handle.count - 1)
+    lo, hi = key_groups or outer
+    ranged = (prefix, lo, hi) if key_groups is not None and key_groups != outer else None
     batch: list[tuple[int, bytes, str]] = []  # (number, bytes, name for messages) of SSTs read, parsed together
     size = 0
     for i, (number, (name, stream)) in enumerate(sorted(files.ssts.items())):
-        if live[number].column_family not in skip:
+        f = live[number]
+        if f.column_family not in skip and (ranged is None or _meets(f, prefix, lo, hi)):
             try:
                 data = stream.read(base_dir)
             except CorruptFileError as e:
-                raise CorruptFileError(f"{where}: SST {name} of key groups {handle.start}..{handle.start + handle.count - 1}: {e}") from e
+                raise CorruptFileError(f"{where}: SST {name} of key groups {outer[0]}..{outer[1]}: {e}") from e
             batch.append((number, data, _where(stream, base_dir, name)))
             size += len(data)
         if batch and (i == len(files.ssts) - 1 or size >= _BATCH_BYTES):
-            _add_ssts(batch, live, files.manifest[0], accounts, by_cf, where)
+            _add_ssts(batch, live, files.manifest[0], accounts, by_cf, where, ranged)
             batch, size = [], 0
-    lo, hi = handle.start, handle.start + handle.count - 1
-    for cf, tables in by_cf.items():
-        tables.sort(key=lambda t: t.column("key")[0].as_py() if t.num_rows else b"")  # a level's SSTs in key order
-        _resolve(cf, pa.concat_tables(tables), accounts[cf], prefix, lo, hi)
+    for cf, ssts in by_cf.items():
+        ssts.sort(key=lambda t: t.keys.column("key")[0].as_py() if t.keys.num_rows else b"")  # a level's SSTs in key order
+        _resolve(cf, pa.concat_tables([t.keys for t in ssts]), accounts[cf], prefix, lo, hi, Views.concat([t.values for t in ssts]),
+                 outer)
     return dict(accounts)
 
 
 def _add_ssts(batch: list[tuple[int, bytes, str]], live: dict[int, LiveFile], manifest: str, accounts: dict[str, FamilyAccount],
-              by_cf: dict[str, list[pa.Table]], where: str) -> None:
+              by_cf: dict[str, list[SstFile]], where: str, ranged: tuple[int, int, int] | None) -> None:
     """Parse a batch of SSTs at once, check each against the MANIFEST and add its records to its column family."""
-    for (number, data, file), sst in zip(batch, read_ssts([(data, file) for _, data, file in batch]), strict=True):
+    for (number, data, file), sst in zip(batch, read_ssts([(data, file) for _, data, file in batch], ranged), strict=True):
         want = live[number]
         if (sst.column_family, len(data)) != (want.column_family, want.size):
             raise StateAccountingError(f"{where}: {file} holds column family {sst.column_family!r} in {len(data)} bytes, but "
                                        f"{manifest} records {want.column_family!r} in {want.size} bytes")
-        acc = accounts[sst.column_family]
-        acc.files.append(file)
-        acc.entries += sst.records.num_rows
-        by_cf[sst.column_family].append(sst.records)
+        accounts[sst.column_family].files.append(file)
+        by_cf[sst.column_family].append(sst)
 
 
-def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: int, hi: int) -> None:
-    """A column family's records (sst.RECORDS columns) resolved per key, with Arrow and numpy: records sorted by
-    key and newest first; a key's newest put or delete ends it, the merge operands newer than that are its list
-    elements, joined with ',' oldest first after the put's value; keys outside the key-group range are counted, not kept."""
+def _key_group(key: bytes, prefix: int) -> int:
+    """The key group of a key's prefix, zero bytes past a shorter key (its least key group: a bound either way)."""
+    return int.from_bytes(key[:prefix].ljust(prefix, b"\0"), "big")
+
+
+def _span(f: LiveFile, prefix: int) -> tuple[int, int] | None:
+    """The key groups an SST's keys may be in, from its smallest and largest keys in the MANIFEST (None: not recorded)."""
+    if not f.smallest or not f.largest:
+        return None
+    return _key_group(f.smallest, prefix), _key_group(f.largest, prefix)
+
+
+def _meets(f: LiveFile, prefix: int, lo: int, hi: int) -> bool:
+    span = _span(f, prefix)
+    return span is None or (span[0] <= hi and span[1] >= lo)
+
+
+def rocksdb_chunks(handle: UnsupportedKeyedHandle, base_dir: str, prefix: int, where: str, max_bytes: int = CHUNK_BYTES,
+                   skip: frozenset[str] = frozenset()) -> list[tuple[int, int]]:
+    """The handle's key-group range cut into runs (first, last) of about max_bytes of SST bytes each (`chunks.runs`):
+    each live SST's bytes spread evenly over the key groups its MANIFEST key span covers (an SST without a recorded
+    span over all). No SST is opened."""
+    lo, hi = handle.start, handle.start + handle.count - 1
+    if hi < lo:
+        return []
+    if max_bytes <= 0:
+        return [(lo, hi)]
+    size = np.zeros(hi - lo + 1, np.float64)
+    for f in handle_files(handle, base_dir, where).live(base_dir, where):
+        if f.column_family in skip:
+            continue
+        a, b = _span(f, prefix) or (lo, hi)
+        a, b = max(a, lo), min(b, hi)
+        if a <= b:
+            size[a - lo : b - lo + 1] += f.size / (b - a + 1)
+    return runs(size, lo, max_bytes)
+
+
+def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: int, hi: int, values: Views | None = None,
+             outer: tuple[int, int] | None = None) -> None:
+    """A column family's records (sst.KEYS columns, values: their views; None: RECORDS' value column) resolved per key,
+    with Arrow and numpy: records sorted by key and newest first; a key's newest put or delete ends it, the merge
+    operands newer than that are its list elements, after the put's value, oldest first (their parts kept, joined
+    where the records are framed); keys outside the key-group range lo..hi are not kept.
+
+    outer: the subtask's key-group range when lo..hi is a run of it: a key of another run is not counted at all (that
+    run counts it), one outside the subtask's range only by the first or last run."""
     n = records.num_rows
     if not n:
         return
-    records = records.combine_chunks()  # large_binary keys and values: a family may exceed 2 GiB
-    keys, values = records.column("key").chunk(0), records.column("value").chunk(0)
+    records = records.combine_chunks()  # large_binary keys: a family may exceed 2 GiB
+    keys = records.column("key").chunk(0)
+    if values is None:
+        values = Views.of_array(records.column("value").chunk(0))
+    outer = outer or (lo, hi)
+    if outer != (lo, hi):
+        rec_kg = key_groups_of_keys(keys, prefix)
+        acc.entries += int(_mine(rec_kg, lo, hi, outer).sum())
+    else:
+        acc.entries += n
     kinds = records.column("kind").chunk(0).to_numpy().astype(np.int64)
     less, same = _adjacent(keys)
     seqs = records.column("seq").chunk(0).to_numpy()
@@ -225,15 +295,16 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
         raise ValueError(f"column family {cf!r}: record type {int(kinds[decisive[bad[decisive]][0]])} is not supported")
     has_base = (stop < ends) & (kinds[np.minimum(stop, n - 1)] == TYPE_VALUE)
     count = (stop - starts) + has_base  # records that make the key's value
-    acc.keys += len(starts)
-    acc.deleted += int((count == 0).sum())
     offs, data = _binary_parts(keys)
     at = offs[starts if perm is None else perm[starts]]
     kg = data[at].astype(np.int64)
     if prefix == 2:
         kg = (kg << 8) | data[at + 1]
     in_range = (kg >= lo) & (kg <= hi)
-    acc.out_of_range += int(((count > 0) & ~in_range).sum())
+    mine = _mine(kg, lo, hi, outer)
+    acc.keys += int(mine.sum())
+    acc.deleted += int(((count == 0) & mine).sum())
+    acc.out_of_range += int(((count > 0) & ~in_range & mine).sum())
     keep = (count > 0) & in_range
     g_start, g_count = starts[keep], count[keep]
     if not len(g_start):
@@ -242,15 +313,15 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
     idx = np.repeat(g_start + g_count - 1, g_count) - (np.arange(int(g_count.sum())) - np.repeat(np.cumsum(g_count) - g_count, g_count))
     if perm is not None:
         idx, g_start = perm[idx], perm[g_start]
-    if (g_count == 1).all():  # no key with merge operands to join
-        joined = values.take(pa.array(idx))
-    else:
-        offsets = np.concatenate([[0], np.cumsum(g_count)]).astype(np.int64)
-        parts = pa.LargeListArray.from_arrays(pa.array(offsets), values.take(pa.array(idx)))
-        joined = pc.binary_join(parts, pa.scalar(b",", pa.large_binary())).cast(pa.large_binary())
-    live_keys = keys.take(pa.array(g_start))
-    acc.live_keys = pa.concat_arrays([acc.live_keys, live_keys]) if len(acc.live_keys) else live_keys
-    acc.live_values = pa.concat_arrays([acc.live_values, joined]) if len(acc.live_values) else joined
+    assert not acc.live, "a column family is resolved once per read"
+    acc.live_parts = values.take(idx)
+    acc.live_counts = None if (g_count == 1).all() else g_count  # else keys with merge operands, joined when framed
+    acc.live_keys = keys.take(pa.array(g_start))
+
+
+def _mine(kg: np.ndarray, lo: int, hi: int, outer: tuple[int, int]) -> np.ndarray:
+    """Which key groups a run lo..hi of the range outer accounts for: its own, and those outside outer at its ends."""
+    return ((kg >= lo) & (kg <= hi)) | ((kg < outer[0]) & (lo == outer[0])) | ((kg > outer[1]) & (hi == outer[1]))
 
 
 def _key_order(keys: pa.Array, seqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -301,23 +372,38 @@ def family_sizes(handle: UnsupportedKeyedHandle, base_dir: str, where: str) -> d
     return out
 
 
-def records_buffer(keys: pa.Array, values: pa.Array) -> tuple[bytes, np.ndarray]:
-    """Keys and values framed as canonical records (i32 klen, key, i32 vlen, value) and each record's offset: the
-    big-endian lengths as 4-byte binaries, joined with each key and value by Arrow's element-wise join in one pass."""
-    keys, values = (a if pa.types.is_large_binary(a.type) else a.cast(pa.large_binary()) for a in (keys, values))
-    framed = pc.binary_join_element_wise(_lengths(keys), keys, _lengths(values), values, pa.scalar(b"", pa.large_binary()))
+def records_buffer(keys: pa.Array, parts: Views, counts: np.ndarray | None = None) -> tuple[pa.Buffer, np.ndarray]:
+    """Keys and values framed as canonical records (i32 klen, key, i32 vlen, value) and each record's offset, in one
+    copy: the pieces (lengths inline, keys, value parts and the ',' between a key's parts: counts[i] parts for key i,
+    None: one each) as binary views, gathered by Arrow."""
+    keys = keys if pa.types.is_large_binary(keys.type) else keys.cast(pa.large_binary())
+    n = len(keys)
+    koffs, kdata = _binary_parts(keys)
+    klen = np.diff(koffs)
+    kviews, kbufs = range_views(kdata, koffs[:-1], klen, len(parts.buffers))
+    plen = parts.lengths()
+    if counts is None:
+        counts, vlen = np.ones(n, np.int64), plen
+    else:
+        vlen = np.add.reduceat(plen, np.cumsum(counts) - counts) + counts - 1 if n else np.zeros(0, np.int64)
+    ends = np.cumsum(counts)
+    pieces = 2 + 2 * counts  # klen, key, vlen, then the parts with a ',' between two
+    base = np.cumsum(pieces) - pieces
+    views = np.empty((int(pieces.sum()), 4), "<u4")
+    views[base] = inline_views(klen.astype(">i4").view(np.uint8), 4)
+    views[base + 1] = kviews
+    views[base + 2] = inline_views(vlen.astype(">i4").view(np.uint8), 4)
+    first = np.repeat(base + 3, counts)  # each part's piece: its key's first part's, then every other piece
+    at = first + 2 * (np.arange(len(plen)) - np.repeat(ends - counts, counts))
+    views[at] = parts.views
+    comma = np.flatnonzero(np.diff(np.append(at, len(views) + 3)) == 2)  # a part followed by another of its key
+    if len(comma):
+        views[at[comma] + 1] = inline_views(np.full(len(comma), 0x2C, np.uint8), 1)
+    framed = gather(views, [*parts.buffers, *kbufs])
     offsets, _ = _binary_parts(framed)
     data = framed.buffers()[2]
-    body = data[int(offsets[0]) : int(offsets[-1])].to_pybytes() if data is not None else b""
-    return body, offsets[:-1] - offsets[0]
-
-
-def _lengths(arr: pa.Array) -> pa.LargeBinaryArray:
-    """Each binary's length as a 4-byte big-endian binary (Flink's i32 length prefix)."""
-    offsets, _ = _binary_parts(arr)
-    n = len(arr)
-    return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(np.arange(0, 4 * n + 1, 4, dtype=np.int64)),
-                                                        pa.py_buffer(np.diff(offsets).astype(">i4"))])
+    body = data.slice(int(offsets[0]), int(offsets[-1] - offsets[0])) if data is not None else pa.py_buffer(b"")
+    return body, offsets[base] - offsets[0]
 
 
 def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:

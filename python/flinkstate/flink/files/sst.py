@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
 from flinkstate.flink.files.sst_blocks import PAD, Entries, parse_blocks, varints
+from flinkstate.flink.files.views import Views
 
 __all__ = ["RECORDS", "SstFile", "TYPE_DELETION", "TYPE_MERGE", "TYPE_SINGLE_DELETION", "TYPE_VALUE", "read_sst", "read_ssts"]
 
@@ -33,23 +34,33 @@ TYPE_DELETION, TYPE_VALUE, TYPE_MERGE, TYPE_SINGLE_DELETION = 0, 1, 2, 7
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 RECORDS = pa.schema([("key", pa.large_binary()), ("seq", pa.int64()), ("kind", pa.uint8()), ("value", pa.large_binary())])
+KEYS = pa.schema(list(RECORDS)[:3])  # what SstFile.keys holds: its values are views (SstFile.values)
 _SNAPPY = pa.Codec("snappy")
 
 
 @dataclass
 class SstFile:
-    """One SST's column family and its records as columns (RECORDS: user key, sequence, type, value) in file order.
+    """One SST's column family and its records as columns in file order: KEYS (user key, sequence, type) and their
+    values as views of the decompressed blocks (`records` has them copied, as RECORDS).
 
     The counts are the table properties the writer recorded (`rocksdb.num.entries` counts point
-    records and range deletions); `read_sst` checks the records it read against them.
+    records and range deletions); `read_sst` checks the records it read against them when it read every data
+    block (`whole`; a read of some key groups reads only the blocks its index says may hold them).
     """
 
     column_family: str
-    records: pa.Table
+    keys: pa.Table
+    values: Views
     range_deletions: int
     entries: int | None = None
     deletions: int | None = None
     merges: int | None = None
+    whole: bool = True
+
+    @property
+    def records(self) -> pa.Table:
+        """The records as RECORDS columns, values copied out of the blocks."""
+        return self.keys.append_column("value", self.values.array())
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -163,19 +174,21 @@ def read_sst(data: bytes, where: str) -> SstFile:
     return read_ssts([(data, where)])[0]
 
 
-def read_ssts(files: Sequence[tuple[bytes, str]]) -> list[SstFile]:
+def read_ssts(files: Sequence[tuple[bytes, str]], key_groups: tuple[int, int, int] | None = None) -> list[SstFile]:
     """Parse SST files ((bytes, name) each) as `read_sst` does, their blocks all at once: a Flink state's column family
     is often hundreds of small SSTs, and a lockstep pass per file would cost more than their records.
 
+    key_groups (prefix bytes, first, last): only the data blocks whose index keys say they may hold keys of these key
+    groups are read (other records of those blocks come too: the caller drops them).
     A file that cannot be read is an error naming it: the batch is read again one file at a time to find it."""
     if not files:
         return []
     try:
-        return _read_ssts(files)
+        return _read_ssts(files, key_groups)
     except (CorruptFileError, UnsupportedFlinkFormatError, IndexError, ValueError, struct.error) as e:
         if len(files) > 1:
             for one in files:
-                read_ssts([one])  # raises the error of the file at fault, named
+                read_ssts([one], key_groups)  # raises the error of the file at fault, named
         if isinstance(e, (CorruptFileError, UnsupportedFlinkFormatError)):
             raise
         raise CorruptFileError(f"{files[0][1] if len(files) == 1 else 'SSTs'}: corrupt SST file: {e}") from e
@@ -189,6 +202,7 @@ class _Layout:
     index: tuple[int, int]
     two_level: bool
     delta: bool
+    user_key_index: bool
     range_deletions: int
     entries: int | None
     deletions: int | None
@@ -208,44 +222,78 @@ def _layout(data: bytes, where: str) -> _Layout:
     if index_type not in (0, 2):  # binary search, or two-level (partitioned: ForSt's default, RocksDB's option)
         raise UnsupportedFlinkFormatError(f"{where}: SST index type {index_type} is not supported (binary search and two-level are)")
     delta = _varint(props.get(b"rocksdb.index.value.is.delta.encoded", b"\x00"), 0)[0] != 0
+    user_key_index = _varint(props.get(b"rocksdb.index.key.is.user.key", b"\x00"), 0)[0] != 0
     range_dels = 0
     if b"rocksdb.range_del" in meta:
         range_dels = len(_entries(_block(data, *_handle(meta[b"rocksdb.range_del"]), where)))
-    return _Layout(cf, index, index_type == 2, delta, range_dels, _count(props, b"rocksdb.num.entries"),
+    return _Layout(cf, index, index_type == 2, delta, user_key_index, range_dels, _count(props, b"rocksdb.num.entries"),
                    _count(props, b"rocksdb.deleted.keys"), _count(props, b"rocksdb.merge.operands"))
 
 
-def _data_blocks(b: _Batch, layouts: list[_Layout]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(file, offset, size) of every data block of the batch, by file and in each file's index order: the index blocks
-    of all files with the same handle encoding parsed at once, then the partitions of two-level ones."""
+def _data_blocks(b: _Batch, layouts: list[_Layout], prefix: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(file, offset, size, key-group bound) of every data block of the batch, by file and in each file's index order:
+    the index blocks of all files with the same handle encoding parsed at once, then the partitions of two-level ones.
+
+    A block's bound is the key group of its index key (zero bytes past a key shorter than the prefix), which is at
+    least its last key's and at most the next block's first key's; -1 where the index key shares bytes with the one
+    before (not read here). prefix 0: no bounds (all -1)."""
     parts = []
     for delta in sorted({lay.delta for lay in layouts}):
         fs = np.array([i for i, lay in enumerate(layouts) if lay.delta == delta], np.int64)
         index = np.array([layouts[i].index for i in fs], np.int64).reshape(-1, 2)
         e = b.entries(fs, index[:, 0], index[:, 1], data=False, delta_values=delta)
         files, (offsets, sizes) = fs[e.blocks], e.handles(b.where)
+        bound = _bounds(e, layouts, files, prefix)
         two = np.array([lay.two_level for lay in layouts])[files]
         if two.any():  # the top-level index points to index partitions, which point to data blocks
             p = b.entries(files[two], offsets[two], sizes[two], data=False, delta_values=delta)
-            files = np.concatenate([files[~two], files[two][p.blocks]])
+            in_parts = files[two][p.blocks]
+            files = np.concatenate([files[~two], in_parts])
+            bound = np.concatenate([bound[~two], _bounds(p, layouts, in_parts, prefix)])
             offsets, sizes = (np.concatenate([a[~two], h]) for a, h in zip((offsets, sizes), p.handles(b.where), strict=True))
-        parts.append((files, offsets, sizes))
-    files, offsets, sizes = (np.concatenate(a) for a in zip(*parts, strict=True))
+        parts.append((files, offsets, sizes, bound))
+    files, offsets, sizes, bound = (np.concatenate(a) for a in zip(*parts, strict=True))
     order = np.argsort(files, kind="stable")
-    return files[order], offsets[order], sizes[order]
+    return files[order], offsets[order], sizes[order], bound[order]
 
 
-def _read_ssts(files: Sequence[tuple[bytes, str]]) -> list[SstFile]:
+def _bounds(e: Entries, layouts: list[_Layout], files: np.ndarray, prefix: int) -> np.ndarray:
+    """The key group of each index entry's key (see `_data_blocks`), -1 where unknown."""
+    n = len(e.value_starts)
+    if not prefix or not n:
+        return np.full(n, -1, np.int64)
+    assert e.key_starts is not None and e.key_deltas is not None and e.key_shared is not None
+    trailer = np.array([0 if lay.user_key_index else 8 for lay in layouts], np.int64)[files]
+    user = e.key_deltas - trailer  # user key bytes (the key's delta: it shares nothing)
+    kg = np.where(user > 0, e.buf[e.key_starts], 0).astype(np.int64)
+    if prefix == 2:
+        kg = (kg << 8) | np.where(user > 1, e.buf[e.key_starts + 1], 0)
+    kg[(e.key_shared > 0) | (user < 0)] = -1
+    return kg
+
+
+def _read_ssts(files: Sequence[tuple[bytes, str]], key_groups: tuple[int, int, int] | None) -> list[SstFile]:
     wheres = [w for _, w in files]
     layouts = [_layout(data, where) for data, where in files]
     b = _Batch([data for data, _ in files], wheres)
-    blocks, offsets, sizes = _data_blocks(b, layouts)
+    blocks, offsets, sizes, bound = _data_blocks(b, layouts, key_groups[0] if key_groups else 0)
+    n = len(files)
+    whole = np.ones(n, bool)
+    if key_groups is not None:
+        _, lo, hi = key_groups
+        first = np.ones(len(blocks), bool)
+        first[1:] = blocks[1:] != blocks[:-1]
+        lower = np.empty(len(blocks), np.int64)  # the bound of the block before in the file: at most this block's first key
+        lower[1:] = bound[:-1]
+        lower[first] = -1
+        keep = ((lower < 0) | (lower <= hi)) & ((bound < 0) | (bound >= lo))
+        whole = np.bincount(blocks[~keep], minlength=n) == 0
+        blocks, offsets, sizes = blocks[keep], offsets[keep], sizes[keep]
     e = b.entries(blocks, offsets, sizes, data=True)
     assert e.keys is not None and e.trailers is not None and e.values is not None
     kinds = (e.trailers & 0xFF).astype(np.uint8)
-    records = pa.table([e.keys, pa.array((e.trailers >> 8).astype(np.int64)), pa.array(kinds), e.values], schema=RECORDS)
+    keys = pa.table([e.keys, pa.array((e.trailers >> 8).astype(np.int64)), pa.array(kinds)], schema=KEYS)
     of = blocks[e.blocks]  # each record's file
-    n = len(files)
     counts = np.bincount(of, minlength=n)
     merges = np.bincount(of[kinds == TYPE_MERGE], minlength=n)
     deletions = np.bincount(of[(kinds == TYPE_DELETION) | (kinds == TYPE_SINGLE_DELETION)], minlength=n)
@@ -253,12 +301,13 @@ def _read_ssts(files: Sequence[tuple[bytes, str]]) -> list[SstFile]:
     for i, lay in enumerate(layouts):
         got = (int(counts[i]) + lay.range_deletions, int(deletions[i]) + lay.range_deletions, int(merges[i]))
         said = (lay.entries, lay.deletions, lay.merges)
-        if any(s is not None and s != g for s, g in zip(said, got, strict=True)):
+        if whole[i] and any(s is not None and s != g for s, g in zip(said, got, strict=True)):
             raise CorruptFileError(f"{wheres[i]}: the SST's properties count {lay.entries} entries ({lay.deletions} deletions, "
                                    f"{lay.merges} merge operands) but its blocks hold {got[0]} ({got[1]} deletions, {got[2]} merge operands)")
-        out.append(SstFile(lay.column_family, records.slice(at, int(counts[i])), lay.range_deletions, lay.entries, lay.deletions,
-                           lay.merges))
-        at += int(counts[i])
+        end = at + int(counts[i])
+        out.append(SstFile(lay.column_family, keys.slice(at, end - at), e.values.slice(at, end), lay.range_deletions, lay.entries,
+                           lay.deletions, lay.merges, bool(whole[i])))
+        at = end
     return out
 
 

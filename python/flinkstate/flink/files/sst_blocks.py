@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
-from flinkstate.flink.files.views import gather, range_views, windows
+from flinkstate.flink.files.views import Views, gather, range_views, windows
 
 __all__ = ["PAD", "Entries", "parse_blocks", "varints"]
 
@@ -54,14 +54,18 @@ def _u32(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
 class Entries:
     """The entries of the parsed blocks in block order: each one's block (its index in the blocks parsed), where its
     value starts in the buffer and, for data blocks, the user keys, the internal keys' trailers (u64 sequence << 8 |
-    type) and the values."""
+    type) and the values (views of the buffer, not copies); for index blocks, where each key's delta starts, its
+    length and how many bytes it shares with the key before."""
 
     keys: pa.LargeBinaryArray | None
     trailers: np.ndarray | None
-    values: pa.LargeBinaryArray | None
+    values: Views | None
     value_starts: np.ndarray
     buf: np.ndarray
     blocks: np.ndarray
+    key_starts: np.ndarray | None = None
+    key_deltas: np.ndarray | None = None
+    key_shared: np.ndarray | None = None
 
     def handles(self, where: str) -> tuple[np.ndarray, np.ndarray]:
         """(offsets, sizes) of the block handles the values encode (an index block's)."""
@@ -168,16 +172,19 @@ def _assemble(buf: np.ndarray, steps: list[_Step], nseg: int, seg_block: np.ndar
     base = np.cumsum(count) - count
     n = int(count.sum())
     vstart, vend = np.empty(n, np.int64), np.empty(n, np.int64)
+    kstart, shared = (np.empty(n, np.int64), np.empty(n, np.int64)) if not data else (None, None)
     for j, s in enumerate(steps):
         at = base[s.segs] + j
         vstart[at], vend[at] = s.vstart, s.vend
+        if not data:
+            kstart[at], shared[at] = s.kstart, s.shared
     blocks = np.repeat(seg_block, count)
     if not data:
-        return Entries(None, None, None, vstart, buf, blocks)
+        return Entries(None, None, None, vstart, buf, blocks, kstart, vstart - kstart if n else kstart, shared)
     if not n:
         empty = pa.array([], pa.large_binary())
-        return Entries(empty, np.zeros(0, np.uint64), empty, vstart, buf, blocks)
-    values = gather(*range_views(buf, vstart, vend - vstart))
+        return Entries(empty, np.zeros(0, np.uint64), Views.of(buf, vstart, vstart), vstart, buf, blocks)
+    values = Views.of(buf, vstart, vend - vstart)
     keys, trailers = _internal_keys(buf, steps, base, n, (seg_block, names, where))
     return Entries(keys, trailers, values, vstart, buf, blocks)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["gather", "range_views", "windows"]
+__all__ = ["Views", "gather", "inline_views", "range_views", "windows"]
 
 _SPAN = 1 << 30  # each data buffer a view points into starts at a multiple of this and spans two (offsets are int32)
 # length -> the 3 little-endian u32 masks keeping a range's first min(length, 12) bytes
@@ -63,3 +63,73 @@ def gather(views: np.ndarray, buffers: list[pa.Buffer]) -> pa.LargeBinaryArray:
     """The ranges the views name, copied once into a large_binary array (Arrow's cast)."""
     arr = pa.Array.from_buffers(pa.binary_view(), len(views), [None, pa.py_buffer(np.ascontiguousarray(views)), *buffers])
     return arr.cast(pa.large_binary())
+
+
+class Views:
+    """Byte ranges as Arrow binary views ((n, 4) u32 rows, see `range_views`) over a list of buffers, not copied: taken,
+    concatenated and reordered as 16-byte rows, and gathered (one copy, in C++) only where their bytes are laid out.
+    The RocksDB reader keeps SST values this way from the decompressed blocks to the canonical record framing."""
+
+    __slots__ = ("buffers", "views")
+
+    def __init__(self, views: np.ndarray, buffers: list[pa.Buffer]) -> None:
+        self.views, self.buffers = views, buffers
+
+    def __len__(self) -> int:
+        return len(self.views)
+
+    @classmethod
+    def of(cls, data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Views:
+        """Views of data[starts[i] : starts[i] + lengths[i]] (data is referenced, not copied)."""
+        return cls(*range_views(data, starts, lengths))
+
+    @classmethod
+    def of_array(cls, arr: pa.Array) -> Views:
+        """Views of the values of a binary or large_binary array (its data buffer referenced)."""
+        bufs = arr.buffers()
+        wide = pa.types.is_large_binary(arr.type)
+        offs = (np.frombuffer(bufs[1], np.int64 if wide else np.int32, len(arr) + 1, arr.offset * (8 if wide else 4)).astype(np.int64)
+                if bufs[1] is not None else np.zeros(len(arr) + 1, np.int64))
+        data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+        return cls.of(data, offs[:-1], np.diff(offs))
+
+    @classmethod
+    def concat(cls, parts: list[Views]) -> Views:
+        """The views of parts one after the other, each part's buffer numbers shifted past the buffers before it."""
+        if len(parts) == 1:
+            return parts[0]
+        rows, buffers = [], []
+        for p in parts:
+            v = p.views
+            if buffers and len(v):
+                v = v.copy()
+                far = v[:, 0] > 12
+                v[far, 2] += len(buffers)
+            rows.append(v)
+            buffers.extend(p.buffers)
+        return cls(np.concatenate(rows) if rows else np.zeros((0, 4), "<u4"), buffers)
+
+    def slice(self, start: int, stop: int) -> Views:
+        """The views start..stop (no copy)."""
+        return Views(self.views[start:stop], self.buffers)
+
+    def take(self, idx: np.ndarray) -> Views:
+        """The views at these positions (16 bytes copied each; the buffers shared)."""
+        return Views(self.views[idx], self.buffers)
+
+    def lengths(self) -> np.ndarray:
+        """Each range's length."""
+        return self.views[:, 0].astype(np.int64)
+
+    def array(self) -> pa.LargeBinaryArray:
+        """The ranges copied into a large_binary array."""
+        return gather(self.views, self.buffers)
+
+
+def inline_views(data: np.ndarray, width: int) -> np.ndarray:
+    """Views of inline ranges of `width` (at most 12) bytes each, data being their bytes one after the other: no buffer."""
+    n = len(data) // width
+    views = np.zeros((n, 4), "<u4")
+    views[:, 0] = width
+    views.view(np.uint8).reshape(n, 16)[:, 4 : 4 + width] = data.reshape(n, width)
+    return views

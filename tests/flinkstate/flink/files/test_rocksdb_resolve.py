@@ -9,9 +9,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
 from flinkstate.flink.files.rocksdb import FamilyAccount, _adjacent, _key_order, _resolve, records_buffer
 from flinkstate.flink.files.sst import RECORDS, TYPE_DELETION, TYPE_MERGE, TYPE_SINGLE_DELETION, TYPE_VALUE
+from flinkstate.flink.files.views import Views
 
 
 def k(kg: int, name: bytes) -> bytes:
@@ -50,9 +50,21 @@ def test_an_unsupported_record_type_fails_only_where_it_decides_a_key() -> None:
 
 def test_records_buffer_frames_canonical_records() -> None:
     acc, live = resolve([(k(1, b"x"), 1, TYPE_VALUE, b"12"), (k(2, b"yy"), 1, TYPE_VALUE, b"")])
-    buf, starts = records_buffer(acc.live_keys, acc.live_values)
+    buf, starts = records_buffer(acc.live_keys, acc.live_parts, acc.live_counts)
     want = b"".join(len(key).to_bytes(4, "big") + key + len(v).to_bytes(4, "big") + v for key, v in live.items())
-    assert buf == want and starts.tolist() == [0, 8 + 2 + 2]
+    assert buf.to_pybytes() == want and starts.tolist() == [0, 8 + 2 + 2]
+
+
+def test_records_buffer_joins_merge_operands_with_commas() -> None:
+    """A list state's put and merge operands (long ones too, held as references to their buffers) framed as one value."""
+    long = b"L" * 40
+    acc, live = resolve([(k(1, b"a"), 1, TYPE_VALUE, b"p"), (k(1, b"a"), 2, TYPE_MERGE, long), (k(1, b"a"), 3, TYPE_MERGE, b""),
+                         (k(2, b"b"), 1, TYPE_VALUE, b"only"), (k(3, b"c"), 5, TYPE_MERGE, b"m1"), (k(3, b"c"), 6, TYPE_MERGE, b"m2")])
+    assert live == {k(1, b"a"): b"p," + long + b",", k(2, b"b"): b"only", k(3, b"c"): b"m1,m2"}
+    buf, starts = records_buffer(acc.live_keys, acc.live_parts, acc.live_counts)
+    frames = [len(key).to_bytes(4, "big") + key + len(v).to_bytes(4, "big") + v for key, v in live.items()]
+    assert buf.to_pybytes() == b"".join(frames)
+    assert starts.tolist() == np.cumsum([0, *map(len, frames[:-1])]).tolist()
 
 
 def test_records_already_in_order_resolve_as_shuffled_ones() -> None:
@@ -83,11 +95,11 @@ def test_neighbours_compare_bytewise(width: int) -> None:
 
 
 def test_records_buffer_of_binary_and_empty_arrays() -> None:
-    buf, starts = records_buffer(pa.array([b"ab", b"c"], pa.binary()), pa.array([b"", b"xyz"], pa.binary()))
-    assert buf == b"\0\0\0\x02ab\0\0\0\0" + b"\0\0\0\x01c\0\0\0\x03xyz" and starts.tolist() == [0, 10]
+    buf, starts = records_buffer(pa.array([b"ab", b"c"], pa.binary()), Views.of_array(pa.array([b"", b"xyz"], pa.binary())))
+    assert buf.to_pybytes() == b"\0\0\0\x02ab\0\0\0\0" + b"\0\0\0\x01c\0\0\0\x03xyz" and starts.tolist() == [0, 10]
     empty = pa.array([], pa.large_binary())
-    buf, starts = records_buffer(empty, empty)
-    assert buf == b"" and starts.tolist() == []
+    buf, starts = records_buffer(empty, Views.of_array(empty))
+    assert buf.to_pybytes() == b"" and starts.tolist() == []
 
 
 @pytest.mark.parametrize("widths", [(7,), (7, 8)])
