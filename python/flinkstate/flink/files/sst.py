@@ -234,9 +234,10 @@ def _data_blocks(b: _Batch, layouts: list[_Layout], prefix: int) -> tuple[np.nda
     """(file, offset, size, key-group bound) of every data block of the batch, by file and in each file's index order:
     the index blocks of all files with the same handle encoding parsed at once, then the partitions of two-level ones.
 
-    A block's bound is the key group of its index key (zero bytes past a key shorter than the prefix), which is at
-    least its last key's and at most the next block's first key's; -1 where the index key shares bytes with the one
-    before (not read here). prefix 0: no bounds (all -1)."""
+    A block's bound is the key group of its index key (the user key's prefix: the key, or the key less its 8-byte
+    trailer where the properties do not say the index holds user keys), which is at least its last key's and at most
+    the next block's first key's; -1 where the index key shares bytes with the one before (not read here) or is
+    shorter than the prefix. prefix 0: no bounds (all -1)."""
     parts = []
     for delta in sorted({lay.delta for lay in layouts}):
         fs = np.array([i for i, lay in enumerate(layouts) if lay.delta == delta], np.int64)
@@ -265,10 +266,10 @@ def _bounds(e: Entries, layouts: list[_Layout], files: np.ndarray, prefix: int) 
     assert e.key_starts is not None and e.key_deltas is not None and e.key_shared is not None
     trailer = np.array([0 if lay.user_key_index else 8 for lay in layouts], np.int64)[files]
     user = e.key_deltas - trailer  # user key bytes (the key's delta: it shares nothing)
-    kg = np.where(user > 0, e.buf[e.key_starts], 0).astype(np.int64)
+    kg = e.buf[e.key_starts].astype(np.int64)
     if prefix == 2:
-        kg = (kg << 8) | np.where(user > 1, e.buf[e.key_starts + 1], 0)
-    kg[(e.key_shared > 0) | (user < 0)] = -1
+        kg = (kg << 8) | e.buf[e.key_starts + 1]
+    kg[(e.key_shared > 0) | (user < prefix)] = -1  # a key shortened below the prefix: not used, though it would bound too
     return kg
 
 
