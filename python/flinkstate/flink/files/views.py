@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["Views", "gather", "inline_views", "range_views", "windows"]
+__all__ = ["Views", "gather", "range_views", "windows"]
 
 _SPAN = 1 << 30  # each data buffer a view points into starts at a multiple of this and spans two (offsets are int32)
 # length -> the 3 little-endian u32 masks keeping a range's first min(length, 12) bytes
@@ -125,11 +125,3 @@ class Views:
         """The ranges copied into a large_binary array."""
         return gather(self.views, self.buffers)
 
-
-def inline_views(data: np.ndarray, width: int) -> np.ndarray:
-    """Views of inline ranges of `width` (at most 12) bytes each, data being their bytes one after the other: no buffer."""
-    n = len(data) // width
-    views = np.zeros((n, 4), "<u4")
-    views[:, 0] = width
-    views.view(np.uint8).reshape(n, 16)[:, 4 : 4 + width] = data.reshape(n, width)
-    return views
