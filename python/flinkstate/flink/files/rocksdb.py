@@ -375,12 +375,35 @@ def records_buffer(keys: pa.Array, parts: Views, counts: np.ndarray | None = Non
     4-byte binaries, joined with each key and value by Arrow's element-wise join in one pass (faster than a gather of
     views of every piece: a record's four views outweigh its bytes)."""
     keys = keys if pa.types.is_large_binary(keys.type) else keys.cast(pa.large_binary())
+    fixed = _fixed_records(keys, parts) if counts is None else None
+    if fixed is not None:
+        return fixed
     values = _joined(parts, counts)
     framed = pc.binary_join_element_wise(_lengths(keys), keys, _lengths(values), values, pa.scalar(b"", pa.large_binary()))
     offsets, _ = _binary_parts(framed)
     data = framed.buffers()[2]
     body = data.slice(int(offsets[0]), int(offsets[-1] - offsets[0])) if data is not None else pa.py_buffer(b"")
     return body, offsets[:-1] - offsets[0]
+
+
+def _fixed_records(keys: pa.Array, parts: Views) -> tuple[pa.Buffer, np.ndarray] | None:
+    """Records of one key width and one value width of at most 12 bytes (most of Flink's states: fixed-width keys and
+    values), framed as rows of a byte matrix: the values' bytes are in their views (inline), so four column copies;
+    None when the widths vary or the values are longer."""
+    n = len(keys)
+    koffs, kdata = _binary_parts(keys)
+    if not n or not len(kdata):
+        return None
+    kw, vw = int(koffs[1] - koffs[0]), int(parts.views[0, 0])
+    if vw > 12 or int(koffs[-1] - koffs[0]) != n * kw or (np.diff(koffs) != kw).any() or (parts.views[:, 0] != vw).any():
+        return None
+    stride = 8 + kw + vw
+    rows = np.empty((n, stride), np.uint8)
+    rows[:, :4] = np.frombuffer(kw.to_bytes(4, "big"), np.uint8)
+    rows[:, 4 : 4 + kw] = kdata[int(koffs[0]) : int(koffs[-1])].reshape(n, kw)
+    rows[:, 4 + kw : 8 + kw] = np.frombuffer(vw.to_bytes(4, "big"), np.uint8)
+    rows[:, 8 + kw :] = np.ascontiguousarray(parts.views).view(np.uint8).reshape(n, 16)[:, 4 : 4 + vw]
+    return pa.py_buffer(rows.reshape(-1)), np.arange(n, dtype=np.int64) * stride
 
 
 def _joined(parts: Views, counts: np.ndarray | None) -> pa.LargeBinaryArray:

@@ -117,3 +117,15 @@ def test_key_order_is_arrows_sort(widths: tuple[int, ...]) -> None:
     assert perm.tolist() == want.tolist()
     ordered = keys.take(pa.array(perm)).to_pylist()
     assert same.tolist() == [b == a for a, b in zip(ordered, ordered[1:])] and same.any()
+
+
+def test_records_of_fixed_widths_are_framed_as_rows() -> None:
+    """Keys of one width and values of one width up to 12 bytes (their bytes inline in the views) frame as fixed rows,
+    byte for byte as the general join frames them; a longer value falls back to the join."""
+    for width in (0, 8, 12, 13):
+        live = {k(kg, b"key%d" % kg): bytes([kg]) * width for kg in range(5)}
+        acc, got = resolve([(key, 1, TYPE_VALUE, v) for key, v in live.items()])
+        assert got == live
+        buf, starts = records_buffer(acc.live_keys, acc.live_parts)
+        frames = [len(key).to_bytes(4, "big") + key + width.to_bytes(4, "big") + v for key, v in live.items()]
+        assert buf.to_pybytes() == b"".join(frames) and starts.tolist() == [i * len(frames[0]) for i in range(5)]
