@@ -185,7 +185,7 @@ def column_families(handle: UnsupportedKeyedHandle, base_dir: str, prefix: int, 
             except CorruptFileError as e:
                 raise CorruptFileError(f"{where}: SST {name} of key groups {outer[0]}..{outer[1]}: {e}") from e
             batch.append((number, data, _where(stream, base_dir, name)))
-            size += len(data)
+            size += len(data) if ranged is None else len(data) * _share(f, prefix, lo, hi)  # the part of it parsed
         if batch and (i == len(files.ssts) - 1 or size >= _BATCH_BYTES):
             _add_ssts(batch, live, files.manifest[0], accounts, by_cf, where, ranged)
             batch, size = [], 0
@@ -218,6 +218,14 @@ def _span(f: LiveFile, prefix: int) -> tuple[int, int] | None:
     if not f.smallest or not f.largest:
         return None
     return _key_group(f.smallest, prefix), _key_group(f.largest, prefix)
+
+
+def _share(f: LiveFile, prefix: int, lo: int, hi: int) -> float:
+    """About which part of an SST's records are in key groups lo..hi: the part of its key span they cover."""
+    span = _span(f, prefix)
+    if span is None:
+        return 1.0
+    return max(0, min(hi, span[1]) - max(lo, span[0]) + 1) / max(1, span[1] - span[0] + 1)
 
 
 def _meets(f: LiveFile, prefix: int, lo: int, hi: int) -> bool:
