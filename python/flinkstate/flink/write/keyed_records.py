@@ -168,6 +168,30 @@ def _timestamps(arr: pa.Array) -> np.ndarray:
         raise ColumnValueError("timestamp", f"not an integer timestamp: {e}") from e
 
 
+def _in_order(keys: Bin) -> tuple[bool, bool]:
+    """Whether fixed-width rows are already in byte order (as a root's rows of a numeric key mostly are), and strictly
+    (then no key is given twice): rows packed into big-endian u64 words, adjacent ones compared word by word."""
+    n, w = keys.n, keys.width
+    if n < 2 or w <= 0:
+        return True, n < 2 or w > 0
+    k = (w + 7) // 8
+    padded = np.zeros((n, 8 * k), np.uint8)
+    padded[:, :w] = keys.mat
+    cols = padded.view(">u8").astype(np.uint64)
+    if k == 1:
+        a, b = cols[:-1, 0], cols[1:, 0]
+        if (b > a).all():
+            return True, True
+        return bool((b >= a).all()), False
+    less = np.zeros(n - 1, bool)
+    equal = np.ones(n - 1, bool)
+    for j in range(k):
+        a, b = cols[:-1, j], cols[1:, j]
+        less |= equal & (a < b)
+        equal &= a == b
+    return bool((less | equal).all()), bool(less.all())
+
+
 def _sort_order(keys: Bin) -> np.ndarray:
     """The stable order of the rows by their bytes (unsigned, shorter first on a common prefix).
 
@@ -224,8 +248,11 @@ def state_records(meta: StateMeta, table: pa.Table, key_type: TypeNode, maxp: in
         ts = _timestamps(_column(table, "timestamp")) ^ _SIGN
         keys = concat([head, _be(ts, 8), _encode(node.children[0], _column(table, "key"), "key", ctx),
                        _key_part(node.children[1], table, "namespace", n, ctx)])
+        empty = Bin.from_lens(np.zeros(n, np.int64), np.zeros(0, np.uint8))
+        if keys.mat is not None and _in_order(keys)[0]:  # timers in order already: nothing to gather
+            return StateRecords(kgs, keys, empty)
         order = _sort_order(keys)
-        return StateRecords(kgs[order], keys.take(order), Bin.from_lens(np.zeros(n, np.int64), np.zeros(0, np.uint8)))
+        return StateRecords(kgs[order], keys.take(order), empty)
     vnode = meta.serializers["VALUE_SERIALIZER"]
     nsnode = meta.serializers["NAMESPACE_SERIALIZER"]
     kind = meta.keyed_type
@@ -240,8 +267,12 @@ def state_records(meta: StateMeta, table: pa.Table, key_type: TypeNode, maxp: in
         parts.append(_encode(vnode.children[0], _column(table, "user_key"), "user_key", ctx))
     keys = concat(parts)
     values = _values(kind, vnode, table, n, ctx)
-    order = _sort_order(keys)
-    keys, kgs, values = keys.take(order), kgs[order], values.take(order)
+    ordered, strictly = _in_order(keys) if keys.mat is not None else (False, False)
+    if strictly:  # in order, every key once: the rows as they are
+        return StateRecords(kgs, keys, values)
+    if not ordered:
+        order = _sort_order(keys)
+        keys, kgs, values = keys.take(order), kgs[order], values.take(order)
     same = _same_as_previous(keys)
     if not same.any():
         return StateRecords(kgs, keys, values)
