@@ -27,7 +27,7 @@ from flinkstate.flink.serde._vencode import column_encoder
 from flinkstate.flink.serde.encode import plain_values
 from flinkstate.flink.serde.serializers import StateMeta, TypeNode
 
-__all__ = ["ColumnValueError", "StateRecords", "frame_key_groups", "state_records"]
+__all__ = ["ColumnValueError", "StateRecords", "frame_key_groups", "framed_parts", "state_records"]
 
 _SIGN = np.uint64(1 << 63)
 
@@ -142,9 +142,12 @@ def _key_groups(table: pa.Table, maxp: int, prefix: int) -> np.ndarray:
     return kgs
 
 
+_BIG_ENDIAN = {1: np.dtype("u1"), 2: np.dtype(">u2"), 4: np.dtype(">u4"), 8: np.dtype(">u8")}
+
+
 def _be(values: np.ndarray, width: int) -> Bin:
-    """Big-endian unsigned values of width bytes as fixed rows."""
-    return Bin.fixed(values.astype(">u8").view(np.uint8).reshape(-1, 8)[:, 8 - width :])
+    """Big-endian unsigned values of width (1, 2, 4 or 8) bytes as fixed rows (the low bytes of each: one cast)."""
+    return Bin.fixed(values.astype(_BIG_ENDIAN[width]).view(np.uint8).reshape(-1, width))
 
 
 def _len_suffix(lens: np.ndarray) -> Bin:
@@ -308,7 +311,14 @@ def _values(kind: str, vnode: TypeNode, table: pa.Table, n: int, ctx: str) -> Bi
 
 def frame_key_groups(records: list[StateRecords], kg_range: tuple[int, int], head: bytes, compress: bool,
                      base: int = 0) -> tuple[bytes, list[int]]:
-    """head followed by the key-group streams of key groups kg_range (inclusive) of these states, and each key group's
+    """`framed_parts` joined into one bytes object."""
+    parts, offsets = framed_parts(records, kg_range, head, compress, base)
+    return b"".join(parts), offsets
+
+
+def framed_parts(records: list[StateRecords], kg_range: tuple[int, int], head: bytes, compress: bool,
+                 base: int = 0) -> tuple[list[bytes | memoryview], list[int]]:
+    """The parts (views of the states' framed records, not copies) of head followed by the key-group streams of key groups kg_range (inclusive) of these states, and each key group's
     offset in it (0 for an empty key group). A stream is u16 state id, then records `i32 klen, key, i32 vlen, value`; the last record
     of a state's run has the 0x80 flag on its first key byte and is followed by the next state's id or 0xFFFF.
     A run is a contiguous slice of its state's framed records (`StateRecords.framed`), so this copies slices, not values.
@@ -345,4 +355,4 @@ def frame_key_groups(records: list[StateRecords], kg_range: tuple[int, int], hea
         starts = np.cumsum([base + len(head)] + [len(f) for f in framed]).tolist()
         offsets = [0 if i < 0 else starts[i] for i in offsets]
         chunks += framed
-    return b"".join(chunks), offsets
+    return chunks, offsets
