@@ -38,7 +38,7 @@ from flinkstate.format.merge import (
 
 __all__ = ["HOLD_BYTES", "FileRows", "RangeStream"]
 
-HOLD_BYTES = 64 << 20  # an object store's file up to this size is fetched once and held while it is read
+HOLD_BYTES = 8 << 20  # an object store's file up to this size is fetched once and held while it is read (a larger one twice)
 _BLOCK = 8 << 20  # the block a checksum is computed over, read by read
 
 

@@ -132,3 +132,22 @@ def test_range_stream_reads_each_row_group_once_and_refuses_going_back(tmp_path:
     with pytest.raises(fs.InvalidArgumentError, match="do not follow"):
         s.take(5, 20)
     s.close()
+
+
+@pytest.mark.parametrize("hold_bytes", [0, HOLD_BYTES])
+def test_range_stream_on_an_object_store_holds_small_files_and_streams_large_ones(hold_bytes: int, tmp_path: Path) -> None:
+    """On a non-local store a file up to hold_bytes is fetched once and held, a larger one checked as a stream of blocks
+    and then read by ranges: the same rows either way, and a damaged byte is named either way."""
+    import uuid
+
+    store = fs.open(f"memory://stream-{uuid.uuid4().hex}", {"delta_location": str(tmp_path)})
+    d = fs.ValueStateDescriptor(name="v", value_type=pa.int64(), key_type=pa.int64())
+    with store.begin(max_parallelism=16) as w:
+        w.put_state("op", d, pa.table({"key": list(range(2000)), "value": list(range(2000))}))
+    assert chunked_view(store, 1, 5, hold_bytes=hold_bytes) == {k: k for k in range(2000)}
+    (e,) = store.checkpoint(1).state_files("op", "v")
+    data = bytearray(store.io.fs.cat_file(store.io.fs_path(e.path)))
+    data[len(data) // 2] ^= 0xFF
+    store.io.fs.pipe_file(store.io.fs_path(e.path), bytes(data))
+    with pytest.raises(fs.CorruptFileError, match="checksum"):
+        chunked_view(store, 1, 5, hold_bytes=hold_bytes)
