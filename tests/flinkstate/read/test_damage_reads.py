@@ -105,6 +105,9 @@ def assert_named(store: fs.CheckpointStore, capsys: pytest.CaptureFixture[str], 
     with pytest.raises(fs.CorruptFileError, match=name + r".*" + problem):
         for cid in (1, 2):
             read_in_chunks(store, cid)
+    rc, out = verify(store, capsys)
+    assert rc == 1 and re.search(r"DAMAGED .*" + name + r".*" + problem, out), out
+    assert len([line for line in out.splitlines() if line.startswith("DAMAGED")]) == 1, out
 
 
 def read_in_chunks(store: fs.CheckpointStore, cid: int) -> list[pa.Table]:
@@ -119,9 +122,6 @@ def read_in_chunks(store: fs.CheckpointStore, cid: int) -> list[pa.Table]:
                 parts += [r.take(a, min(hi, a + 3)) for a in range(lo, hi + 1, 4)]
         out.append(pa.concat_tables(parts))
     return out
-    rc, out = verify(store, capsys)
-    assert rc == 1 and re.search(r"DAMAGED .*" + name + r".*" + problem, out), out
-    assert len([line for line in out.splitlines() if line.startswith("DAMAGED")]) == 1, out
 
 
 # ---------------------------------------------------------------------- 6. wrong reads
