@@ -94,12 +94,14 @@ def _key_group_streams(data: bytes, handle: KeyGroupsHandle, compressed: bool, w
 
 def decode_keyed_handle(
     handle: KeyGroupsHandle, base_dir: str, op: OperatorState, decoders: dict[str, _StateDecoder] | None = None,
-    only: frozenset[str] | None = None,
+    only: frozenset[str] | None = None, header: tuple[bool, TypeNode, list[StateMeta]] | None = None,
 ) -> tuple[TypeNode, list[StateMeta], dict[str, _StateDecoder]]:
     """Decode one subtask's canonical or heap-native keyed-state stream, adding its entries to decoders (by state name).
 
     only: decode the records of these states alone (the others' decoders stay empty); a read of one state
     then costs that state's records, not the operator's. Heap-native streams are decoded whole.
+    header: the stream's header already parsed (`read_keyed_header` of its bytes; a subtask read a chunk of key groups
+    at a time parses it once), else parsed here.
 
     Subtasks may list their states in different orders (states registered lazily): the state ids
     of each file are mapped by name; one state with different serializers in two files is refused.
@@ -111,6 +113,8 @@ def decode_keyed_handle(
     data = b"" if hit is not None else handle.stream.read(base_dir)
     if hit is not None:
         compressed, key_type, metas = hit.header
+    elif header is not None:
+        compressed, key_type, metas = header
     else:
         starts = handle.offsets[handle.offsets > 0]
         compressed, key_type, metas = read_keyed_header(DataReader(data, where=where), ctx, int(starts.min()) if len(starts) else len(data))
