@@ -173,10 +173,25 @@ class _Framed:
         if self.framed is None:
             return None
         if self._by_state is None:
-            sids = self.framed[1]
-            order = np.argsort(sids.astype(np.uint16), kind="stable")  # ids < 2^15: numpy's O(n) radix sort
-            self._by_state = order, np.searchsorted(sids[order], np.arange(len(self.header[2]) + 1))
+            self._by_state = _order_by_state(self.framed[1], len(self.header[2]))
         return self._by_state
+
+
+def _order_by_state(sids: np.ndarray, n_states: int) -> tuple[np.ndarray, np.ndarray]:
+    """The records ordered by state id (stable) and each state's bounds in that order. A key group holds one run of
+    records per state, so the runs (thousands) are sorted, not the records (millions), and then expanded."""
+    if not len(sids):
+        return np.zeros(0, np.int64), np.zeros(n_states + 1, np.int64)
+    first = np.flatnonzero(np.concatenate(([True], sids[1:] != sids[:-1])))
+    size = np.diff(np.append(first, len(sids)))
+    by = np.argsort(sids[first], kind="stable")
+    first, size = first[by], size[by]
+    dest = np.cumsum(size) - size
+    order = np.repeat(first - dest, size) + np.arange(len(sids))
+    counts = np.bincount(sids[first], weights=size, minlength=n_states)[:n_states].astype(np.int64)
+    bounds = np.zeros(n_states + 1, np.int64)
+    np.cumsum(counts, out=bounds[1:])
+    return order, bounds
 
 
 def _stream_key(handle: KeyGroupsHandle, where: str, prefix: int) -> tuple[object, ...] | None:
@@ -375,8 +390,7 @@ def _decode_framed(src: Source, starts: np.ndarray, sids: np.ndarray, kgs: np.nd
     with `only`, the records of the other states are skipped. by_state: the records' order by state id and each
     state's bounds in it, when already computed."""
     if by_state is None:
-        order = np.argsort(sids, kind="stable")
-        bounds = np.searchsorted(sids[order], np.arange(len(decoders) + 1))
+        order, bounds = _order_by_state(sids, len(decoders))
     else:
         order, bounds = by_state
     unpack_i32 = _I32.unpack_from
