@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from flinkstate.flink.serde._vbuf import Source, binary_parts, byte_slices, gather
+from flinkstate.flink.serde._vbuf import Source, binary_parts, byte_slices, gather, segments
 
 __all__ = ["char_reader", "string_reader"]
 
@@ -93,56 +93,45 @@ def _transcode(src: Source, raw: pa.BinaryArray, offsets: np.ndarray, data: np.n
     return pa.concat_arrays([raw, transcoded]).take(pa.array(take))
 
 
-def _run_lengths(src: Source, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """The byte length of each run of `counts` unit varints at `starts`: the least L with L = counts + (high bytes among
-    its first L bytes), reached by iterating that from L = counts (each round adds the high bytes just taken in), within
-    the 3 * counts bytes that may hold the run (and, when runs come in stream order, before the next run)."""
+def _unit_varints(src: Source, starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the UTF-16 units, each run's byte length, the indexes of the units of 2 or 3 bytes) of `counts` consecutive
+    7-bit little-endian varints at each start.
+
+    Each run is read from the 3 * count bytes that may hold it (and, when runs come in stream order, that end before
+    the next run): a unit ends at a byte below 0x80, and at the last byte of each of these regions, so bytes past one
+    run never join the next run's first unit. A run's units are then the first `count` units of its region, found for
+    all runs at once; its last one must end at a byte below 0x80 (else the run does not fit its region)."""
     n = len(starts)
     limit = np.full(n, len(src.arr), np.int64)
     if n > 1 and bool((starts[1:] > starts[:-1]).all()):
         limit[:-1] = starts[1:]  # a run cannot reach into the next one
-    cap = np.clip(np.minimum(3 * counts, limit - starts), 0, None)
-    region = byte_slices(src, starts, cap)
-    r_off, r_data = binary_parts(region)
-    high = np.flatnonzero(r_data >= 0x80)
-    before = np.searchsorted(high, r_off[:-1])
-    length = counts.astype(np.int64, copy=True)
-    act = np.flatnonzero(counts > 0)
-    while len(act):
-        if (length[act] > cap[act]).any():
-            raise IndexError("a string runs past the end of its record")
-        grown = counts[act] + np.searchsorted(high, r_off[act] + length[act]) - before[act]
-        more = grown != length[act]
-        length[act] = grown
-        act = act[more]
-    return length
-
-
-def _unit_varints(src: Source, starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(the UTF-16 units, each run's byte length, the indexes of the units of 2 or 3 bytes) of `counts` consecutive
-    7-bit little-endian varints at each start. A unit's last byte is below 0x80 and its others (at most 2) are not;
-    the units are those last bytes, shifted up where high bytes precede them, which are few and handled alone."""
-    length = _run_lengths(src, starts, counts)
-    _, b = binary_parts(byte_slices(src, starts, length))
-    last = b < 0x80
-    units = b[last].astype(np.int32)
-    high = np.flatnonzero(~last)
-    unit = high - np.arange(len(high))  # the unit a high byte belongs to: the number of last bytes before it
-    first = np.ones(len(high), bool)
-    first[1:] = unit[1:] != unit[:-1]
-    nth = np.arange(len(high)) - np.maximum.accumulate(np.where(first, np.arange(len(high)), 0))
-    if len(nth) and nth.max() > 1:
+    region = byte_slices(src, starts, np.clip(np.minimum(3 * counts, limit - starts), 0, None))
+    r_off, r = binary_parts(region)
+    stop = np.less(r, 0x80)
+    stop[r_off[1:][r_off[1:] > r_off[:-1]] - 1] = True
+    unit_ends = np.flatnonzero(stop)
+    first = np.searchsorted(unit_ends, r_off[:-1])  # each region's first unit
+    after = first + counts
+    if (after > np.append(first[1:], len(unit_ends))).any():
+        raise IndexError("a string runs past the end of its record")
+    last_end = unit_ends[after - 1]
+    if (r[last_end] >= 0x80).any():
+        raise IndexError("a string runs past the end of its record")
+    take = segments(first, counts)
+    end = unit_ends[take]
+    width = end - np.where(take > 0, unit_ends[take - 1], -1)  # a region's first unit starts just after the one before
+    if len(width) and width.max() > 3:
         raise ValueError("a UTF-16 unit varint is longer than 3 bytes")
-    multi = unit[first]
-    nhigh = np.ones(len(multi), np.int32)
-    nhigh[np.searchsorted(multi, unit[nth == 1])] = 2
-    units[multi] <<= 7 * nhigh
-    low = (b[high] & 0x7F).astype(np.int32)
-    units[unit[nth == 0]] |= low[nth == 0]
-    units[unit[nth == 1]] |= low[nth == 1] << 7
-    if len(multi) and units[multi].max() > 0xFFFF:
+    units = r[end].astype(np.int32)
+    multi = np.flatnonzero(width > 1)
+    low = end[multi]
+    value = (units[multi] << 7) | (r[low - 1] & 0x7F)
+    three = width[multi] == 3
+    value[three] = (value[three] << 7) | (r[low[three] - 2] & 0x7F)
+    if len(value) and value.max() > 0xFFFF:
         raise ValueError("a UTF-16 unit is larger than 0xFFFF")
-    return units, length, multi
+    units[multi] = value
+    return units, last_end + 1 - r_off[:-1], multi
 
 
 def _to_utf8(units: np.ndarray, counts: np.ndarray, multi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
