@@ -12,7 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from flinkstate.flink.serde._vbuf import Source, binary_parts, byte_slices, gather, segments
+from flinkstate.flink.serde._vbuf import (
+    Source,
+    binary_parts,
+    byte_slices,
+    gather,
+    segments,
+)
 
 __all__ = ["char_reader", "string_reader"]
 
