@@ -21,6 +21,7 @@ __all__ = ["Framing", "frame_records"]
 
 _END_OF_KEY_GROUP = 0xFFFF
 _PRUNE_ROUNDS = 4
+_BLOCK = 1 << 17
 
 
 @dataclass
@@ -81,16 +82,22 @@ def _be(a: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
 
 def _candidates(a: np.ndarray, kg: int, prefix: int) -> np.ndarray:
     """Every offset c that may start a record: klen (i32 at c) below 65536 and above prefix, then the key group's
-    prefix (flag bit aside). One pass of byte comparisons over the stream, so only the few candidates are gathered."""
+    prefix (flag bit aside). Byte comparisons over the stream, so only the few candidates are gathered; block by block
+    (of _BLOCK bytes), so the comparisons' operands and results stay in the processor's cache."""
     end = len(a) - 6 - prefix  # c < end: a record needs klen, prefix and vlen at least
-    m = a[2:end] == 0
-    t = np.empty_like(m)
-    m &= np.equal(a[3 : end + 1], 0, out=t)
-    m &= np.equal(a[6 : end + 4] & 0x7F, kg >> 8 if prefix == 2 else kg, out=t)
-    if prefix == 2:
-        m &= np.equal(a[7 : end + 5], kg & 0xFF, out=t)
-    m &= np.greater(a[5 : end + 3], prefix, out=t) | (a[4 : end + 2] != 0)  # klen > prefix: runs of zero bytes drop out
-    return np.flatnonzero(m) + 2
+    lead = kg >> 8 if prefix == 2 else kg
+    found = []
+    for s in range(2, end, _BLOCK):
+        e = min(end, s + _BLOCK)
+        m = a[s:e] == 0
+        t = np.empty_like(m)
+        m &= np.equal(a[s + 1 : e + 1], 0, out=t)
+        m &= np.equal(a[s + 4 : e + 4] & 0x7F, lead, out=t)
+        if prefix == 2:
+            m &= np.equal(a[s + 5 : e + 5], kg & 0xFF, out=t)
+        m &= np.greater(a[s + 3 : e + 3], prefix, out=t) | (a[s + 2 : e + 2] != 0)  # klen > prefix: no runs of zeros
+        found.append(np.flatnonzero(m) + s)
+    return np.concatenate(found) if found else np.zeros(0, np.int64)
 
 
 def _frame_key_group(a: np.ndarray, kg: int, prefix: int, n_states: int) -> _KeyGroupFrame | None:
@@ -138,9 +145,9 @@ def _frame_key_group(a: np.ndarray, kg: int, prefix: int, n_states: int) -> _Key
     rec = np.flatnonzero(alive)
     if len(rec) == 0 or rec[0] != 0 or not terminal[rec[-1]] or terminal[rec[:-1]].any():
         return None
-    if (nxt[rec[:-1]] != c[rec[1:]]).any():  # one closed chain from the first record to the end
-        return None
     starts = c[rec]
+    if (nxt[rec[:-1]] != starts[1:]).any():  # one closed chain from the first record to the end
+        return None
     ends = np.flatnonzero(a[starts + 4] >= 0x80)  # each run's last record (the last record is one)
     run_sid = np.empty(len(ends), np.int64)  # the state of each run: the stream's first u16, then each run's follower
     run_sid[0] = _be(a, np.array([0]), 2)[0]
