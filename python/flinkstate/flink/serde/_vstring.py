@@ -123,16 +123,15 @@ def _unit_varints(src: Source, starts: np.ndarray, counts: np.ndarray) -> tuple[
     last_end = unit_ends[after - 1]
     if (r[last_end] >= 0x80).any():
         raise IndexError("a string runs past the end of its record")
-    take = segments(first, counts)
-    end = unit_ends[take]
-    width = end - np.where(take > 0, unit_ends[take - 1], -1)  # a region's first unit starts just after the one before
-    if len(width) and width.max() > 3:
-        raise ValueError("a UTF-16 unit varint is longer than 3 bytes")
+    end = unit_ends[segments(first, counts)]
     units = r[end].astype(np.int32)
-    multi = np.flatnonzero(width > 1)
+    # a unit of 2 or 3 bytes: the byte before its last is no unit end (index -1 is the last region's end, a unit end)
+    multi = np.flatnonzero(~stop[end - 1])
     low = end[multi]
     value = (units[multi] << 7) | (r[low - 1] & 0x7F)
-    three = width[multi] == 3
+    three = np.flatnonzero(~stop[low - 2])
+    if not stop[low[three] - 3].all():
+        raise ValueError("a UTF-16 unit varint is longer than 3 bytes")
     value[three] = (value[three] << 7) | (r[low[three] - 2] & 0x7F)
     if len(value) and value.max() > 0xFFFF:
         raise ValueError("a UTF-16 unit is larger than 0xFFFF")

@@ -72,3 +72,13 @@ def test_byte_slices_in_and_out_of_stream_order() -> None:
     assert byte_slices(src, starts[::-1], lens[::-1]).to_pylist() == [bytes(range(s, s + n)) for s, n in zip(starts[::-1], lens[::-1], strict=True)]
     with pytest.raises(IndexError):
         byte_slices(src, np.array([45]), np.array([6]))
+
+
+@pytest.mark.parametrize(("data", "error"), [
+    (b"\x03a\x80\x80\x80\x01", "longer than 3 bytes"),  # a unit varint of 4 bytes
+    (b"\x02\xff\xff\x7f", "larger than 0xFFFF"),  # 21 bits
+    (b"\x02\x80\xb0\x03", "surrogate"),  # 0xD800 alone
+])
+def test_malformed_units_are_value_errors(data: bytes, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        string_reader(Source(data + b"\x00"), np.array([0]), None)
