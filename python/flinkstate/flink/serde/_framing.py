@@ -8,7 +8,9 @@ candidate; each candidate's successor (`next`) is computed at once. The real rec
 from the key group's first record: candidates that no surviving candidate points to are dropped
 until none is, and the survivors are accepted only if they form one closed chain ending at the
 key group's end (then, as `next` is increasing, they are exactly the records). Otherwise the
-caller falls back to the record-by-record loop, which also names what is wrong.
+caller falls back to the record-by-record loop, which also names what is wrong. The framing keeps
+each record's key and value length and each key group's runs of one state (`Framing`), so
+decoding a state joins slices of its runs and reads no length again.
 """
 
 from __future__ import annotations
@@ -45,13 +47,6 @@ class Framing:
     def __init__(self, groups: list[_KeyGroupFrame]) -> None:
         self.groups = groups
         self._runs: dict[int, list[tuple[_KeyGroupFrame, int, int]]] | None = None
-
-    def __len__(self) -> int:
-        return sum(len(g.starts) for g in self.groups)
-
-    def state_ids(self) -> list[int]:
-        """The state ids that have records."""
-        return sorted(self._by_state())
 
     def _by_state(self) -> dict[int, list[tuple[_KeyGroupFrame, int, int]]]:
         if self._runs is None:

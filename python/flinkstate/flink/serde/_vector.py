@@ -1,13 +1,12 @@
 """Vectorised value decoding: one serializer applied to many records at once, with numpy over the buffer.
 
-A vector reader takes the buffer (as a uint8 array and as bytes), one start offset per value and
-an optional mask of the values that are present (absent ones, e.g. null map values or null Row
+A vector reader takes the buffer (`_vbuf.Source`: a uint8 array, bytes and an Arrow buffer), one start offset per
+value and an optional mask of the values that are present (absent ones, e.g. null map values or null Row
 fields, take no bytes), and returns an Arrow array and the offsets just after each value.
-Base types, chars, `StringValue` strings (UTF-16 unit varints re-encoded as UTF-8 with numpy,
-a shortcut when all are ASCII), byte[], Row (null mask), Tuple and POJO (null flags), primitive, String[] and
+Base types, chars and `StringValue` strings (`_vstring`: copied out by Arrow, only non-ASCII ones transcoded),
+byte[], Row (null mask), Tuple and POJO (null flags), primitive, String[] and
 generic arrays (`_vseq`: element j of every array at once) are vectorised; other serializers have no
-vector reader (`vector_reader` returns None) and their states are decoded record by record.
-"""
+vector reader (`vector_reader` returns None) and their states are decoded record by record."""
 
 from __future__ import annotations
 
