@@ -91,7 +91,9 @@ def _candidates(a: np.ndarray, kg: int, prefix: int) -> np.ndarray:
         if prefix == 2:
             m &= np.equal(a[s + 5 : e + 5], kg & 0xFF, out=t)
         m &= np.greater(a[s + 3 : e + 3], prefix, out=t) | (a[s + 2 : e + 2] != 0)  # klen > prefix: no runs of zeros
-        found.append(np.flatnonzero(m) + s)
+        at = np.flatnonzero(m)
+        at += s
+        found.append(at)
     return np.concatenate(found) if found else np.zeros(0, np.int64)
 
 
