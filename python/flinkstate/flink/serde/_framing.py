@@ -123,9 +123,7 @@ def _frame_key_group(a: np.ndarray, kg: int, prefix: int, n_states: int) -> _Key
     inner = ok.copy()  # alive candidates that go on to a next record
     inner[flag] &= f_ok & ~f_end
     alive = inner | terminal
-    jump = _jumps(c, nxt)
-    direct = np.zeros(m, bool)
-    direct[:-1] = jump[:-1] == np.arange(1, m)
+    jump, direct = _jumps(c, nxt)
     for _ in range(_PRUNE_ROUNDS):  # drop candidates that no surviving candidate points to (the first record stays)
         go = alive & inner
         pointed = np.zeros(m + 1, bool)
@@ -145,7 +143,7 @@ def _frame_key_group(a: np.ndarray, kg: int, prefix: int, n_states: int) -> _Key
     starts = c[rec]
     if (nxt[rec[:-1]] != starts[1:]).any():  # one closed chain from the first record to the end
         return None
-    ends = np.flatnonzero(a[starts + 4] >= 0x80)  # each run's last record (the last record is one)
+    ends = np.searchsorted(rec, flag[alive[flag]])  # each run's last record (the last record is one)
     run_sid = np.empty(len(ends), np.int64)  # the state of each run: the stream's first u16, then each run's follower
     run_sid[0] = _be(a, np.array([0]), 2)[0]
     run_sid[1:] = _be(a, nxt[rec[ends[:-1]]] - 2, 2)
@@ -155,18 +153,20 @@ def _frame_key_group(a: np.ndarray, kg: int, prefix: int, n_states: int) -> _Key
                           [0, *(ends + 1).tolist()])
 
 
-def _jumps(c: np.ndarray, nxt: np.ndarray) -> np.ndarray:
-    """Per candidate, the index of the candidate starting where it ends (len(c) when none does). Most records end where
-    the next candidate starts (false candidates are rare), so only the others are searched for."""
+def _jumps(c: np.ndarray, nxt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per candidate, the index of the candidate starting where it ends (len(c) when none does), and whether that is
+    the next candidate. Most records end where the next candidate starts (false candidates are rare), so only the
+    others are searched for."""
     m = len(c)
     jump = np.arange(1, m + 1)
-    rest = np.flatnonzero(nxt[:-1] != c[1:])
-    rest = np.append(rest, m - 1)
+    direct = np.zeros(m, bool)
+    np.equal(nxt[:-1], c[1:], out=direct[:-1])
+    rest = np.flatnonzero(~direct)  # the last candidate among them
     idx = np.searchsorted(c, nxt[rest])
     found = idx < m
     found[found] &= c[idx[found]] == nxt[rest[found]]
     jump[rest] = np.where(found, idx, m)
-    return jump
+    return jump, direct
 
 
 def _orbit(jump: np.ndarray, inner: np.ndarray) -> np.ndarray:
