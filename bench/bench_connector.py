@@ -12,7 +12,8 @@ Prints one row per comparison with both times and the ratio, and the goal:
   measures the Arrow buffers after every row it hands a Python writer (ArrowWriter.sizeInBytes per
   row in BatchedPythonArrowInput.writeSizedBatch), about 40% of the JVM's work of the write
 - point lookup vs a Python data source that reads one row without any work (Spark's own floor for
-  a Python source: planner processes, one task, one Python worker)
+  a Python source: planner processes, one task, one Python worker), and vs the same source with a
+  `pushFilters` that takes no filter, read with the lookup's filter (Spark's extra planning round for it)
 Every timed action materializes all columns (noop sink), best of --repeat runs.
 """
 
@@ -51,8 +52,9 @@ def _ensure_registered(spark: Any) -> None:
 UNLIMITED_ARROW_BYTES = str(2**31 - 1)  # Int.MaxValue: Spark skips its per-row size estimate
 
 
-def _floor_source() -> Any:
-    """A Python data source doing no work (one partition, one row): what Spark's machinery alone costs."""
+def _floor_source(pushdown: bool = False) -> Any:
+    """A Python data source doing no work (one partition, one row): what Spark's machinery alone costs. With pushdown its
+    reader has `pushFilters` (taking none), so a filtered read pays Spark's extra planning round for it, as flinkstate's."""
     import pyarrow as pa
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
@@ -63,16 +65,20 @@ def _floor_source() -> Any:
         def read(self, partition: InputPartition) -> Any:
             yield pa.RecordBatch.from_arrays([pa.array(["k"]), pa.array([1], pa.int64())], names=["key", "value"])
 
+    class _PushdownReader(_OneRowReader):
+        def pushFilters(self, filters: list[Any]) -> Any:
+            yield from filters
+
     class _OneRow(DataSource):
         @classmethod
         def name(cls) -> str:
-            return "bench_one_row"
+            return "bench_one_row_pushdown" if pushdown else "bench_one_row"
 
         def schema(self) -> str:
             return "key string, value long"
 
         def reader(self, schema: Any) -> Any:
-            return _OneRowReader()
+            return _PushdownReader() if pushdown else _OneRowReader()
 
     return _OneRow
 
@@ -164,6 +170,11 @@ def main(argv: list[str] | None = None) -> int:
         t_floor = best(lambda: noop(spark.read.format("bench_one_row").load()), a.repeat)
         row("point lookup vs a Python source reading one row with no work", t_point, t_floor, "(info)", True,
             f"flinkstate's own share of the lookup: {max(0.0, t_point - t_floor):.3f} s")
+        spark.dataSource.register(_floor_source(pushdown=True))
+        t_floor_f = best(lambda: noop(spark.read.format("bench_one_row_pushdown").load().where(F.col("key") == key)), a.repeat)
+        row("point lookup vs the same one-row source with pushFilters, filtered on key", t_point, t_floor_f, "(info)", True,
+            f"Spark's filter-pushdown planning round: {max(0.0, t_floor_f - t_floor):.3f} s; "
+            f"flinkstate's own share: {max(0.0, t_point - t_floor_f):.3f} s")
         # the same two reads without Spark: the reader's own work (files and row groups it opens)
         from pyspark.sql.datasource import EqualTo
 

@@ -14,8 +14,10 @@ with pyarrow limited to one thread. Rows, per savepoint kind (canonical `files`,
 - pyarrow: `pq.read_table` of the same rows from uncompressed Parquet (the baseline);
 - import / export: `flinkstate import` into a new root, and `flinkstate export` of that root (canonical);
 - with --restore: real Flink restoring the savepoint (RestoreDumpJob, wall seconds, JVM start included);
-- with --spark: `groupBy().sum("value")` of the map state string-keyed/map read in place by
-  `format("flinkstate")` against the same over `spark.read.parquet` of its rows (wall, best of 4, local[1]).
+- with --spark: `groupBy().sum("value")` of string-keyed/map (150,000 rows) and long-keyed/list (800,000) read in
+  place by `format("flinkstate")` against the same over `spark.read.parquet` of their rows, and over a Python data source
+  whose read is `pq.read_table` of those rows (Spark's own cost of a Python source's batches; wall, best of 4 after a
+  first run, local[1]).
 """
 
 from __future__ import annotations
@@ -158,32 +160,81 @@ def run(fn: str, *args: Any) -> tuple[int, float, float, int]:
 # ---------------------------------------------------------------- Spark
 
 
-def spark_agg(path: str, parquet_dir: str) -> tuple[float, float]:
-    """(in place, over Parquet) wall seconds, best of 4, of groupBy().sum("value") over string-keyed/map."""
+AGG_STATES = (("string-keyed", "map"), ("long-keyed", "list"))  # 150,000 and 800,000 rows of the 300,000-key savepoint
+
+
+def _floor_source(pq_path: str, ddl: str, parts: int) -> Any:
+    """A Python data source whose read is `pq.read_table` of the same rows, cut into as many partitions as flinkstate's read:
+    what Spark's intake of a Python source's Arrow batches costs by itself (it turns them into rows)."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class _Reader(DataSourceReader):
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(i) for i in range(parts)]
+
+        def read(self, partition: InputPartition) -> Any:
+            import pyarrow.parquet as pq
+
+            t = pq.read_table(pq_path)
+            step = -(-t.num_rows // parts)
+            yield from t.slice(partition.value * step, step).to_batches(max_chunksize=131072)
+
+    class _Floor(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench_parquet_rows"
+
+        def schema(self) -> str:
+            return ddl
+
+        def reader(self, schema: Any) -> Any:
+            return _Reader()
+
+    return _Floor
+
+
+def spark_agg(path: str, parquet_dir: str) -> list[tuple[str, int, float, float, float]]:
+    """Per state of AGG_STATES: (operator/state, rows, in place, Python-source floor, over Parquet) wall seconds, best of 4, of
+    groupBy().sum("value") read in place by format("flinkstate"), by `_floor_source`, and by `spark.read.parquet`."""
     import pyarrow.parquet as pq
     from pyspark.sql import SparkSession
+    from pyspark.sql.pandas.types import to_arrow_schema
 
     import flinkstate
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Spark's Python workers: this interpreter
     spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+
+    def best(df: Any) -> float:
+        out = []
+        for _ in range(5):  # the first warms Spark's Python workers and the JIT: dropped
+            t = time.perf_counter()
+            df.groupBy().sum("value").collect()
+            out.append(time.perf_counter() - t)
+        return min(out[1:])
+
     try:
-        table = flinkstate.open(path).read_state("string-keyed", "map")
-        pq.write_table(table.drop_columns([c for c in table.column_names if c not in ("key", "user_key", "value")]),
-                       os.path.join(parquet_dir, "map.parquet"))
-
-        def best(df: Any) -> float:
-            out = []
-            for _ in range(4):
-                t = time.perf_counter()
-                df.groupBy().sum("value").collect()
-                out.append(time.perf_counter() - t)
-            return min(out)
-
-        in_place = best(spark.read.format("flinkstate").options(operator="string-keyed", state="map").load(path))
-        return in_place, best(spark.read.parquet(os.path.join(parquet_dir, "map.parquet")))
+        out = []
+        for operator, state in AGG_STATES:
+            df = spark.read.format("flinkstate").options(operator=operator, state=state).load(path)
+            table = flinkstate.open(path).read_state(operator, state).select(df.columns).cast(pa_nullable(to_arrow_schema(df.schema)))
+            pq_path = os.path.join(parquet_dir, f"agg-{operator}-{state}.parquet")
+            pq.write_table(table, pq_path)  # the types Spark takes from a Python source, so the floor reads them as they are
+            parts = df.rdd.getNumPartitions()
+            ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields)
+            spark.dataSource.register(_floor_source(pq_path, ddl, parts))
+            out.append((f"{operator}/{state}", table.num_rows, best(df), best(spark.read.format("bench_parquet_rows").load()),
+                        best(spark.read.parquet(pq_path))))
+        return out
     finally:
         spark.stop()
+
+
+def pa_nullable(schema: Any) -> Any:
+    """The schema with every field nullable (the floor source declares its columns nullable)."""
+    import pyarrow as pa
+
+    return pa.schema([f.with_nullable(True) for f in schema])
 
 
 def main() -> None:
@@ -223,9 +274,10 @@ def main() -> None:
             for name, (m, cpu, _wall, rss) in rows:
                 print(f"| {name} | {cpu:.2f} | {m / cpu:,.0f} | {(cpu / max(m, 1)) / base:.1f}x | {rss / 2**20:,.0f} MiB |")
             if args.spark:
-                in_place, parquet = spark_agg(sp, pq_dir)
-                print(f"Spark groupBy().sum() over string-keyed/map: in place {in_place:.2f} s, over Parquet {parquet:.2f} s "
-                      f"({in_place / parquet:.2f}x)", flush=True)
+                for name, m, in_place, floor, parquet in spark_agg(sp, pq_dir):
+                    print(f"Spark groupBy().sum() over {name} ({m:,} rows): in place {in_place:.2f} s, over Parquet {parquet:.2f} s "
+                          f"({in_place / parquet:.2f}x); a Python source reading the same rows with pq.read_table {floor:.2f} s "
+                          f"({floor / parquet:.2f}x: Spark's intake of Python batches)", flush=True)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 

@@ -27,7 +27,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (imported before timing: the decoder uses it)
-import pyarrow.parquet as pq
 
 import flinkstate
 from benchutil import parquet_read_seconds

@@ -28,8 +28,8 @@ import pyarrow as pa
 if TYPE_CHECKING:
     from flinkstate.store.store import CheckpointStore
 
-__all__ = ["run_demo", "click_events", "prepare_demo_root", "java_problem", "SessionFunction", "OPERATOR", "SESSION_GAP_MS",
-           "DEMO_MARKER"]
+__all__ = ["run_demo", "click_events", "prepare_demo_root", "java_problem", "SessionFunction",  # noqa: F822 (module __getattr__: made on first use)
+           "OPERATOR", "SESSION_GAP_MS", "DEMO_MARKER"]
 
 DEMO_MARKER = ".flinkstate-demo"
 DEMO_ENTRIES = ("_flinkstate", "shared", DEMO_MARKER)  # all the demo writes into its root

@@ -29,7 +29,7 @@ from flinkstate.format.schemas import (
     timer_schema,
 )
 
-__all__ = ["CHECKSUM_ALGORITHM", "checksum_of_crc", "file_checksum", "bytes_problems", "footer_problems", "key_group_problems", "expected_schema"]
+__all__ = ["CHECKSUM_ALGORITHM", "checksum_of_crc", "file_checksum", "bytes_problems", "stream_problems", "footer_problems", "key_group_problems", "expected_schema"]
 
 CHECKSUM_ALGORITHM = "crc32"
 
@@ -48,12 +48,17 @@ def checksum_of_crc(crc: int) -> str:
 
 def bytes_problems(entry: Any, data: Any) -> list[str]:
     """Size and checksum of the bytes read against the manifest entry (no checksum recorded: size only)."""
+    return stream_problems(entry, len(data), zlib.crc32(data))
+
+
+def stream_problems(entry: Any, size: int, crc: int) -> list[str]:
+    """`bytes_problems` of a file read as a stream: its size and the CRC-32 computed as its bytes went by."""
     out = []
-    if len(data) != entry.bytes:
-        out.append(f"it is {len(data)} bytes, the manifest records {entry.bytes}")
+    if size != entry.bytes:
+        out.append(f"it is {size} bytes, the manifest records {entry.bytes}")
     recorded = getattr(entry, "checksum", None)
     if recorded and recorded.startswith(CHECKSUM_ALGORITHM + ":"):  # other algorithms: a later release's, not checked here
-        got = file_checksum(data)
+        got = checksum_of_crc(crc)
         if got != recorded:
             out.append(f"its checksum is {got}, the manifest records {recorded}")
     return out

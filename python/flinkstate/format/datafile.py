@@ -7,12 +7,12 @@ Parquet key-value metadata.
 
 from __future__ import annotations
 
+import functools
 import zlib
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from flinkstate.core.errors import CorruptFileError
@@ -50,6 +50,7 @@ __all__ = [
     "write_data_file",
     "DataFileSink",
     "read_data_file",
+    "damaged_message",
 ]
 
 
@@ -74,7 +75,12 @@ class FileEntry:
         return asdict(self)
 
 
-_PARQUET = pads.ParquetFileFormat()
+@functools.cache
+def _parquet_format() -> Any:
+    """Parquet as a dataset format (filtered reads), imported on first use: pyarrow.dataset imports pandas (0.4 s)."""
+    import pyarrow.dataset as pads
+
+    return pads.ParquetFileFormat()
 
 _NO_DICTIONARY = frozenset({C.COL_KEY, C.COL_USER_KEY, C.COL_TIMESTAMP, C.COL_TTL, C.COL_SEQ, C.COL_PAYLOAD})
 
@@ -289,16 +295,16 @@ def read_data_file(
         if filter is None:
             table = parquet.read(columns=columns)
         else:
-            table = _PARQUET.make_fragment(pa.BufferReader(data)).to_table(schema=schema, columns=columns, filter=filter)
+            table = _parquet_format().make_fragment(pa.BufferReader(data)).to_table(schema=schema, columns=columns, filter=filter)
         problems += key_group_problems(entry, table)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
         problems.append(f"it is unreadable as Parquet ({str(e).splitlines()[0][:200]})")
     if problems or table is None:
-        raise CorruptFileError(_damaged(io, entry, problems))
+        raise CorruptFileError(damaged_message(io, entry, problems))
     return table.replace_schema_metadata(None)
 
 
-def _damaged(io: FileIO, entry: FileEntry, problems: list[str]) -> str:
+def damaged_message(io: FileIO, entry: FileEntry, problems: list[str]) -> str:
     """One message naming a damaged data file, its state and every problem found."""
     return (
         f"data file {io.url(entry.path)} of operator {entry.operator!r} state {entry.state!r} "

@@ -50,8 +50,16 @@ from flinkstate.format.metadata import (
     OperatorMetadata,
 )
 from flinkstate.format.planning import plan_ranges
+from flinkstate.format.stream import RangeStream
+from flinkstate.read.chunks import StreamChunks, opened
 from flinkstate.read.inspect import CheckpointInspect
-from flinkstate.read.scan import DEFAULT_TARGET_ROWS, Checkpoint, Scan, ScanTask
+from flinkstate.read.scan import (
+    DEFAULT_TARGET_ROWS,
+    Checkpoint,
+    ChunkReader,
+    Scan,
+    ScanTask,
+)
 from flinkstate.read.visibility import EXPIRED, TTL_EXPIRES_AT, shape_state
 
 __all__ = ["KeyedTask", "timer_output_schema", "with_service_columns", "StoreCheckpoint", "StateScan", "StateScanTask", "TimerScan", "TimerScanTask", "FilesScan", "FilesScanTask",
@@ -187,6 +195,24 @@ class StateScanTask(KeyedTask):
         with _rechecked(self.io, self.origin):
             yield from super().to_batches()
 
+    def chunk_reader(self) -> ChunkReader:
+        """The range's rows a sub-range at a time, its files' row groups read as the sub-ranges come (a read restricted
+        to keys or key groups: read whole and cut)."""
+        lo, hi = self.key_group_range
+        if self.keys is not None or (self.key_groups is not None and self.key_groups != list(range(lo, hi + 1))):
+            return super().chunk_reader()
+        desc, schema = self.desc, self.schema
+        with _rechecked(self.io, self.origin):
+            streams = opened(iter([RangeStream(self.io, self.entries, primary_key_columns(desc), self.max_parallelism, (lo, hi),
+                                               descriptor=desc)]))
+
+        def shape(_: int, view: pa.Table | None) -> pa.Table | None:
+            if view is not None and view.num_rows and not self.raw:
+                view = shape_state(view, desc, reference_ms=self.reference_ms, include_expired=self.include_expired, flatten=self.flatten)
+            return _conform(view, schema) if view is not None and view.num_rows else None
+
+        return StreamChunks(streams, shape, schema, lambda: _rechecked(self.io, self.origin))
+
     def stored_rows(self) -> pa.Table | None:
         """The merged stored rows of the range (newest full + later deltas, newest wins), None when no file has any."""
         import pyarrow.dataset as ds
@@ -296,6 +322,26 @@ class TimerScanTask(TimerTask):
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         with _rechecked(self.io, self.origin):
             yield from super().to_batches()
+
+    def chunk_reader(self) -> ChunkReader:
+        """The range's timers a sub-range at a time, each service's files' row groups read as the sub-ranges come (a read
+        restricted to keys, key groups or timestamps: read whole and cut)."""
+        lo, hi = self.key_group_range
+        if (self.keys is not None or self.timestamp_filter is not None
+                or (self.key_groups is not None and self.key_groups != list(range(lo, hi + 1)))):
+            return super().chunk_reader()
+        services = [TimerServiceDescriptor.from_dict(sd) for sd in self.services]
+        schema = self.schema
+        with _rechecked(self.io, self.origin):
+            streams = opened(RangeStream(self.io, [e for e in self.entries if e.state == s.name and overlaps(e, lo, hi)],
+                                         primary_key_columns(s), self.max_parallelism, (lo, hi), descriptor=s) for s in services)
+
+        def shape(i: int, t: pa.Table | None) -> pa.Table | None:
+            if t is None or not t.num_rows:
+                return None
+            return _conform(with_service_columns(t, services[i]) if self.service_columns else t, schema)
+
+        return StreamChunks(streams, shape, schema, lambda: _rechecked(self.io, self.origin))
 
     def service_rows(self) -> Iterator[tuple[TimerServiceDescriptor, pa.Table]]:
         import pyarrow.dataset as ds

@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import numpy as np
 import pyarrow as pa
 
 from flinkstate.core.errors import OperatorNotFoundError, StateNotFoundError
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     )
     from flinkstate.format.metadata import OperatorMetadata
 
-__all__ = ["Checkpoint", "DEFAULT_TARGET_ROWS", "Scan", "ScanTask"]
+__all__ = ["Checkpoint", "ChunkReader", "DEFAULT_TARGET_ROWS", "Scan", "ScanTask", "WholeChunks"]
 
 DEFAULT_TARGET_ROWS = 1_000_000
 
@@ -47,6 +48,46 @@ class ScanTask(ABC):
     def to_arrow(self) -> pa.Table:
         """The task's rows as one table."""
         return pa.Table.from_batches(list(self.to_batches()), schema=self.schema)
+
+    def chunk_reader(self) -> ChunkReader:
+        """The task's rows a key-group sub-range at a time (rows with a `key_group` column): here read whole and cut;
+        a task of a flinkstate store reads its files' row groups as the sub-ranges come."""
+        return WholeChunks(self.to_arrow())
+
+
+class ChunkReader(ABC):
+    """A task's rows taken a key-group sub-range at a time (`take`, ascending, inside the task's range); `nbytes` is
+    an estimate of all of them, known before any is taken (to choose the sub-ranges). Close it when done."""
+
+    nbytes: int
+
+    @abstractmethod
+    def take(self, lo: int, hi: int) -> pa.Table:
+        """The rows of key groups lo..hi, in the task's schema."""
+
+    def close(self) -> None:
+        """Release what it holds."""
+
+    def __enter__(self) -> ChunkReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class WholeChunks(ChunkReader):
+    """A task's rows read whole, cut by key group (sorted rows: zero-copy slices)."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table, self.nbytes = table, table.nbytes
+        self._kg = table.column("key_group").to_numpy()
+        self._sorted = bool((self._kg[1:] >= self._kg[:-1]).all())
+
+    def take(self, lo: int, hi: int) -> pa.Table:
+        if self._sorted:
+            a, b = np.searchsorted(self._kg, [lo, hi + 1])
+            return self.table.slice(int(a), int(b - a))
+        return self.table.filter(pa.array((self._kg >= lo) & (self._kg <= hi)))
 
 
 class Scan(ABC):

@@ -206,8 +206,8 @@ def test_first_checkpoint_after_restoring_a_savepoint_is_full(tmp_path: Any) -> 
         be.set_current_key(f"k{i}")
         st.update(i)
     be.checkpoint(store, "op").result()
-    with store.begin(kind="savepoint") as w:
-        pass
+    with store.begin(kind="savepoint"):
+        pass  # an empty savepoint on top: the restore below must find the operator's state through it
     sp = store.latest_checkpoint_id()
     restored = KeyedStateBackend.restore(store, "op", checkpoint_id=sp)
     rst = restored.get_state(desc)

@@ -326,13 +326,13 @@ class FlinkCheckpoint(Checkpoint):
         desc = self.state_descriptor(operator, state)
         if f"{self._name(operator)}/{state}" in self.refused:  # before any file is read (in Spark: on the driver)
             raise UnsupportedSerializerError(self.refused[f"{self._name(operator)}/{state}"])
-        keys = self._sql_keys(operator, keys)
-        allowed = key_groups_of(self.meta, self._uid(operator), keys, key_groups, desc.key_type, self.max_parallelism_of(operator))
+        keys, uid = self._sql_keys(operator, keys), self._uid(operator)
+        allowed = key_groups_of(self.meta, uid, keys, key_groups, desc.key_type, self.max_parallelism_of(operator))
         ref = self.created_ms if ttl_reference is None else int(ttl_reference)
         d = desc.to_dict()
         cols = None if columns is None else list(columns)
         tasks: list[ScanTask] = [
-            FlinkStateTask(self.meta, self._uid(operator), index, state, d, rng, ref, kgs, None if keys is None else list(keys),
+            FlinkStateTask(self.meta.narrowed(uid, index), uid, index, state, d, rng, ref, kgs, None if keys is None else list(keys),
                            include_expired, flatten, cols, raw, self.options.raw_values)
             for index, rng, kgs in self._subtasks(operator, allowed)]
         schema = _schema_of(desc, flatten=flatten, include_expired=include_expired, raw=raw)
@@ -348,12 +348,12 @@ class FlinkCheckpoint(Checkpoint):
         from flinkstate.flink.bridge.mapping import key_groups_of
 
         services = self.timer_services_of(operator, service)
-        keys = self._sql_keys(operator, keys)
-        allowed = key_groups_of(self.meta, self._uid(operator), keys, key_groups, services[0].key_type, self.max_parallelism_of(operator))
+        keys, uid = self._sql_keys(operator, keys), self._uid(operator)
+        allowed = key_groups_of(self.meta, uid, keys, key_groups, services[0].key_type, self.max_parallelism_of(operator))
         sd = [s.to_dict() for s in services]
         with_cols = service_columns or service is None
         tasks: list[ScanTask] = [
-            FlinkTimerTask(self.meta, self._uid(operator), index, sd, rng, kgs, None if keys is None else list(keys), timestamp_filter, with_cols)
+            FlinkTimerTask(self.meta.narrowed(uid, index), uid, index, sd, rng, kgs, None if keys is None else list(keys), timestamp_filter, with_cols)
             for index, rng, kgs in self._subtasks(operator, allowed)]
         schema = tasks[0].schema if tasks else FlinkTimerTask(self.meta, "", 0, sd, (0, 0), service_columns=with_cols).schema
         return TaskList(tasks, schema)
@@ -362,8 +362,8 @@ class FlinkCheckpoint(Checkpoint):
         from flinkstate.format.datafile import operator_state_schema
 
         desc = self.operator_state_descriptor(operator, name)
-        schema = operator_state_schema(desc)
-        return TaskList([OperatorStateTask(self.meta, self._uid(operator), name, schema)], schema)
+        schema, uid = operator_state_schema(desc), self._uid(operator)
+        return TaskList([OperatorStateTask(self.meta.narrowed(uid), uid, name, schema)], schema)
 
     def scan_coordinator(self, operator: str) -> Scan:
         from flinkstate.format.datafile import coordinator_schema

@@ -4,8 +4,8 @@ The driver (`store_export.run_export`) plans one `RangeExport` per subtask of ev
 the operator's state metadata (types mapped, serializers chosen) and, per state and timer service, the store's
 scan tasks bounded to the subtask's key-group range. A job is picklable (a Spark task); it writes into the
 savepoint's temporary folder and returns the file's name, size and key-group offsets for the driver's `_metadata`.
-Memory per job: one key-group range of the operator's states as read, never a whole state; their encoded records and
-file bytes one chunk of key groups at a time.
+Memory per job: one chunk of key groups at a time (about `chunk_bytes` of rows), read from the store's row groups as
+it comes (`ScanTask.chunk_reader`), encoded, framed and appended; never the subtask's range of a state at once.
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinkstate.flink.write.savepoint_folder import KeyedFile
 from flinkstate.flink.write.savepoint_writer import KeyedFileWriter, OperatorExport
-from flinkstate.read.scan import ScanTask
+from flinkstate.read.scan import ChunkReader, ScanTask
 
 __all__ = ["CHUNK_BYTES", "chunk_ranges", "ExportRunner", "RangeExport", "export_range", "explode_lists", "flink_rows", "run_local"]
 
@@ -43,7 +42,7 @@ class RangeExport:
     lists: frozenset[str]
     folder: str
     compression: bool = False
-    chunk_bytes: int = CHUNK_BYTES  # rows encoded and written at a time: about this many bytes of Arrow rows
+    chunk_bytes: int = CHUNK_BYTES  # rows read, encoded and written at a time: about this many bytes (Parquet-encoded)
 
 
 ExportRunner = Callable[[list[RangeExport]], list[KeyedFile]]
@@ -68,43 +67,40 @@ def flink_rows(t: pa.Table, is_list: bool) -> pa.Table:
 
 
 def export_range(job: RangeExport) -> KeyedFile:
-    """Read the job's range of every state and timer service, then encode them and append them to the subtask's keyed
-    file a chunk of key groups at a time (`chunk_ranges`): the encoded records, framed streams and file bytes of one
-    chunk are held at a time, not the subtask's."""
-    tables = {}
-    for name, (schema, tasks) in job.scans.items():
-        parts = [t.to_arrow() for t in tasks]
-        tables[name] = pa.concat_tables(parts) if parts else schema.empty_table()
-    chunks = chunk_ranges(job.key_group_range, sum(t.nbytes for t in tables.values()), job.chunk_bytes)
-    kgs = {name: _key_groups(t) if len(chunks) > 1 else None for name, t in tables.items()}
-    w = KeyedFileWriter(job.folder, job.operator, job.key_group_range, job.compression)
+    """Encode the job's range of every state and timer service and append it to the subtask's keyed file a chunk of key
+    groups at a time (`chunk_ranges`), each chunk's rows read from the store as it comes (`ScanTask.chunk_reader`: the
+    row groups holding it): the rows, encoded records, framed streams and file bytes of one chunk are held at a time,
+    not the subtask's."""
+    readers: dict[str, tuple[pa.Schema, list[tuple[tuple[int, int], ChunkReader]]]] = {}
     try:
-        for lo, hi in chunks:
-            part = {name: flink_rows(_rows_in(t, kgs[name], lo, hi), name in job.lists) for name, t in tables.items()}
-            w.write((lo, hi), part)
-            del part
-        return w.close()
-    except BaseException:
-        w.abort()
-        raise
+        for name, (schema, tasks) in job.scans.items():
+            readers[name] = (schema, [])
+            for t in tasks:
+                readers[name][1].append((t.key_group_range, t.chunk_reader()))
+        nbytes = sum(r.nbytes for _, rs in readers.values() for _, r in rs)
+        w = KeyedFileWriter(job.folder, job.operator, job.key_group_range, job.compression)
+        try:
+            for lo, hi in chunk_ranges(job.key_group_range, nbytes, job.chunk_bytes):
+                part = {name: flink_rows(_rows_in(schema, rs, lo, hi), name in job.lists) for name, (schema, rs) in readers.items()}
+                w.write((lo, hi), part)
+                del part
+            return w.close()
+        except BaseException:
+            w.abort()
+            raise
+    finally:
+        for _, rs in readers.values():
+            for _, r in rs:
+                r.close()
 
 
-def _key_groups(t: pa.Table) -> tuple[np.ndarray, bool]:
-    """A table's key groups, and whether they are sorted (as a scan of the store returns them)."""
-    kg = t.column("key_group").to_numpy()
-    return kg, bool((kg[1:] >= kg[:-1]).all())
-
-
-def _rows_in(t: pa.Table, kg: tuple[np.ndarray, bool] | None, lo: int, hi: int) -> pa.Table:
-    """The rows of key groups lo..hi (kg: the table's key groups and whether sorted; None: all rows): a zero-copy slice
-    of sorted rows, else the rows selected."""
-    if kg is None:
-        return t
-    groups, ordered = kg
-    if ordered:
-        a, b = np.searchsorted(groups, [lo, hi + 1])
-        return t.slice(int(a), int(b - a))
-    return t.filter(pa.array((groups >= lo) & (groups <= hi)))
+def _rows_in(schema: pa.Schema, readers: list[tuple[tuple[int, int], ChunkReader]], lo: int, hi: int) -> pa.Table:
+    """The rows of key groups lo..hi from the readers of the tasks (their key-group ranges) meeting them."""
+    parts = [r.take(max(lo, a), min(hi, b)) for (a, b), r in readers if a <= hi and b >= lo]
+    parts = [p for p in parts if p.num_rows]
+    if not parts:
+        return schema.empty_table()
+    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
 
 def chunk_ranges(key_group_range: tuple[int, int], nbytes: int, chunk_bytes: int) -> list[tuple[int, int]]:

@@ -34,9 +34,11 @@ from flinkstate.flink.files.canonical import (
     decode_rocksdb_handle,
 )
 from flinkstate.flink.files.key_group_ranges import (
+    KeyedHeader,
     decode_key_groups,
     header_bytes,
     key_group_chunks,
+    read_header,
 )
 from flinkstate.flink.files.rocksdb import rocksdb_chunks
 from flinkstate.flink.meta.metadata import (
@@ -249,7 +251,8 @@ def subtask_range(sub: SubtaskState) -> tuple[int, int] | None:
 
 
 def decode_subtask(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskState,
-                   key_groups: list[int] | None = None, states: Iterable[str] | None = None) -> dict[str, _StateDecoder]:
+                   key_groups: list[int] | None = None, states: Iterable[str] | None = None,
+                   header: KeyedHeader | None = None) -> dict[str, _StateDecoder]:
     """Every keyed state and timer service of one subtask (by state name), decoded; with `states` (Flink names),
     only their records are decoded (the others come back empty), so reading one state does not decode the operator's.
 
@@ -263,7 +266,7 @@ def decode_subtask(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskStat
     if sub.raw_keyed is not None:
         raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} has raw keyed state, which is not supported")
     if key_groups is not None and isinstance(h, KeyGroupsHandle):
-        return _wrapped(meta, op, decode_key_groups(h, meta.directory, op, key_groups, only=only)[2])
+        return _wrapped(meta, op, decode_key_groups(h, meta.directory, op, key_groups, only=only, header=header)[2])
     if isinstance(h, UnsupportedKeyedHandle):
         if h.meta_stream is None:
             raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} uses {h.kind}, which is not supported")
@@ -307,8 +310,10 @@ def decode_subtask_chunks(meta: CheckpointMetadata, op: OperatorState, sub: Subt
     if not isinstance(h, KeyGroupsHandle) or h.stream.data is not None:
         yield None, decode_subtask(meta, op, sub)
         return
+    header = None
     for first, last in key_group_chunks(h, chunk_bytes):
-        yield (first, last), decode_subtask(meta, op, sub, key_groups=list(range(first, last + 1)))
+        header = header or read_header(h, meta.directory, op)  # read and parsed once for all the chunks
+        yield (first, last), decode_subtask(meta, op, sub, key_groups=list(range(first, last + 1)), header=header)
 
 
 def _wrapped(meta: CheckpointMetadata, op: OperatorState, decoders: dict[str, _StateDecoder]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import struct
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,7 +45,7 @@ from flinkstate.flink.meta.metadata import (
     OperatorState,
     UnsupportedKeyedHandle,
 )
-from flinkstate.flink.serde._framing import frame_records
+from flinkstate.flink.serde._framing import Framing, frame_records
 from flinkstate.flink.serde._vector import Source
 from flinkstate.flink.serde.serializers import StateMeta, TypeNode, read_keyed_header
 
@@ -95,12 +96,14 @@ def _key_group_streams(data: bytes, handle: KeyGroupsHandle, compressed: bool, w
 
 def decode_keyed_handle(
     handle: KeyGroupsHandle, base_dir: str, op: OperatorState, decoders: dict[str, _StateDecoder] | None = None,
-    only: frozenset[str] | None = None,
+    only: frozenset[str] | None = None, header: tuple[bool, TypeNode, list[StateMeta]] | None = None,
 ) -> tuple[TypeNode, list[StateMeta], dict[str, _StateDecoder]]:
     """Decode one subtask's canonical or heap-native keyed-state stream, adding its entries to decoders (by state name).
 
     only: decode the records of these states alone (the others' decoders stay empty); a read of one state
     then costs that state's records, not the operator's. Heap-native streams are decoded whole.
+    header: the stream's header already parsed (`read_keyed_header` of its bytes; a subtask read a chunk of key groups
+    at a time parses it once), else parsed here.
 
     Subtasks may list their states in different orders (states registered lazily): the state ids
     of each file are mapped by name; one state with different serializers in two files is refused.
@@ -112,6 +115,8 @@ def decode_keyed_handle(
     data = b"" if hit is not None else handle.stream.read(base_dir)
     if hit is not None:
         compressed, key_type, metas = hit.header
+    elif header is not None:
+        compressed, key_type, metas = header
     else:
         starts = handle.offsets[handle.offsets > 0]
         compressed, key_type, metas = read_keyed_header(DataReader(data, where=where), ctx, int(starts.min()) if len(starts) else len(data))
@@ -136,7 +141,7 @@ def decode_keyed_handle(
         buf, groups, framed = stream.buf, stream.groups, stream.framed
         src = Source(buf)
         if framed is not None:
-            _decode_framed(src, *framed, prefix, by_id, only, stream.by_state())
+            _decode_framed(src, _framed_records(framed), by_id, only)
             return key_type, metas, decoders
         for kg, pos in groups:
             _decode_key_group(src, pos, kg, prefix, by_id)
@@ -166,18 +171,7 @@ class _Framed:
     header: tuple[bool, TypeNode, list[StateMeta]]
     buf: bytes
     groups: list[tuple[int, int]]
-    framed: tuple[np.ndarray, np.ndarray, np.ndarray] | None
-    _by_state: tuple[np.ndarray, np.ndarray] | None = None
-
-    def by_state(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """The records ordered by state id (a stable radix sort) and each state's bounds in that order, computed once."""
-        if self.framed is None:
-            return None
-        if self._by_state is None:
-            sids = self.framed[1]
-            order = np.argsort(sids.astype(np.uint16), kind="stable")  # ids < 2^15: numpy's O(n) radix sort
-            self._by_state = order, np.searchsorted(sids[order], np.arange(len(self.header[2]) + 1))
-        return self._by_state
+    framed: Framing | None
 
 
 def _stream_key(handle: KeyGroupsHandle, where: str, prefix: int) -> tuple[object, ...] | None:
@@ -227,22 +221,13 @@ def record_figures(handle: KeyGroupsHandle, base_dir: str, op: OperatorState) ->
         return None if len(starts) else {}
     prefix = 1 if op.max_parallelism <= 128 else 2
     stream = _framed_stream(data, handle, compressed, where, prefix, (compressed, key_type, metas))
-    buf, framed = stream.buf, stream.framed
+    framed = stream.framed
     if framed is None:
         return None
-    pos, sids, kgs = framed
-    arr = np.frombuffer(buf, np.uint8)
-
-    def be32(at: np.ndarray) -> np.ndarray:
-        b = arr[at[:, None] + np.arange(4)].astype(np.int64)
-        return (b[:, 0] << 24) | (b[:, 1] << 16) | (b[:, 2] << 8) | b[:, 3]
-
-    klen = be32(pos.astype(np.int64))
-    size = 8 + klen + be32(pos.astype(np.int64) + 4 + klen)
     out: dict[str, pa.Table] = {}
     for i, m in enumerate(metas):
-        sel = sids == i
-        t = pa.table({"key_group": pa.array(kgs[sel], pa.int32()), "bytes": pa.array(size[sel], pa.int64())})
+        _, kgs, klen, vlen = framed.records(i)
+        t = pa.table({"key_group": pa.array(kgs, pa.int32()), "bytes": pa.array(8 + klen.astype(np.int64) + vlen, pa.int64())})
         g = t.group_by("key_group").aggregate([("bytes", "count"), ("bytes", "sum")])
         out[m.name] = pa.table({"key_group": g.column("key_group"), "entries": g.column("bytes_count"), "bytes": g.column("bytes_sum")})
     return out
@@ -367,7 +352,7 @@ def _decode_rocksdb_run(handle: UnsupportedKeyedHandle, base_dir: str, prefix: i
         src = Source(buf if dec.plan is not None else buf.to_pybytes())  # bytes for the one-by-one decoders
         kgs = key_groups_of_keys(acc.live_keys, prefix).astype(np.int32)
         try:
-            _decode_framed(src, starts, np.zeros(len(starts), np.int64), kgs, prefix, [dec])
+            _decode_framed(src, lambda _: (starts, kgs, None), [dec])
         except KeyGroupCorrupt as e:
             raise CorruptFileError(f"{where}: {ctx}: state {m.name!r}: key group {e.kg} is corrupt: {e}") from e
         _check_rows(dec, acc, dec.row_count() - before, f"{where}: {ctx}: state {m.name!r}")
@@ -384,27 +369,38 @@ def _check_rows(dec: _StateDecoder, acc: FamilyAccount, rows: int, where: str) -
                                f"were decoded from them ({acc.summary()})")
 
 
-def _decode_framed(src: Source, starts: np.ndarray, sids: np.ndarray, kgs: np.ndarray, prefix: int,
-                   decoders: list[_StateDecoder], only: frozenset[str] | None = None,
-                   by_state: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-    """Decode records located by frame_records: per state at once, or one by one for states without a plan;
-    with `only`, the records of the other states are skipped. by_state: the records' order by state id and each
-    state's bounds in it, when already computed."""
-    if by_state is None:
-        order = np.argsort(sids, kind="stable")
-        bounds = np.searchsorted(sids[order], np.arange(len(decoders) + 1))
-    else:
-        order, bounds = by_state
+_Records = Callable[[int], tuple[np.ndarray, np.ndarray, "tuple[np.ndarray, np.ndarray] | None"]]
+
+
+def _framed_records(framing: Framing) -> _Records:
+    """Per state id, its records as frame_records located them: starts, key groups, key and value lengths."""
+
+    def records(sid: int) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+        starts, kgs, klen, vlen = framing.records(sid)
+        return starts, kgs, (klen, vlen)
+
+    return records
+
+
+def _decode_framed(src: Source, records: _Records, decoders: list[_StateDecoder], only: frozenset[str] | None = None) -> None:
+    """Decode located records: per state at once, or one by one for states without a plan; with `only`, the records
+    of the other states are skipped. records(i): the starts and key groups of state i's records, and their key and
+    value lengths when framing read them (and checked each key's key group)."""
     unpack_i32 = _I32.unpack_from
     buf = src.buf
     for i, dec in enumerate(decoders):
-        sel = order[bounds[i] : bounds[i + 1]]
-        if not len(sel) or (only is not None and dec.meta.name not in only):
+        if only is not None and dec.meta.name not in only:
+            continue
+        starts, kgs, lengths = records(i)
+        if not len(starts):
             continue
         if dec.plan is not None:
-            dec.decode_records(src, starts[sel], kgs[sel])
+            if lengths is None:
+                dec.decode_records(src, starts, kgs)
+            else:
+                dec.decode_records(src, starts, kgs, lengths)
             continue
-        for pos, kg in zip(starts[sel].tolist(), kgs[sel].tolist(), strict=True):
+        for pos, kg in zip(starts.tolist(), kgs.tolist(), strict=True):
             try:
                 klen = unpack_i32(buf, pos)[0]
                 key = bytes([buf[pos + 4] & 0x7F]) + buf[pos + 5 : pos + 4 + klen]

@@ -10,17 +10,19 @@ given number of bytes, so an import task holds one chunk's bytes and rows at a t
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
 import numpy as np
 
+from flinkstate.flink._io import DataReader
 from flinkstate.flink.errors import CorruptFileError
 from flinkstate.flink.files.canonical import decode_keyed_handle
 from flinkstate.flink.files.chunks import runs
 from flinkstate.flink.files.state_decoder import StateDecoder
 from flinkstate.flink.meta.metadata import KeyGroupsHandle, OperatorState, StreamHandle
-from flinkstate.flink.serde.serializers import StateMeta, TypeNode
+from flinkstate.flink.serde.serializers import StateMeta, TypeNode, read_keyed_header
 
-__all__ = ["decode_key_groups", "header_bytes", "key_group_chunks"]
+__all__ = ["KeyedHeader", "decode_key_groups", "header_bytes", "key_group_chunks", "read_header"]
 
 _I32 = struct.Struct(">i")
 
@@ -31,6 +33,22 @@ def header_bytes(handle: KeyGroupsHandle, base_dir: str) -> bytes:
     if handle.stream.data is not None or not len(offsets):
         return handle.stream.read(base_dir)
     return handle.stream.read(base_dir, 0, int(offsets.min()))
+
+
+@dataclass(frozen=True)
+class KeyedHeader:
+    """A keyed file's serializer header: its bytes and their parse (snappy compressed, key type, states), read once per
+    subtask and passed to each chunk's `decode_key_groups`."""
+
+    data: bytes
+    parsed: tuple[bool, TypeNode, list[StateMeta]]
+
+
+def read_header(handle: KeyGroupsHandle, base_dir: str, op: OperatorState) -> KeyedHeader:
+    """The handle's header, read (one ranged read) and parsed."""
+    data = header_bytes(handle, base_dir)
+    where = handle.stream.location(base_dir)
+    return KeyedHeader(data, read_keyed_header(DataReader(data, where=where), f"operator {op.label}", len(data)))
 
 
 def _segments(handle: KeyGroupsHandle, indexes: list[int]) -> list[tuple[int, int, int | None]]:
@@ -82,9 +100,11 @@ def _looks_heap(handle: KeyGroupsHandle, parts: dict[int, memoryview], stream: S
 
 def decode_key_groups(
     handle: KeyGroupsHandle, base_dir: str, op: OperatorState, key_groups: list[int], decoders: dict[str, StateDecoder] | None = None,
-    only: frozenset[str] | None = None,
+    only: frozenset[str] | None = None, header: KeyedHeader | None = None,
 ) -> tuple[TypeNode, list[StateMeta], dict[str, StateDecoder]]:
     """Decode only these key groups of a canonical or heap-native stream, reading just the header and their byte ranges.
+
+    header: the handle's header (`read_header`), read and parsed once for all the chunks of a subtask; else read here.
 
     The handle's per-key-group offsets (KeyGroupRangeOffsets) say where each key group starts; the
     fetched ranges are laid out after the header in a compact stream with offsets to match, and
@@ -97,7 +117,10 @@ def decode_key_groups(
     offsets = handle.offsets
     wanted = sorted({k - handle.start for k in key_groups if handle.start <= k <= handle.end})
     parts = _read_segments(stream, base_dir, _segments(handle, [i for i in wanted if offsets[i] > 0]), handle.start)
-    header = header_bytes(handle, base_dir)
+    if header is None:
+        header = read_header(handle, base_dir, op)
+    parsed = header.parsed
+    header = header.data
     if _looks_heap(handle, parts, stream, base_dir):
         runs: list[list[int]] = []
         for i in sorted(parts):
@@ -112,7 +135,7 @@ def decode_key_groups(
                                       StreamHandle(stream.kind, stream.path, len(header), header, stream.files))
             else:
                 sub = _compact(handle.kind, handle.start + run[0], header, [parts[i] for i in run], stream)
-            result = decode_keyed_handle(sub, base_dir, op, decoders)
+            result = decode_keyed_handle(sub, base_dir, op, decoders, header=parsed)
             decoders = result[2]
         assert result is not None
         return result
@@ -126,7 +149,7 @@ def decode_key_groups(
     buf = b"".join(chunks)
     del chunks, parts  # the fetched bytes: only their compact copy is decoded
     sub = KeyGroupsHandle(handle.kind, handle.start, new, StreamHandle(stream.kind, stream.path, len(buf), buf, stream.files))
-    return decode_keyed_handle(sub, base_dir, op, decoders, only)
+    return decode_keyed_handle(sub, base_dir, op, decoders, only, header=parsed)
 
 
 def _compact(kind: str, start: int, header: bytes, parts: list[memoryview], stream: StreamHandle) -> KeyGroupsHandle:

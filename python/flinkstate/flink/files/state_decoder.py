@@ -156,16 +156,18 @@ class StateDecoder:
         self.starts, self.kg_runs = [], []
         self.decode_records(src, starts, kgs)
 
-    def decode_records(self, src: Source, starts: np.ndarray, kgs: np.ndarray) -> None:
-        """Decode the records starting at these offsets of src (key groups kgs) into a column chunk."""
+    def decode_records(self, src: Source, starts: np.ndarray, kgs: np.ndarray,
+                       lengths: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """Decode the records starting at these offsets of src (key groups kgs) into a column chunk. lengths: their key
+        and value lengths, when framing read them and checked the key groups of their keys."""
         assert self.plan is not None
         try:
-            self.vector_chunks.append(self.plan.columns(src, starts, kgs))
+            self.vector_chunks.append(self.plan.columns(src, starts, kgs, lengths))
         except (IndexError, ValueError) as e:  # find the first key group whose records fail on their own
             for kg in dict.fromkeys(kgs.tolist()):
                 sel = kgs == kg
                 try:
-                    self.plan.columns(src, starts[sel], kgs[sel])
+                    self.plan.columns(src, starts[sel], kgs[sel], None if lengths is None else (lengths[0][sel], lengths[1][sel]))
                 except (IndexError, ValueError) as inner:
                     raise KeyGroupCorrupt(kg, str(inner)) from e
             raise

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -88,6 +88,14 @@ class CheckpointMetadata:
     def flink_version(self) -> FlinkVersionGuess:
         """Which Flink release(s) wrote this, and the evidence (metadata version, RocksDB files, operator-state layout)."""
         return guess_flink_version(self)
+
+    def narrowed(self, uid_or_name: str, subtask: int | None = None) -> CheckpointMetadata:
+        """This metadata with only one operator (and with `subtask`, only that subtask's handles): what a scan task
+        carries to a Spark executor, which otherwise receives every operator's handles with every partition."""
+        op = self.operator(uid_or_name)
+        if subtask is not None:
+            op = replace(op, subtasks=[s for s in op.subtasks if s.index == subtask])
+        return replace(self, master_states=[], operators=[op])
 
     def operator(self, uid_or_name: str) -> OperatorState:
         """The operator with this uid (on 1.x: whose hash is its id), hex operator id, or else name (`names.find_operator`)."""

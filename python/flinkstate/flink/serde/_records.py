@@ -28,22 +28,28 @@ class RecordPlan:
         self.kind, self.prefix, self.key, self.ns, self.user_key = kind, prefix, key, ns, user_key
         self.elem, self.ttl, self.list_width, self.elem_type = elem, ttl, list_width, elem_type
 
-    def columns(self, src: Source, starts: np.ndarray, kgs: np.ndarray) -> dict[str, pa.Array]:
-        """The columns (key_group, key, [namespace], [user_key], value, [ttl_last_access]) of these records."""
+    def columns(self, src: Source, starts: np.ndarray, kgs: np.ndarray,
+                lengths: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, pa.Array]:
+        """The columns (key_group, key, [namespace], [user_key], value, [ttl_last_access]) of these records. lengths:
+        their key and value lengths as framing read them (it also checked each key's key group), else read here."""
         arr = src.arr
-        klen = gather(arr, starts, ">i4").astype(np.int64)
         kpos = starts + 4
-        if (klen <= 0).any():
-            raise ValueError("a record has a key of no bytes")
-        vpos = kpos + klen + 4
-        vlen = gather(arr, vpos - 4, ">i4").astype(np.int64)
-        if (vlen < 0).any() or int((vpos + vlen).max()) > len(arr):
-            raise IndexError("a record runs past the end of its key group")
-        stored = (arr[kpos] & 0x7F).astype(np.int32)
-        if self.prefix == 2:
-            stored = stored * 256 + arr[kpos + 1]
-        if (stored != kgs).any():
-            raise ValueError(f"a key carries key group {int(stored[np.flatnonzero(stored != kgs)[0]])}")
+        if lengths is None:
+            klen = gather(arr, starts, ">i4").astype(np.int64)
+            if (klen <= 0).any():
+                raise ValueError("a record has a key of no bytes")
+            vpos = kpos + klen + 4
+            vlen = gather(arr, vpos - 4, ">i4").astype(np.int64)
+            if (vlen < 0).any() or int((vpos + vlen).max()) > len(arr):
+                raise IndexError("a record runs past the end of its key group")
+            stored = (arr[kpos] & 0x7F).astype(np.int32)
+            if self.prefix == 2:
+                stored = stored * 256 + arr[kpos + 1]
+            if (stored != kgs).any():
+                raise ValueError(f"a key carries key group {int(stored[np.flatnonzero(stored != kgs)[0]])}")
+        else:
+            klen, vlen = lengths[0].astype(np.int64), lengths[1].astype(np.int64)
+            vpos = kpos + klen + 4
         cols: dict[str, pa.Array] = {"key_group": pa.array(kgs, pa.int32())}
         if self.kind == "TIMER":
             return self._timers(src, cols, kpos, klen, vlen)

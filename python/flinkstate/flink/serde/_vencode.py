@@ -124,10 +124,11 @@ def _string(fallback: VEncoder) -> VEncoder:
                 body = body.keep(valid)
         if not len(body.data) or body.data.max() < 0x80:  # ASCII: units are the bytes
             return concat([varint(np.where(valid, lens + 1, 0)), body])
-        found = _utf16_varints(body)
-        if found is None:  # not well-formed UTF-8: the per-value writer says what is wrong
-            return fallback(arr)
-        units, chars = found
+        try:
+            arr.validate(full=True)  # well-formed UTF-8 in every row
+        except pa.ArrowInvalid:
+            return fallback(arr)  # the per-value writer says what is wrong
+        units, chars = _utf16_varints(body)
         return concat([varint(np.where(valid, units + 1, 0)), chars])
 
     return enc
@@ -154,25 +155,53 @@ def _utf16_units(body: Bin) -> tuple[np.ndarray, np.ndarray] | None:
     return units, counted[offsets[1:]] - counted[offsets[:-1]]
 
 
-def _utf16_varints(body: Bin) -> tuple[np.ndarray, Bin] | None:
-    """Per row of UTF-8 bytes: its number of UTF-16 units and those units as 7-bit varints (1 to 3 bytes each)."""
-    found = _utf16_units(body)
-    if found is None:
-        return None
-    units, count = found
-    nb = 1 + (units >= 0x80).view(np.uint8) + (units >= 0x4000)
-    ends = np.cumsum(nb)
-    at = ends - nb
-    out = np.empty(int(ends[-1]) if len(nb) else 0, np.uint8)
-    out[at] = (units & 0x7F) | ((nb > 1).view(np.uint8) << 7)  # every unit's first varint byte (an ASCII one's only byte)
-    wide = np.flatnonzero(nb > 1)
-    for k in (1, 2):
-        wide = wide[nb[wide] > k]
-        out[at[wide] + k] = ((units[wide] >> (7 * k)) & 0x7F) | ((nb[wide] > k + 1).view(np.uint8) << 7)
-    unit_ends = np.zeros(body.n + 1, np.int64)
-    np.cumsum(count, out=unit_ends[1:])
-    byte_ends = np.concatenate(([0], ends))[unit_ends]
-    return count, Bin.var(byte_ends, out)
+def _utf16_varints(body: Bin) -> tuple[np.ndarray, Bin]:
+    """Per row of well-formed UTF-8 bytes: its number of UTF-16 units and those units as 7-bit varints.
+
+    Computed from the bytes: an ASCII byte is its own varint and is copied in bulk; only the non-ASCII sequences
+    (their first bytes are >= 0xC0) are decoded, vectorised: a 2-byte sequence, or a 3-byte one of a unit below 0x4000,
+    becomes 2 varint bytes, a 3-byte one from 0x4000 3 bytes, a 4-byte one (a supplementary character, a surrogate
+    pair in UTF-16) 3 + 3 bytes."""
+    offsets, data = body.as_var()
+    lens = np.diff(offsets)
+    lead = np.flatnonzero(data >= 0xC0)
+    if not len(lead):
+        return lens, body
+    last = len(data) - 1
+    b0 = data[lead].astype(np.int32)
+    b1, b2, b3 = (data[np.minimum(lead + k, last)].astype(np.int32) & 0x3F for k in (1, 2, 3))
+    seq = np.where(b0 >= 0xF0, 4, np.where(b0 >= 0xE0, 3, 2))
+    cp = np.where(seq == 2, ((b0 & 0x1F) << 6) | b1,
+                  np.where(seq == 3, ((b0 & 0x0F) << 12) | (b1 << 6) | b2, ((b0 & 0x07) << 18) | (b1 << 12) | (b2 << 6) | b3))
+    pair = seq == 4
+    high = np.where(pair, 0xD800 + ((cp - 0x10000) >> 10), cp)  # the (first) unit
+    low = 0xDC00 + ((cp - 0x10000) & 0x3FF)  # a pair's second unit
+    width = np.where(pair, 6, np.where(cp >= 0x4000, 3, 2))  # varint bytes of the sequence
+    vb = np.empty((len(lead), 6), np.uint8)
+    vb[:, 0] = (high & 0x7F) | 0x80
+    vb[:, 1] = ((high >> 7) & 0x7F) | np.where(high >= 0x4000, 0x80, 0)
+    vb[:, 2] = (high >> 14) & 0xFF
+    vb[:, 3] = (low & 0x7F) | 0x80
+    vb[:, 4] = ((low >> 7) & 0x7F) | 0x80
+    vb[:, 5] = (low >> 14) & 0xFF
+    grow = width - seq
+    shift = np.cumsum(grow) - grow  # output bytes gained before each sequence
+    ascii = np.ones(len(data), bool)
+    ascii[(lead[:, None] + np.arange(4))[np.arange(4) < seq[:, None]]] = False
+    out = np.empty(len(data) + int(grow.sum()), np.uint8)
+    written = (lead + shift)[:, None] + np.arange(6)
+    used = np.arange(6) < width[:, None]
+    copied = np.ones(len(out), bool)
+    copied[written[used]] = False
+    out[copied] = data[ascii]
+    out[written[used]] = vb[used]
+    row = np.searchsorted(offsets, lead, side="right") - 1
+    n = body.n
+    row_grow = np.bincount(row, weights=grow, minlength=n).astype(np.int64)
+    out_offsets = offsets.copy()
+    out_offsets[1:] += np.cumsum(row_grow)
+    units = lens - np.bincount(row, weights=seq - 1 - pair, minlength=n).astype(np.int64)
+    return units, Bin.var(out_offsets, out)
 
 
 def _framed(arrow_ok: Callable[[pa.DataType], bool], length: bool, what: str, fallback: VEncoder) -> VEncoder:

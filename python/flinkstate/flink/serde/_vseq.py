@@ -40,12 +40,11 @@ def lockstep(src: Any, arr: np.ndarray, elem: Reader, start: np.ndarray, counts:
     cur = start.astype(np.int64, copy=True)
     if len(counts) and int(counts.max()) > len(arr):
         raise ValueError("an array is longer than its stream")  # every element takes at least one byte
-    order = np.argsort(-counts, kind="stable")  # the sequences still going at step j are a prefix of this order
-    going = np.sort(counts)[::-1]
+    act = np.flatnonzero(counts > 0)  # the sequences still going, in stream order (so their values are too)
     chunks: list[pa.Array] = []
     rows: list[np.ndarray] = []
-    for j in range(int(going[0]) if len(going) else 0):
-        act = order[: int(np.searchsorted(-going, -j, side="left"))]
+    j = 0
+    while len(act):
         p = cur[act]
         present = None
         if flagged:
@@ -57,6 +56,8 @@ def lockstep(src: Any, arr: np.ndarray, elem: Reader, start: np.ndarray, counts:
         cur[act] = p
         chunks.append(v)
         rows.append(act)
+        j += 1
+        act = act[counts[act] > j]  # each step looks only at the sequences of the step before: work ~ elements
     return _row_major(chunks, rows, counts, typ), cur
 
 

@@ -27,7 +27,7 @@ from flinkstate.flink.serde._vencode import column_encoder
 from flinkstate.flink.serde.encode import plain_values
 from flinkstate.flink.serde.serializers import StateMeta, TypeNode
 
-__all__ = ["ColumnValueError", "StateRecords", "frame_key_groups", "state_records"]
+__all__ = ["ColumnValueError", "StateRecords", "frame_key_groups", "framed_parts", "state_records"]
 
 _SIGN = np.uint64(1 << 63)
 
@@ -142,9 +142,12 @@ def _key_groups(table: pa.Table, maxp: int, prefix: int) -> np.ndarray:
     return kgs
 
 
+_BIG_ENDIAN = {1: np.dtype("u1"), 2: np.dtype(">u2"), 4: np.dtype(">u4"), 8: np.dtype(">u8")}
+
+
 def _be(values: np.ndarray, width: int) -> Bin:
-    """Big-endian unsigned values of width bytes as fixed rows."""
-    return Bin.fixed(values.astype(">u8").view(np.uint8).reshape(-1, 8)[:, 8 - width :])
+    """Big-endian unsigned values of width (1, 2, 4 or 8) bytes as fixed rows (the low bytes of each: one cast)."""
+    return Bin.fixed(values.astype(_BIG_ENDIAN[width]).view(np.uint8).reshape(-1, width))
 
 
 def _len_suffix(lens: np.ndarray) -> Bin:
@@ -166,6 +169,30 @@ def _timestamps(arr: pa.Array) -> np.ndarray:
         return np.array([v & ((1 << 64) - 1) for v in plain_values(arr)], np.uint64)
     except TypeError as e:
         raise ColumnValueError("timestamp", f"not an integer timestamp: {e}") from e
+
+
+def _in_order(keys: Bin) -> tuple[bool, bool]:
+    """Whether fixed-width rows are already in byte order (as a root's rows of a numeric key mostly are), and strictly
+    (then no key is given twice): rows packed into big-endian u64 words, adjacent ones compared word by word."""
+    n, w = keys.n, keys.width
+    if n < 2 or w <= 0:
+        return True, n < 2 or w > 0
+    k = (w + 7) // 8
+    padded = np.zeros((n, 8 * k), np.uint8)
+    padded[:, :w] = keys.mat
+    cols = padded.view(">u8").astype(np.uint64)
+    if k == 1:
+        a, b = cols[:-1, 0], cols[1:, 0]
+        if (b > a).all():
+            return True, True
+        return bool((b >= a).all()), False
+    less = np.zeros(n - 1, bool)
+    equal = np.ones(n - 1, bool)
+    for j in range(k):
+        a, b = cols[:-1, j], cols[1:, j]
+        less |= equal & (a < b)
+        equal &= a == b
+    return bool((less | equal).all()), bool(less.all())
 
 
 def _sort_order(keys: Bin) -> np.ndarray:
@@ -224,8 +251,11 @@ def state_records(meta: StateMeta, table: pa.Table, key_type: TypeNode, maxp: in
         ts = _timestamps(_column(table, "timestamp")) ^ _SIGN
         keys = concat([head, _be(ts, 8), _encode(node.children[0], _column(table, "key"), "key", ctx),
                        _key_part(node.children[1], table, "namespace", n, ctx)])
+        empty = Bin.from_lens(np.zeros(n, np.int64), np.zeros(0, np.uint8))
+        if keys.mat is not None and _in_order(keys)[0]:  # timers in order already: nothing to gather
+            return StateRecords(kgs, keys, empty)
         order = _sort_order(keys)
-        return StateRecords(kgs[order], keys.take(order), Bin.from_lens(np.zeros(n, np.int64), np.zeros(0, np.uint8)))
+        return StateRecords(kgs[order], keys.take(order), empty)
     vnode = meta.serializers["VALUE_SERIALIZER"]
     nsnode = meta.serializers["NAMESPACE_SERIALIZER"]
     kind = meta.keyed_type
@@ -240,8 +270,12 @@ def state_records(meta: StateMeta, table: pa.Table, key_type: TypeNode, maxp: in
         parts.append(_encode(vnode.children[0], _column(table, "user_key"), "user_key", ctx))
     keys = concat(parts)
     values = _values(kind, vnode, table, n, ctx)
-    order = _sort_order(keys)
-    keys, kgs, values = keys.take(order), kgs[order], values.take(order)
+    ordered, strictly = _in_order(keys) if keys.mat is not None else (False, False)
+    if strictly:  # in order, every key once: the rows as they are
+        return StateRecords(kgs, keys, values)
+    if not ordered:
+        order = _sort_order(keys)
+        keys, kgs, values = keys.take(order), kgs[order], values.take(order)
     same = _same_as_previous(keys)
     if not same.any():
         return StateRecords(kgs, keys, values)
@@ -277,7 +311,14 @@ def _values(kind: str, vnode: TypeNode, table: pa.Table, n: int, ctx: str) -> Bi
 
 def frame_key_groups(records: list[StateRecords], kg_range: tuple[int, int], head: bytes, compress: bool,
                      base: int = 0) -> tuple[bytes, list[int]]:
-    """head followed by the key-group streams of key groups kg_range (inclusive) of these states, and each key group's
+    """`framed_parts` joined into one bytes object."""
+    parts, offsets = framed_parts(records, kg_range, head, compress, base)
+    return b"".join(parts), offsets
+
+
+def framed_parts(records: list[StateRecords], kg_range: tuple[int, int], head: bytes, compress: bool,
+                 base: int = 0) -> tuple[list[bytes | memoryview], list[int]]:
+    """The parts (views of the states' framed records, not copies) of head followed by the key-group streams of key groups kg_range (inclusive) of these states, and each key group's
     offset in it (0 for an empty key group). A stream is u16 state id, then records `i32 klen, key, i32 vlen, value`; the last record
     of a state's run has the 0x80 flag on its first key byte and is followed by the next state's id or 0xFFFF.
     A run is a contiguous slice of its state's framed records (`StateRecords.framed`), so this copies slices, not values.
@@ -314,4 +355,4 @@ def frame_key_groups(records: list[StateRecords], kg_range: tuple[int, int], hea
         starts = np.cumsum([base + len(head)] + [len(f) for f in framed]).tolist()
         offsets = [0 if i < 0 else starts[i] for i in offsets]
         chunks += framed
-    return b"".join(chunks), offsets
+    return chunks, offsets

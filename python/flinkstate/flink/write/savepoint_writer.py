@@ -39,6 +39,7 @@ from flinkstate.flink.write.keyed_records import (
     ColumnValueError,
     StateRecords,
     frame_key_groups,
+    framed_parts,
     state_records,
 )
 from flinkstate.flink.write.savepoint_folder import (
@@ -185,10 +186,10 @@ class KeyedFileWriter:
         for m, r in zip(self.metas, records):  # rows outside the chunk would be left out of the file silently
             if len(r.kgs) and (r.kgs[0] < lo or r.kgs[-1] > hi):
                 raise InvalidArgumentError(f"operator {self.op.uid!r}, state {m.name!r}: rows of key groups outside {lo}..{hi}")
-        data, offsets = frame_key_groups(records, kg_range, b"", self.compression, base=self.size)
-        del records
-        self.file.write(data)
-        self.size += len(data)
+        parts, offsets = framed_parts(records, kg_range, b"", self.compression, base=self.size)
+        self.file.writelines(parts)  # views of the records' bytes: written without joining them first
+        self.size += sum(len(p) for p in parts)
+        del records, parts
         self.offsets += offsets
         self.next_kg = hi + 1
 

@@ -89,6 +89,23 @@ def test_point_lookup_reads_only_the_subtask_handle_of_its_key_group() -> None:
     assert scan.to_arrow().column("key").to_pylist() == [7]
 
 
+@pytest.mark.parametrize("kind", ["canonical", "rocksdb-native"])
+def test_a_task_carries_only_its_own_operator_and_subtask(kind: str) -> None:
+    """Spark pickles every task to its executor: it must not hold every operator's handles (a savepoint of many operators
+    and subtasks would ship all of them with each task), and it reads the same rows after the round trip."""
+    ck = fs.open(str(SAVEPOINTS[kind])).checkpoint()
+    assert len(ck.meta.operators) > 1
+    for scan in (ck.scan("long-keyed", "count"), ck.scan_timers("long-keyed")):
+        tasks = scan.plan()
+        assert len(tasks) == 2
+        for task in tasks:
+            assert [op.label for op in task.meta.operators] == [task.uid] or [op.operator_id for op in task.meta.operators] == [task.uid]
+            assert [s.index for s in task.meta.operators[0].subtasks] == [task.subtask]
+            assert task.meta.master_states == []
+        shipped = [pickle.loads(pickle.dumps(t)) for t in tasks]
+        assert pa.concat_tables(pa.Table.from_batches(list(t.to_batches()), t.schema) for t in shipped).equals(scan.to_arrow())
+
+
 def test_cli_describe_and_checkpoints_of_a_flink_savepoint() -> None:
     import io
 

@@ -9,22 +9,27 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import flinkstate as fs
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from flink_dump import KEYED_OPERATORS, OPERATOR_STATES
 from flink_dump import flink_entries as _flink_entries
 from flink_dump import store_entries as _store_entries
-
-import flinkstate as fs
 from flinkstate.cli import main
 from flinkstate.core.errors import CorruptFileError
 from flinkstate.flink import read_metadata, read_operator_state
-from flinkstate.flink.bridge.import_task import run_local
-from flinkstate.flink.bridge.importer import import_savepoint, plan_import, run_import
 from flinkstate.flink.bridge.export_task import chunk_ranges
 from flinkstate.flink.bridge.export_task import run_local as export_run_local
-from flinkstate.flink.bridge.store_export import export_savepoint, plan_export, run_export
+from flinkstate.flink.bridge.import_task import run_local
+from flinkstate.flink.bridge.importer import import_savepoint, plan_import, run_import
+from flinkstate.flink.bridge.store_export import (
+    export_savepoint,
+    plan_export,
+    run_export,
+)
 from flinkstate.flink.files.key_group_ranges import key_group_chunks
+from flinkstate.read.scan import WholeChunks
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 SAVEPOINTS = {
@@ -156,8 +161,10 @@ def test_export_in_chunks_of_key_groups_writes_the_same_bytes(tmp_path: Path, mo
     assert chunk_ranges((5, 6), 10_000, 1) == [(5, 5), (6, 6)] and chunk_ranges((0, 9), 0, 1) == [(0, 9)]
     for kg in ([1, 2, 2, 5, 7], [5, 2, 7, 2, 1]):  # rows sorted by key group are sliced, others selected
         t = pa.table({"key_group": pa.array(kg, pa.int32()), "v": range(5)})
-        got = export_task._rows_in(t, export_task._key_groups(t), 2, 5)
+        readers = [((0, 3), WholeChunks(t.filter(pc.less_equal(t["key_group"], 3)))), ((4, 9), WholeChunks(t.filter(pc.greater(t["key_group"], 3))))]
+        got = export_task._rows_in(t.schema, readers, 2, 5)  # the tasks meeting 2..5, each for its part
         assert sorted(got.column("v").to_pylist()) == [i for i, k in enumerate(kg) if 2 <= k <= 5]
+        assert export_task._rows_in(t.schema, readers, 8, 9).num_rows == 0
     cuts: list[int] = []
     real = export_task.chunk_ranges
     monkeypatch.setattr(export_task, "chunk_ranges", lambda *a: cuts.append(len(real(*a))) or real(*a))

@@ -338,3 +338,26 @@ def test_chunked_dictionary_large_sliced_and_timestamp_columns():
     timers(ks, "ts", simple("string"), VOID, pa.table({"key": keys, "timestamp": pa.array(_RNG.integers(0, 2**40, n)).cast(pa.timestamp("ms"))}))
     timers(ks, "u64", simple("string"), VOID, pa.table({"key": keys, "timestamp": pa.array(_RNG.integers(0, 2**64 - 1, n, dtype=np.uint64))}))
     assert_same_files(OperatorExport("op", 2, 256, ks))
+
+
+def test_rows_already_in_key_order_with_and_without_repeats(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows sorted as a root's are (key group, then non-negative key) are not sorted again: every key once (the rows as
+    they are), a key repeated (the last value kept, list elements joined), timers with repeats; the same bytes as the
+    per-value writer."""
+    import flinkstate.flink.write.keyed_records as kr
+
+    maxp = 128
+    keys = np.arange(300)
+    kg = assign_key_groups(pa.array(keys), maxp).to_numpy()
+    ordered = keys[np.lexsort([keys, kg])]
+    once, twice = pa.array(ordered), pa.array(np.repeat(ordered, 2))
+    ks = KeyedState(simple("long"))
+    state(ks, "once", "VALUE", simple("string"), pa.table({"key": once, "value": _words(300)}))
+    state(ks, "twice", "VALUE", simple("long"), pa.table({"key": twice, "value": pa.array(range(600))}))
+    state(ks, "list", "LIST", simple("int"), pa.table({"key": twice, "value": pa.array(range(600), pa.int32())}))
+    timers(ks, "t", simple("long"), VOID, pa.table({"key": twice, "timestamp": pa.array([7] * 600)}))
+    sorts: list[int] = []
+    real = kr._sort_order
+    monkeypatch.setattr(kr, "_sort_order", lambda keys: sorts.append(keys.n) or real(keys))
+    assert_same_files(OperatorExport("op", 2, maxp, ks))
+    assert sorts == []
