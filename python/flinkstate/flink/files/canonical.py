@@ -35,9 +35,9 @@ from flinkstate.flink.files.rocksdb import (
     FamilyAccount,
     column_families,
     key_groups_of_keys,
-    records_buffer,
     rocksdb_chunks,
 )
+from flinkstate.flink.files.rocksdb_frame import records_buffer
 from flinkstate.flink.files.state_decoder import KeyGroupCorrupt, StateDecoder
 from flinkstate.flink.meta.metadata import (
     CheckpointMetadata,

@@ -11,9 +11,12 @@ names the file. Every other file is named as not needed (OPTIONS, an empty write
 refused by name: nothing a handle lists is skipped unseen. The SSTs are parsed in batches (`read_ssts`).
 Keys and values are in the canonical formats, so each column family's records are resolved (newest
 put/delete per key, merge operands appended with ',' in sequence order) and handed to the canonical
-decoders. Keys outside the subtask's key-group range (left by rescaling) are dropped; range
-tombstones are not applied (Flink writes them only to clip such ranges). Each column family's
-`FamilyAccount` says what its SSTs held and where each record went, for the reader's checks.
+decoders (`rocksdb_frame` frames them; values stay views of the decompressed blocks until then). Keys outside the
+subtask's key-group range (left by rescaling) are dropped; range tombstones are not applied (Flink writes them only
+to clip such ranges). Each column family's `FamilyAccount` says what its SSTs held and where each record went, for
+the reader's checks. Keys start with their key group, and the MANIFEST records each SST's smallest and largest key:
+a subtask is read a run of key groups at a time (`rocksdb_chunks`, about CHUNK_BYTES of SSTs each), from the SSTs
+whose key span meets the run and, of those, the data blocks whose index keys may hold it (`read_ssts`).
 """
 
 from __future__ import annotations
@@ -42,11 +45,12 @@ from flinkstate.flink.files.sst import (
     SstFile,
     read_ssts,
 )
-from flinkstate.flink.files.views import Views
+from flinkstate.flink.files.rocksdb_frame import joined
+from flinkstate.flink.files.views import Views, binary_parts
 from flinkstate.flink.meta.metadata import StreamHandle, UnsupportedKeyedHandle
 
 __all__ = ["CHUNK_BYTES", "FamilyAccount", "HandleFiles", "column_families", "family_sizes", "handle_files", "key_groups_of_keys",
-           "records_buffer", "rocksdb_chunks"]
+           "rocksdb_chunks"]
 
 _I32 = struct.Struct(">i")
 _MANIFEST = re.compile(r"MANIFEST-\d+")
@@ -78,7 +82,7 @@ class FamilyAccount:
     @property
     def live_values(self) -> pa.LargeBinaryArray:
         """The live keys' values, merge operands joined with ',' (a copy: the read frames them from the parts)."""
-        return _joined(self.live_parts, self.live_counts)
+        return joined(self.live_parts, self.live_counts)
 
     def summary(self) -> str:
         """Where the column family's records went, for messages."""
@@ -300,7 +304,7 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
         raise ValueError(f"column family {cf!r}: record type {int(kinds[decisive[bad[decisive]][0]])} is not supported")
     has_base = (stop < ends) & (kinds[np.minimum(stop, n - 1)] == TYPE_VALUE)
     count = (stop - starts) + has_base  # records that make the key's value
-    offs, data = _binary_parts(keys)
+    offs, data = binary_parts(keys)
     at = offs[starts if perm is None else perm[starts]]
     kg = data[at].astype(np.int64)
     if prefix == 2:
@@ -335,7 +339,7 @@ def _key_order(keys: pa.Array, seqs: np.ndarray) -> tuple[np.ndarray, np.ndarray
     Keys of one width (Flink's, for fixed-width types): a stable numpy sort of fixed-size byte strings, the key then the
     sequence inverted big-endian (numpy compares them as bytes do, NULs included), near-linear on the few sorted runs,
     one per SST, the records come in; keys of several widths: Arrow's sort."""
-    offsets, data = _binary_parts(keys)
+    offsets, data = binary_parts(keys)
     n = len(keys)
     width = int(offsets[1] - offsets[0])
     if width and (np.diff(offsets) == width).all():
@@ -361,7 +365,7 @@ def _adjacent(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 def key_groups_of_keys(keys: pa.Array, prefix: int) -> np.ndarray:
     """The big-endian key-group prefix of each binary key (1 or 2 bytes)."""
-    offs, data = _binary_parts(keys)
+    offs, data = binary_parts(keys)
     kg = data[offs[:-1]].astype(np.int64)
     if prefix == 2:
         kg = (kg << 8) | data[offs[:-1] + 1]
@@ -375,67 +379,3 @@ def family_sizes(handle: UnsupportedKeyedHandle, base_dir: str, where: str) -> d
         n, size = out.get(f.column_family, (0, 0))
         out[f.column_family] = (n + 1, size + f.size)
     return out
-
-
-def records_buffer(keys: pa.Array, parts: Views, counts: np.ndarray | None = None) -> tuple[pa.Buffer, np.ndarray]:
-    """Keys and values framed as canonical records (i32 klen, key, i32 vlen, value) and each record's offset: the values
-    gathered from their views (counts[i] parts for key i joined with ',', None: one each), the big-endian lengths as
-    4-byte binaries, joined with each key and value by Arrow's element-wise join in one pass (faster than a gather of
-    views of every piece: a record's four views outweigh its bytes)."""
-    keys = keys if pa.types.is_large_binary(keys.type) else keys.cast(pa.large_binary())
-    fixed = _fixed_records(keys, parts) if counts is None else None
-    if fixed is not None:
-        return fixed
-    values = _joined(parts, counts)
-    framed = pc.binary_join_element_wise(_lengths(keys), keys, _lengths(values), values, pa.scalar(b"", pa.large_binary()))
-    offsets, _ = _binary_parts(framed)
-    data = framed.buffers()[2]
-    body = data.slice(int(offsets[0]), int(offsets[-1] - offsets[0])) if data is not None else pa.py_buffer(b"")
-    return body, offsets[:-1] - offsets[0]
-
-
-def _fixed_records(keys: pa.Array, parts: Views) -> tuple[pa.Buffer, np.ndarray] | None:
-    """Records of one key width and one value width of at most 12 bytes (most of Flink's states: fixed-width keys and
-    values), framed as rows of a byte matrix: the values' bytes are in their views (inline), so four column copies;
-    None when the widths vary or the values are longer."""
-    n = len(keys)
-    koffs, kdata = _binary_parts(keys)
-    if not n or not len(kdata):
-        return None
-    kw, vw = int(koffs[1] - koffs[0]), int(parts.views[0, 0])
-    if vw > 12 or int(koffs[-1] - koffs[0]) != n * kw or (np.diff(koffs) != kw).any() or (parts.views[:, 0] != vw).any():
-        return None
-    stride = 8 + kw + vw
-    rows = np.empty((n, stride), np.uint8)
-    rows[:, :4] = np.frombuffer(kw.to_bytes(4, "big"), np.uint8)
-    rows[:, 4 : 4 + kw] = kdata[int(koffs[0]) : int(koffs[-1])].reshape(n, kw)
-    rows[:, 4 + kw : 8 + kw] = np.frombuffer(vw.to_bytes(4, "big"), np.uint8)
-    rows[:, 8 + kw :] = np.ascontiguousarray(parts.views).view(np.uint8).reshape(n, 16)[:, 4 : 4 + vw]
-    return pa.py_buffer(rows.reshape(-1)), np.arange(n, dtype=np.int64) * stride
-
-
-def _joined(parts: Views, counts: np.ndarray | None) -> pa.LargeBinaryArray:
-    """The values the parts make: copied out of their blocks, counts[i] parts of value i joined with ',' (None: one each)."""
-    values = parts.array()
-    if counts is None:
-        return values
-    lists = pa.LargeListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)), values)
-    return pc.binary_join(lists, pa.scalar(b",", pa.large_binary())).cast(pa.large_binary())
-
-
-def _lengths(arr: pa.Array) -> pa.LargeBinaryArray:
-    """Each binary's length as a 4-byte big-endian binary (Flink's i32 length prefix)."""
-    offsets, _ = _binary_parts(arr)
-    n = len(arr)
-    return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(np.arange(0, 4 * n + 1, 4, dtype=np.int64)),
-                                                        pa.py_buffer(np.diff(offsets).astype(">i4"))])
-
-
-def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets into the data, data bytes) of a binary or large_binary array."""
-    bufs = arr.buffers()
-    width = 8 if pa.types.is_large_binary(arr.type) else 4
-    offs = (np.frombuffer(bufs[1], np.int64 if width == 8 else np.int32, len(arr) + 1, arr.offset * width).astype(np.int64)
-            if bufs[1] is not None else np.zeros(1, np.int64))
-    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    return offs, data

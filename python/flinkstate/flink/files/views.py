@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["Views", "gather", "range_views", "windows"]
+__all__ = ["Views", "binary_parts", "gather", "range_views", "windows"]
 
 _SPAN = 1 << 30  # each data buffer a view points into starts at a multiple of this and spans two (offsets are int32)
 # length -> the 3 little-endian u32 masks keeping a range's first min(length, 12) bytes
@@ -65,6 +65,16 @@ def gather(views: np.ndarray, buffers: list[pa.Buffer]) -> pa.LargeBinaryArray:
     return arr.cast(pa.large_binary())
 
 
+def binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets into the data, data bytes) of a binary or large_binary array."""
+    bufs = arr.buffers()
+    width = 8 if pa.types.is_large_binary(arr.type) else 4
+    offs = (np.frombuffer(bufs[1], np.int64 if width == 8 else np.int32, len(arr) + 1, arr.offset * width).astype(np.int64)
+            if bufs[1] is not None else np.zeros(1, np.int64))
+    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    return offs, data
+
+
 class Views:
     """Byte ranges as Arrow binary views ((n, 4) u32 rows, see `range_views`) over a list of buffers, not copied: taken,
     concatenated and reordered as 16-byte rows, and gathered (one copy, in C++) only where their bytes are laid out.
@@ -86,11 +96,9 @@ class Views:
     @classmethod
     def of_array(cls, arr: pa.Array) -> Views:
         """Views of the values of a binary or large_binary array (its data buffer referenced)."""
-        bufs = arr.buffers()
-        wide = pa.types.is_large_binary(arr.type)
-        offs = (np.frombuffer(bufs[1], np.int64 if wide else np.int32, len(arr) + 1, arr.offset * (8 if wide else 4)).astype(np.int64)
-                if bufs[1] is not None else np.zeros(len(arr) + 1, np.int64))
-        data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+        offs, data = binary_parts(arr)
+        if len(offs) != len(arr) + 1:  # no offsets buffer (an empty array)
+            offs = np.zeros(len(arr) + 1, np.int64)
         return cls.of(data, offs[:-1], np.diff(offs))
 
     @classmethod

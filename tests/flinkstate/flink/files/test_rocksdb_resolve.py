@@ -9,7 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from flinkstate.flink.files.rocksdb import FamilyAccount, _adjacent, _key_order, _resolve, records_buffer
+from flinkstate.flink.files.rocksdb import FamilyAccount, _adjacent, _key_order, _resolve
+from flinkstate.flink.files.rocksdb_frame import records_buffer
 from flinkstate.flink.files.sst import RECORDS, TYPE_DELETION, TYPE_MERGE, TYPE_SINGLE_DELETION, TYPE_VALUE
 from flinkstate.flink.files.views import Views
 
