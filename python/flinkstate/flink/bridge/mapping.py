@@ -272,9 +272,9 @@ def decode_subtask(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskStat
             raise UnsupportedFlinkFormatError(f"{meta.path}: operator {op.label} subtask {sub.index} uses {h.kind}, which is not supported")
         if key_groups is None:
             return _wrapped(meta, op, decode_rocksdb_handle(h, meta.directory, op, only=only)[2])
-        decoders = None
+        decoders, indexes = None, {}
         for run in _runs(sorted(k for k in set(key_groups) if h.start <= k < h.start + h.count)) or [(h.start, h.start - 1)]:
-            decoders = decode_rocksdb_handle(h, meta.directory, op, decoders, only, run)[2]
+            decoders = decode_rocksdb_handle(h, meta.directory, op, decoders, only, run, indexes)[2]
         return _wrapped(meta, op, decoders)
     return _wrapped(meta, op, decode_keyed_handle(h, meta.directory, op, only=only)[2])
 
@@ -304,8 +304,9 @@ def decode_subtask_chunks(meta: CheckpointMetadata, op: OperatorState, sub: Subt
     h = sub.managed_keyed
     if isinstance(h, UnsupportedKeyedHandle) and h.meta_stream is not None:
         prefix = 1 if op.max_parallelism <= 128 else 2
+        indexes: dict = {}  # each SST's index, read by the first run that meets it
         for run in rocksdb_chunks(h, meta.directory, prefix, f"operator {op.label} subtask {sub.index}", chunk_bytes):
-            yield run, _wrapped(meta, op, decode_rocksdb_handle(h, meta.directory, op, key_groups=run)[2])
+            yield run, _wrapped(meta, op, decode_rocksdb_handle(h, meta.directory, op, key_groups=run, indexes=indexes)[2])
         return
     if not isinstance(h, KeyGroupsHandle) or h.stream.data is not None:
         yield None, decode_subtask(meta, op, sub)

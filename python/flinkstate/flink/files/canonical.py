@@ -38,6 +38,7 @@ from flinkstate.flink.files.rocksdb import (
     rocksdb_chunks,
 )
 from flinkstate.flink.files.rocksdb_frame import records_buffer
+from flinkstate.flink.files.sst_ranges import SstIndex
 from flinkstate.flink.files.state_decoder import KeyGroupCorrupt, StateDecoder
 from flinkstate.flink.meta.metadata import (
     CheckpointMetadata,
@@ -298,12 +299,13 @@ def _decode_key_group(src: Source, pos: int, kg: int, prefix: int, decoders: lis
 
 def decode_rocksdb_handle(
     handle: UnsupportedKeyedHandle, base_dir: str, op: OperatorState, decoders: dict[str, _StateDecoder] | None = None,
-    only: frozenset[str] | None = None, key_groups: tuple[int, int] | None = None,
+    only: frozenset[str] | None = None, key_groups: tuple[int, int] | None = None, indexes: dict[int, SstIndex] | None = None,
 ) -> tuple[TypeNode, list[StateMeta], dict[str, _StateDecoder]]:
     """Decode one subtask's RocksDB/ForSt native or incremental state (SST files): merged records to the canonical decoders.
 
     key_groups (first, last): only these key groups; None: the whole handle, read a run of key groups at a time
     (`rocksdb_chunks`), so what is held besides the decoded rows is one run's SST bytes and records, not the subtask's.
+    indexes: the SSTs' indexes read by earlier runs (by file number; `sst_ranges`), for a caller reading run by run.
     Every column family with records must be a state the header declares, and each state's live
     records must all come out as rows: otherwise a StateAccountingError names operator, state and files.
     """
@@ -324,17 +326,18 @@ def decode_rocksdb_handle(
         runs = [key_groups] if key_groups is not None else rocksdb_chunks(handle, base_dir, prefix, f"{where}: {ctx}", skip=skip)
     except (IndexError, ValueError, struct.error) as e:
         raise CorruptFileError(f"{where}: {ctx}: RocksDB state is corrupt: {e}") from e
+    indexes = {} if indexes is None else indexes
     for run in runs:
-        _decode_rocksdb_run(handle, base_dir, prefix, where, ctx, metas, decoders, skip, only, run)
+        _decode_rocksdb_run(handle, base_dir, prefix, where, ctx, metas, decoders, skip, only, run, indexes)
     return key_type, metas, decoders
 
 
 def _decode_rocksdb_run(handle: UnsupportedKeyedHandle, base_dir: str, prefix: int, where: str, ctx: str, metas: list[StateMeta],
                         decoders: dict[str, _StateDecoder], skip: frozenset[str], only: frozenset[str] | None,
-                        run: tuple[int, int]) -> None:
+                        run: tuple[int, int], indexes: dict[int, SstIndex]) -> None:
     """The records of key groups run[0]..run[1] of a RocksDB handle, checked and decoded (`decode_rocksdb_handle`)."""
     try:
-        families = column_families(handle, base_dir, prefix, f"{where}: {ctx}", skip, run)
+        families = column_families(handle, base_dir, prefix, f"{where}: {ctx}", skip, run, indexes)
     except (IndexError, ValueError, struct.error) as e:
         raise CorruptFileError(f"{where}: {ctx}: RocksDB state is corrupt: {e}") from e
     declared = {m.name for m in metas}

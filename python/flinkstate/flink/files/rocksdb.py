@@ -46,6 +46,7 @@ from flinkstate.flink.files.sst import (
     read_ssts,
 )
 from flinkstate.flink.files.rocksdb_frame import joined
+from flinkstate.flink.files.sst_ranges import Fetch, SstIndex, read_indexes, read_key_groups
 from flinkstate.flink.files.views import Views, binary_parts
 from flinkstate.flink.meta.metadata import StreamHandle, UnsupportedKeyedHandle
 
@@ -162,13 +163,15 @@ def _check_live(files: HandleFiles, live: list[LiveFile], base_dir: str, where: 
 
 
 def column_families(handle: UnsupportedKeyedHandle, base_dir: str, prefix: int, where: str,
-                    skip: frozenset[str] = frozenset(), key_groups: tuple[int, int] | None = None) -> dict[str, FamilyAccount]:
+                    skip: frozenset[str] = frozenset(), key_groups: tuple[int, int] | None = None,
+                    indexes: dict[int, SstIndex] | None = None) -> dict[str, FamilyAccount]:
     """Per column family, its accounting and live (key, value) pairs in key order, in the handle's key-group range.
 
     skip: column families not to read (a read of other states): their SSTs, which the MANIFEST assigns to them, are
     not opened; every file is still checked against the MANIFEST.
     key_groups (first, last): only these key groups (a run of `rocksdb_chunks`): only the SSTs whose key span in the
-    MANIFEST meets them are opened, and of those only the data blocks their index says may hold them.
+    MANIFEST meets them are opened, and of those only the data blocks their index says may hold them, by ranged reads
+    (`sst_ranges`); indexes: the SSTs' indexes read so far (by file number), kept by a caller reading several runs.
 
     where (the header's file and the operator) starts the message of a missing or corrupt file, which names it.
     """
@@ -179,19 +182,21 @@ def column_families(handle: UnsupportedKeyedHandle, base_dir: str, prefix: int, 
     outer = (handle.start, handle.start + handle.count - 1)
     lo, hi = key_groups or outer
     ranged = (prefix, lo, hi) if key_groups is not None and key_groups != outer else None
-    batch: list[tuple[int, bytes, str]] = []  # (number, bytes, name for messages) of SSTs read, parsed together
+    if ranged is not None:
+        _add_ranged(files, live, base_dir, where, ranged, skip, {} if indexes is None else indexes, accounts, by_cf)
+    batch: list[tuple[int, bytes, str]] = []  # (number, bytes, name for messages) of SSTs read whole, parsed together
     size = 0
-    for i, (number, (name, stream)) in enumerate(sorted(files.ssts.items())):
+    for i, (number, (name, stream)) in enumerate(sorted(files.ssts.items()) if ranged is None else ()):
         f = live[number]
-        if f.column_family not in skip and (ranged is None or _meets(f, prefix, lo, hi)):
+        if f.column_family not in skip:
             try:
                 data = stream.read(base_dir)
             except CorruptFileError as e:
                 raise CorruptFileError(f"{where}: SST {name} of key groups {outer[0]}..{outer[1]}: {e}") from e
             batch.append((number, data, _where(stream, base_dir, name)))
-            size += len(data) if ranged is None else len(data) * _share(f, prefix, lo, hi)  # the part of it parsed
+            size += len(data)
         if batch and (i == len(files.ssts) - 1 or size >= _BATCH_BYTES):
-            _add_ssts(batch, live, files.manifest[0], accounts, by_cf, where, ranged)
+            _add_ssts(batch, live, files.manifest[0], accounts, by_cf, where)
             batch, size = [], 0
     for cf, ssts in by_cf.items():
         ssts.sort(key=lambda t: t.keys.column("key")[0].as_py() if t.keys.num_rows else b"")  # a level's SSTs in key order
@@ -201,15 +206,65 @@ def column_families(handle: UnsupportedKeyedHandle, base_dir: str, prefix: int, 
 
 
 def _add_ssts(batch: list[tuple[int, bytes, str]], live: dict[int, LiveFile], manifest: str, accounts: dict[str, FamilyAccount],
-              by_cf: dict[str, list[SstFile]], where: str, ranged: tuple[int, int, int] | None) -> None:
+              by_cf: dict[str, list[SstFile]], where: str) -> None:
     """Parse a batch of SSTs at once, check each against the MANIFEST and add its records to its column family."""
-    for (number, data, file), sst in zip(batch, read_ssts([(data, file) for _, data, file in batch], ranged), strict=True):
+    for (number, data, file), sst in zip(batch, read_ssts([(data, file) for _, data, file in batch]), strict=True):
         want = live[number]
         if (sst.column_family, len(data)) != (want.column_family, want.size):
             raise StateAccountingError(f"{where}: {file} holds column family {sst.column_family!r} in {len(data)} bytes, but "
                                        f"{manifest} records {want.column_family!r} in {want.size} bytes")
         accounts[sst.column_family].files.append(file)
         by_cf[sst.column_family].append(sst)
+
+
+def _add_ranged(files: HandleFiles, live: dict[int, LiveFile], base_dir: str, where: str, ranged: tuple[int, int, int],
+                skip: frozenset[str], indexes: dict[int, SstIndex], accounts: dict[str, FamilyAccount],
+                by_cf: dict[str, list[SstFile]]) -> None:
+    """The records of the SSTs that meet the key groups of ranged (prefix, first, last), from their indexes (read once:
+    kept in indexes) and the data blocks that may hold those key groups, by ranged reads; each SST's column family and
+    size checked against the MANIFEST."""
+    prefix, lo, hi = ranged
+    manifest = files.manifest[0]
+    todo = []
+    for number, (name, stream) in sorted(files.ssts.items()):
+        f = live[number]
+        if f.column_family in skip or not _meets(f, prefix, lo, hi):
+            continue
+        file = _where(stream, base_dir, name)
+        if stream.data is not None or stream.size > 0:
+            size = len(stream.data) if stream.data is not None else stream.size
+            if size != f.size:
+                raise StateAccountingError(f"{where}: {file} holds {size} bytes, but {manifest} records {f.size} bytes")
+        todo.append((number, (_fetch(stream, base_dir, f"{where}: SST {name} of key groups {lo}..{hi}"), f.size, file)))
+    new = [(n, t) for n, t in todo if n not in indexes]
+    for (number, (_, _, file)), ix in zip(new, read_indexes([t for _, t in new], prefix), strict=True):
+        if ix.layout.column_family != live[number].column_family:
+            raise StateAccountingError(f"{where}: {file} holds column family {ix.layout.column_family!r}, but {manifest} records "
+                                       f"{live[number].column_family!r}")
+        indexes[number] = ix
+    batch: list[tuple[int, tuple[Fetch, int, str]]] = []
+    held = 0.0
+    for i, (number, t) in enumerate(todo):
+        batch.append((number, t))
+        held += live[number].size * _share(live[number], prefix, lo, hi)  # about the part of it read
+        if i == len(todo) - 1 or held >= _BATCH_BYTES:
+            ssts = read_key_groups([t for _, t in batch], [indexes[n] for n, _ in batch], ranged)
+            for (_, (_, _, file)), sst in zip(batch, ssts, strict=True):
+                accounts[sst.column_family].files.append(file)
+                by_cf[sst.column_family].append(sst)
+            batch, held = [], 0.0
+
+
+def _fetch(stream: StreamHandle, base_dir: str, what: str) -> Fetch:
+    """A ranged reader of a handle's file; a missing file is a CorruptFileError naming it."""
+
+    def fetch(offset: int, length: int) -> bytes:
+        try:
+            return stream.read(base_dir, offset, length)
+        except CorruptFileError as e:
+            raise CorruptFileError(f"{what}: {e}") from e
+
+    return fetch
 
 
 def _key_group(key: bytes, prefix: int) -> int:

@@ -209,13 +209,19 @@ class _Layout:
     merges: int | None
 
 
-def _layout(data: bytes, where: str) -> _Layout:
-    (meta_off, meta_size), index = _footer(data, where)
-    meta = dict(_entries(_block(data, meta_off, meta_size, where)))
+def _layout(data: bytes, where: str, shift: int = 0) -> _Layout:
+    """The layout of an SST from its bytes, or from its tail when shift (the tail's offset in the file) is set: the
+    block handles are then relative to the tail (a block before it: IndexError, which `sst_ranges` reads whole for)."""
+    (meta_off, meta_size), (index_off, index_size) = _footer(data, where)
+    index = (index_off - shift, index_size)
+    meta = dict(_entries(_block(data, meta_off - shift, meta_size, where)))
     props_handle = meta.get(b"rocksdb.properties")
     if props_handle is None:
         raise CorruptFileError(f"{where}: SST file without a properties block")
-    props = dict(_entries(_block(data, *_handle(props_handle), where)))
+    props_off, props_size = _handle(props_handle)
+    if min(index[0], props_off - shift) < 0:
+        raise IndexError("a meta block before the tail")
+    props = dict(_entries(_block(data, props_off - shift, props_size, where)))
     cf = props.get(b"rocksdb.column.family.name", b"").decode("utf-8")
     raw_type = props.get(b"rocksdb.block.based.table.index.type", b"\x00\x00\x00\x00")
     index_type = _U32.unpack_from(raw_type.ljust(4, b"\x00"), 0)[0]
@@ -225,7 +231,10 @@ def _layout(data: bytes, where: str) -> _Layout:
     user_key_index = _varint(props.get(b"rocksdb.index.key.is.user.key", b"\x00"), 0)[0] != 0
     range_dels = 0
     if b"rocksdb.range_del" in meta:
-        range_dels = len(_entries(_block(data, *_handle(meta[b"rocksdb.range_del"]), where)))
+        off, size = _handle(meta[b"rocksdb.range_del"])
+        if off < shift:
+            raise IndexError("a meta block before the tail")
+        range_dels = len(_entries(_block(data, off - shift, size, where)))
     return _Layout(cf, index, index_type == 2, delta, user_key_index, range_dels, _count(props, b"rocksdb.num.entries"),
                    _count(props, b"rocksdb.deleted.keys"), _count(props, b"rocksdb.merge.operands"))
 
@@ -278,18 +287,33 @@ def _read_ssts(files: Sequence[tuple[bytes, str]], key_groups: tuple[int, int, i
     layouts = [_layout(data, where) for data, where in files]
     b = _Batch([data for data, _ in files], wheres)
     blocks, offsets, sizes, bound = _data_blocks(b, layouts, key_groups[0] if key_groups else 0)
-    n = len(files)
-    whole = np.ones(n, bool)
-    if key_groups is not None:
-        _, lo, hi = key_groups
-        first = np.ones(len(blocks), bool)
-        first[1:] = blocks[1:] != blocks[:-1]
-        lower = np.empty(len(blocks), np.int64)  # the bound of the block before in the file: at most this block's first key
-        lower[1:] = bound[:-1]
-        lower[first] = -1
-        keep = ((lower < 0) | (lower <= hi)) & ((bound < 0) | (bound >= lo))
-        whole = np.bincount(blocks[~keep], minlength=n) == 0
-        blocks, offsets, sizes = blocks[keep], offsets[keep], sizes[keep]
+    keep = _keep(blocks, bound, key_groups)
+    whole = np.bincount(blocks[~keep], minlength=len(files)) == 0
+    return _files(b, layouts, wheres, blocks[keep], offsets[keep], sizes[keep], whole)
+
+
+def _keep(blocks: np.ndarray, bound: np.ndarray, key_groups: tuple[int, int, int] | None) -> np.ndarray:
+    """Which data blocks (by file, in index order, with their key-group bounds) may hold keys of the key groups."""
+    if key_groups is None:
+        return np.ones(len(blocks), bool)
+    _, lo, hi = key_groups
+    first = np.ones(len(blocks), bool)
+    first[1:] = blocks[1:] != blocks[:-1]
+    lower = np.empty(len(blocks), np.int64)  # the bound of the block before in the file: at most this block's first key
+    lower[1:] = bound[:-1]
+    lower[first] = -1
+    return ((lower < 0) | (lower <= hi)) & ((bound < 0) | (bound >= lo))
+
+
+def _files(b: _Batch, layouts: list[_Layout], wheres: list[str], blocks: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
+           whole: np.ndarray) -> list[SstFile]:
+    """The records of these data blocks of the batch's files (offsets into b's files), per file, checked against the
+    file's properties where every block was read (whole)."""
+    n = len(layouts)
+    if not len(blocks):
+        empty = Views(np.zeros((0, 4), "<u4"), [])
+        return [SstFile(lay.column_family, KEYS.empty_table(), empty, lay.range_deletions, lay.entries, lay.deletions, lay.merges,
+                        bool(whole[i])) for i, lay in enumerate(layouts)]
     e = b.entries(blocks, offsets, sizes, data=True)
     assert e.keys is not None and e.trailers is not None and e.values is not None
     kinds = (e.trailers & 0xFF).astype(np.uint8)

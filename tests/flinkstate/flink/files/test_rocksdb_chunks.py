@@ -70,7 +70,8 @@ def test_reading_run_by_run_gives_the_rows_of_a_whole_read(monkeypatch: pytest.M
 
 
 def test_an_sst_outside_a_run_is_not_opened(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A run whose key groups no SST's MANIFEST span meets opens no SST (the MANIFEST is still checked against the handle)."""
+    """A run whose key groups no SST's MANIFEST span meets opens no SST (the MANIFEST is still checked against the handle);
+    a run opens exactly the SSTs whose span meets it, and a later run reuses the indexes an earlier one read."""
     meta, op, sub = next((m, o, s) for m, o, s in _handles(SAVEPOINT) if o.label == "long-keyed")
     h = sub.managed_keyed
     prefix = 1 if op.max_parallelism <= 128 else 2
@@ -78,12 +79,15 @@ def test_an_sst_outside_a_run_is_not_opened(monkeypatch: pytest.MonkeyPatch) -> 
     spans = [rocksdb._span(f, prefix) for f in files.live(meta.directory, "test")]
     free = [k for k in range(h.start, h.start + h.count) if not any(s is None or s[0] <= k <= s[1] for s in spans)]
     opened: list[int] = []
-    real = rocksdb.read_ssts
-    monkeypatch.setattr(rocksdb, "read_ssts", lambda fs, kg=None: opened.append(len(fs)) or real(fs, kg))
+    real = rocksdb.read_indexes
+    monkeypatch.setattr(rocksdb, "read_indexes", lambda fs, prefix: opened.append(len(fs)) or real(fs, prefix))
     if free:
         assert not any(acc.live for acc in rocksdb.column_families(h, meta.directory, prefix, "test", key_groups=(free[0], free[0])).values())
-        assert not opened
+        assert not sum(opened)
     meet = [sum(s is None or s[0] <= k <= s[1] for s in spans) for k in range(h.start, h.start + h.count)]
     k = h.start + min((i for i, m in enumerate(meet) if m), key=lambda i: meet[i])  # a key group few SSTs may hold
-    rocksdb.column_families(h, meta.directory, prefix, "test", key_groups=(k, k))
-    assert sum(opened) == meet[k - h.start] < len(files.ssts)
+    indexes: dict = {}
+    first = rocksdb.column_families(h, meta.directory, prefix, "test", key_groups=(k, k), indexes=indexes)
+    assert sum(opened) == meet[k - h.start] == len(indexes) < len(files.ssts)
+    again = rocksdb.column_families(h, meta.directory, prefix, "test", key_groups=(k, k), indexes=indexes)
+    assert sum(opened) == meet[k - h.start] and {c: a.live_values for c, a in again.items()} == {c: a.live_values for c, a in first.items()}
