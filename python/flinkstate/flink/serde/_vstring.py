@@ -139,19 +139,24 @@ def _unit_varints(src: Source, starts: np.ndarray, counts: np.ndarray) -> tuple[
     return units, last_end + 1 - r_off[:-1], multi
 
 
+def _utf16_bytes_to_utf8(units: np.ndarray, lasts: np.ndarray) -> bytes:
+    """UTF-8 of all the units at once (lasts: each string's last unit). A high surrogate ending a string would pair
+    with the next string's first unit in the one codec call, so it is refused first, like any unpaired surrogate."""
+    if ((units[lasts] & 0xFC00) == 0xD800).any():
+        raise ValueError("a string holds an unpaired UTF-16 surrogate, which an Arrow string cannot hold")
+    try:
+        return units.astype("<u2").tobytes().decode("utf-16-le").encode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError("a string holds an unpaired UTF-16 surrogate, which an Arrow string cannot hold") from e
+
+
 def _to_utf8(units: np.ndarray, counts: np.ndarray, multi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """UTF-8 bytes of runs of UTF-16 units (counts per run; multi: the indexes of the units >= 0x80) and the runs' UTF-8
     offsets. One call of Python's codec transcodes them all (C speed); a high surrogate ending a run would pair with
     the next run's first unit there, so it is refused first, like any unpaired surrogate."""
     bounds = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(counts, out=bounds[1:])
-    lasts = bounds[1:][counts > 0] - 1
-    if ((units[lasts] & 0xFC00) == 0xD800).any():
-        raise ValueError("a string holds an unpaired UTF-16 surrogate, which an Arrow string cannot hold")
-    try:
-        utf8 = units.astype("<u2").tobytes().decode("utf-16-le").encode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError("a string holds an unpaired UTF-16 surrogate, which an Arrow string cannot hold") from e
+    utf8 = _utf16_bytes_to_utf8(units, bounds[1:][counts > 0] - 1)
     # UTF-8 bytes per unit: 1 below 0x80, 2 below 0x800, 2 for each half of a surrogate pair (4 per character), else 3
     u = units[multi]
     extra = 1 + ((u >= 0x800) & ((u & 0xF800) != 0xD800))
@@ -165,13 +170,7 @@ def _utf16_to_utf8(units: np.ndarray, row: np.ndarray, n_rows: int) -> tuple[np.
     """UTF-8 bytes of UTF-16 units (row: each unit's row, ascending; surrogate pairs joined within a row) and each
     row's UTF-8 length. One call of Python's codec transcodes them all (C speed); a high surrogate ending a row
     would pair with the next row's first unit there, so it is refused first, like any unpaired surrogate."""
-    ends = np.flatnonzero(np.append(row[1:] != row[:-1], True)) if len(row) else row
-    if ((units[ends] & 0xFC00) == 0xD800).any():
-        raise ValueError("a string holds an unpaired UTF-16 surrogate, which an Arrow string cannot hold")
-    try:
-        utf8 = units.astype("<u2").tobytes().decode("utf-16-le").encode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError("a string holds an unpaired UTF-16 surrogate, which an Arrow string cannot hold") from e
+    utf8 = _utf16_bytes_to_utf8(units, np.flatnonzero(np.append(row[1:] != row[:-1], True)) if len(row) else row)
     # UTF-8 bytes per unit: 1 below 0x80, 2 below 0x800, 2 for each half of a surrogate pair (4 per character), else 3
     nb = 1 + (units >= 0x80) + ((units >= 0x800) & ((units & 0xF800) != 0xD800))
     return np.frombuffer(utf8, np.uint8), np.bincount(row, weights=nb, minlength=n_rows).astype(np.int64)
