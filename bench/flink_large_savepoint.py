@@ -143,7 +143,20 @@ def _child(q: Any, fn: str, args: tuple[Any, ...]) -> None:
     t = time.process_time()
     w = time.perf_counter()
     n = globals()[fn](*args)
-    q.put((n, time.process_time() - t, time.perf_counter() - w, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024))
+    q.put((n, time.process_time() - t, time.perf_counter() - w, _peak_rss()))
+
+
+def _peak_rss() -> int:
+    """This process's peak RSS in bytes: VmHWM, which belongs to its own memory map (ru_maxrss survives exec, so a
+    spawned child would report its parent's peak when that was higher, as after the Spark rows of another kind)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def run(fn: str, *args: Any) -> tuple[int, float, float, int]:
