@@ -41,12 +41,13 @@ def test_the_connector_uses_no_private_name_of_the_core() -> None:
 
 
 def test_one_merge_function() -> None:
-    """Only the scan task (format.merge.read_range, and format.stream.RangeStream, the same merge a sub-range at a time)
-    calls the merge; nothing else reads views its own way."""
+    """Only the scan tasks (keyed state and timers: format.merge.read_range, and format.stream.RangeStream, the same
+    merge a sub-range at a time) call the merge; nothing else reads views its own way."""
     callers = []
     for p in list((ROOT / "python").rglob("*.py")) + list((ROOT / "connector").rglob("*.py")):
         text = p.read_text(encoding="utf-8")
         for name in ("read_range(", "_read_view(", "merge_tables("):
             if name in text and p.name != "merge.py":
                 callers.append(f"{p.relative_to(ROOT)}: {name}")
-    assert sorted(callers) == ["python/flinkstate/format/stream.py: merge_tables(", "python/flinkstate/read/checkpoint.py: read_range("]
+    assert sorted(callers) == ["python/flinkstate/format/stream.py: merge_tables(", "python/flinkstate/read/keyed_scan.py: read_range(",
+                               "python/flinkstate/read/timer_scan.py: read_range("]

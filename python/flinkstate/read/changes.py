@@ -156,7 +156,8 @@ def changed_key_group_ranges(
 
 def _stored(io: Any, desc: Any, entries: Sequence[FileEntry], maxp: int, rng: tuple[int, int] | None, timers: bool) -> pa.Table:
     """The merged stored rows of a state's files in a range, through the scan task every reader uses."""
-    from flinkstate.read.checkpoint import StateScanTask, TimerScanTask
+    from flinkstate.read.keyed_scan import StateScanTask
+    from flinkstate.read.timer_scan import TimerScanTask
 
     r = rng if rng is not None else (0, maxp - 1)
     if timers:

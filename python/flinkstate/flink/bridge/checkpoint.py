@@ -58,25 +58,17 @@ from flinkstate.flink.serde.serializers import arrow_type
 from flinkstate.flink.sql.decoders import SQL_NAMING, SQL_OPS, sql_keys
 from flinkstate.format.filekind import Scope
 from flinkstate.format.metadata import CheckpointInfo, OperatorMetadata
-from flinkstate.read.checkpoint import KeyedTask, TimerTask
 from flinkstate.read.inspect import CheckpointInspect, Figures
+from flinkstate.read.keyed_scan import KeyedTask, keyed_output_schema
 from flinkstate.read.scan import DEFAULT_TARGET_ROWS, Checkpoint, Scan, ScanTask
+from flinkstate.read.shared import conform
+from flinkstate.read.timer_scan import TimerTask
 
 __all__ = ["FlinkCheckpoint", "FlinkInspect", "FlinkStateTask", "FlinkTimerTask", "load_flink_checkpoint"]
 
 _MODES = {"SPLIT_DISTRIBUTE": "list", "UNION": "union", "BROADCAST": "broadcast"}
 
 
-def _schema_of(desc: Any, **kw: Any) -> pa.Schema:
-    from flinkstate.read.checkpoint import keyed_output_schema
-
-    return keyed_output_schema(desc, **kw)
-
-
-def _conform(t: pa.Table, schema: pa.Schema) -> pa.Table:
-    from flinkstate.read.checkpoint import _conform as conform
-
-    return conform(t, schema)
 
 
 def _decoded(meta: FlinkMetadata, uid: str, subtask: int, key_groups: list[int] | None, states: list[str] | None = None) -> dict[str, Any]:
@@ -182,7 +174,7 @@ class OperatorStateTask(ScanTask):
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         t = read_operator_state(self.meta, self.uid, self.name)
         if t.num_rows:
-            yield from _conform(t, self.out_schema).to_batches()
+            yield from conform(t, self.out_schema).to_batches()
 
 
 @dataclass
@@ -335,7 +327,7 @@ class FlinkCheckpoint(Checkpoint):
             FlinkStateTask(self.meta.narrowed(uid, index), uid, index, state, d, rng, ref, kgs, None if keys is None else list(keys),
                            include_expired, flatten, cols, raw, self.options.raw_values)
             for index, rng, kgs in self._subtasks(operator, allowed)]
-        schema = _schema_of(desc, flatten=flatten, include_expired=include_expired, raw=raw)
+        schema = keyed_output_schema(desc, flatten=flatten, include_expired=include_expired, raw=raw)
         if cols is not None:
             unknown = [c for c in cols if c not in schema.names]
             if unknown:

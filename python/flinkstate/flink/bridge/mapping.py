@@ -344,16 +344,16 @@ def subtask_states(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskStat
 def key_groups_of(meta: CheckpointMetadata, uid: str, keys: Any, key_groups: Any, key_type: pa.DataType, maxp: int) -> set[int] | None:
     """The key groups a read of an operator is restricted to: PyFlink keys hash as the one-field Row PyFlink wraps them in,
     SQL keys (given by their columns) as the BinaryRowData Flink keeps them as."""
-    from flinkstate.read.checkpoint import _key_groups_of
+    from flinkstate.read.keyed_scan import key_groups_of as plain_key_groups_of
 
     key_row = meta.options.get(SQL_OPS, {}).get(uid)
     if keys is not None and key_row is not None:
-        allowed = _key_groups_of(None, key_groups, key_type, maxp)
+        allowed = plain_key_groups_of(None, key_groups, key_type, maxp)
         kgs = set(sql_key_groups(list(keys), key_row, maxp).to_pylist())
         return kgs if allowed is None else allowed & kgs
     if keys is None or uid not in meta.options.get("pyflink_ops", ()):
-        return _key_groups_of(keys, key_groups, key_type, maxp)
-    allowed = _key_groups_of(None, key_groups, key_type, maxp)
+        return plain_key_groups_of(keys, key_groups, key_type, maxp)
+    allowed = plain_key_groups_of(None, key_groups, key_type, maxp)
     kgs = row_key_groups(list(keys), key_type, maxp)
     return kgs if allowed is None else allowed & kgs
 
