@@ -217,22 +217,33 @@ def _ordered(columns: list[np.ndarray]) -> bool:
     return True
 
 
-def _packed(kg: np.ndarray, key: np.ndarray) -> np.ndarray | None:
-    """Key group (16 bits) and integer key (offset by its minimum, 48 bits) as one uint64 ordering as (key group, key)
-    does; None when they do not fit."""
-    if key.dtype.kind != "i" or kg.min() < 0 or kg.max() > 0xFFFF:
+def _packed_order(kg: np.ndarray, key: np.ndarray) -> np.ndarray | None:
+    """The stable order of rows by (key group, integer key), or None when they do not pack into 64 bits.
+
+    Key group, key (offset by its minimum) and row position packed into one uint64 in that bit order: values are
+    unique and order as (key group, key, position) does, so numpy's fast unstable value sort gives the stable order
+    (the position, read back from the low bits); without room for the position, a stable argsort of the packed pair.
+    """
+    if key.dtype.kind != "i" or kg.min() < 0:
         return None
-    lo, hi = int(key.min()), int(key.max())
-    if hi - lo >= 1 << 48:
+    lo, span = int(key.min()), int(key.max()) - int(key.min())
+    kg_bits, key_bits, pos_bits = int(kg.max()).bit_length(), span.bit_length(), (len(key) - 1).bit_length()
+    if kg_bits + key_bits > 64:
         return None
-    return (kg.astype(np.uint64) << np.uint64(48)) | (key.astype(np.int64, copy=False) - np.int64(lo)).astype(np.uint64)
+    shifted = key.astype(np.int64, copy=False).view(np.uint64) - np.uint64(lo % (1 << 64))  # key - lo, exact modulo 2^64
+    if kg_bits + key_bits + pos_bits > 64:
+        return np.argsort((kg.astype(np.uint64) << np.uint64(key_bits)) | shifted, kind="stable")
+    packed = (kg.astype(np.uint64) << np.uint64(key_bits + pos_bits)) | (shifted << np.uint64(pos_bits))
+    packed |= np.arange(len(key), dtype=np.uint64)
+    packed.sort()
+    return (packed & np.uint64((1 << pos_bits) - 1)).astype(np.int64)
 
 
 def _sort(table: pa.Table, by: list[str]) -> pa.Table:
     """Sort by the given columns, skipping columns whose type Arrow cannot order.
 
     When the first column is the key group: rows already in order (integer keys, checked by one vectorised adjacent
-    compare) are returned as they are; a key group with one integer key (long keys) is sorted as one packed uint64;
+    compare) are returned as they are; a key group with one integer key (long keys) is sorted as one packed uint64 (`_packed_order`);
     otherwise rows are bucketed by key group (a stable integer argsort) and only each bucket is sorted by the rest:
     much cheaper than one multi-column comparison sort over the whole table. Ties keep their order (stable).
     """
@@ -253,10 +264,9 @@ def _sort(table: pa.Table, by: list[str]) -> pa.Table:
     ints = [table.column(k).to_numpy() for k, _ in rest] if rest and all(_integer_column(table.column(k)) for k, _ in rest) else None
     if ints is not None and _ordered([kg, *ints]):
         return table  # already in order (timers as a savepoint holds them): no sort, no copy
-    if ints is not None and len(ints) == 1 and (packed := _packed(kg, ints[0])) is not None:
-        # key group and an integer key (long keys) in one uint64, order preserved: one stable sort, no per-key-group pass
-        order = np.argsort(packed, kind="stable")
-        rest = []
+    if ints is not None and len(ints) == 1 and (packed := _packed_order(kg, ints[0])) is not None:
+        # key group and an integer key (long keys) in one uint64, order preserved: one sort, no per-key-group pass
+        order, rest = packed, []
     else:
         # key groups are below 2^15: a stable sort of 16-bit integers is numpy's radix sort, several times a 32-bit one
         order = np.argsort(kg.astype(np.uint16) if kg.min() >= 0 and kg.max() <= 0xFFFF else kg, kind="stable")

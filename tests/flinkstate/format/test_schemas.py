@@ -24,8 +24,9 @@ def test_sort_for_kind_matches_arrow_stable_sort(wide: bool, presorted: bool) ->
     rng = np.random.default_rng(7)
     for _ in range(50):
         n = int(rng.integers(2, 400))
-        bound = 2**62 if wide else 6
-        table = pa.table({C.COL_KEY_GROUP: rng.integers(0, 5, n).astype(np.int32), C.COL_KEY: rng.integers(-bound, bound, n),
+        bound = 2**63 if wide else 6
+        groups = 1 if n % 3 == 0 else 5  # one key group: 64 bits for the key (key spans near 2^64)
+        table = pa.table({C.COL_KEY_GROUP: rng.integers(0, groups, n).astype(np.int32), C.COL_KEY: rng.integers(-bound, bound, n, dtype=np.int64),
                           C.COL_TIMESTAMP: rng.integers(0, 4, n), "value": rng.integers(0, 100, n)})
         if presorted:
             table = _reference(table, [C.COL_KEY_GROUP, C.COL_TIMESTAMP, C.COL_KEY])
