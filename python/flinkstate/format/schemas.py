@@ -201,12 +201,51 @@ def sort_for_kind(table: pa.Table, kind: str) -> pa.Table:
     return table
 
 
+def _integer_column(column: pa.ChunkedArray) -> bool:
+    """Whether a column orders as its numpy integers do (an integer column without nulls: Arrow orders nulls last)."""
+    return pa.types.is_integer(column.type) and column.null_count == 0
+
+
+def _ordered(columns: list[np.ndarray]) -> bool:
+    """Whether rows are already in ascending order of the columns (lexicographic, the first column first)."""
+    tied = np.ones(len(columns[0]) - 1, dtype=bool)  # adjacent rows equal on every column so far
+    for col in columns:
+        a, b = col[:-1], col[1:]
+        if np.any(tied & (a > b)):
+            return False
+        tied &= a == b
+    return True
+
+
+def _packed_order(kg: np.ndarray, key: np.ndarray) -> np.ndarray | None:
+    """The stable order of rows by (key group, integer key), or None when they do not pack into 64 bits.
+
+    Key group, key (offset by its minimum) and row position packed into one uint64 in that bit order: values are
+    unique and order as (key group, key, position) does, so numpy's fast unstable value sort gives the stable order
+    (the position, read back from the low bits); without room for the position, a stable argsort of the packed pair.
+    """
+    if key.dtype.kind != "i" or kg.min() < 0:
+        return None
+    lo, span = int(key.min()), int(key.max()) - int(key.min())
+    kg_bits, key_bits, pos_bits = int(kg.max()).bit_length(), span.bit_length(), (len(key) - 1).bit_length()
+    if kg_bits + key_bits > 64:
+        return None
+    shifted = key.astype(np.int64, copy=False).view(np.uint64) - np.uint64(lo % (1 << 64))  # key - lo, exact modulo 2^64
+    if kg_bits + key_bits + pos_bits > 64:
+        return np.argsort((kg.astype(np.uint64) << np.uint64(key_bits)) | shifted, kind="stable")
+    packed = (kg.astype(np.uint64) << np.uint64(key_bits + pos_bits)) | (shifted << np.uint64(pos_bits))
+    packed |= np.arange(len(key), dtype=np.uint64)
+    packed.sort()
+    return (packed & np.uint64((1 << pos_bits) - 1)).astype(np.int64)
+
+
 def _sort(table: pa.Table, by: list[str]) -> pa.Table:
     """Sort by the given columns, skipping columns whose type Arrow cannot order.
 
-    When the first column is the key group, rows are bucketed by key group (a stable
-    integer argsort) and only each bucket is sorted by the rest: much cheaper than one
-    multi-column comparison sort over the whole table.
+    When the first column is the key group: rows already in order (integer keys, checked by one vectorised adjacent
+    compare) are returned as they are; a key group with one integer key (long keys) is sorted as one packed uint64 (`_packed_order`);
+    otherwise rows are bucketed by key group (a stable integer argsort) and only each bucket is sorted by the rest:
+    much cheaper than one multi-column comparison sort over the whole table. Ties keep their order (stable).
     """
     keys = []
     for name in by:
@@ -221,9 +260,16 @@ def _sort(table: pa.Table, by: list[str]) -> pa.Table:
     if table.column(0).num_chunks > 1:  # one copy now spares every take below walking many chunks (a Spark task's batches)
         table = table.combine_chunks()
     kg = table.column(C.COL_KEY_GROUP).to_numpy()
-    # key groups are below 2^15: a stable sort of 16-bit integers is numpy's radix sort, several times a 32-bit one
-    order = np.argsort(kg.astype(np.uint16) if kg.min() >= 0 and kg.max() <= 0xFFFF else kg, kind="stable")
     rest = keys[1:]
+    ints = [table.column(k).to_numpy() for k, _ in rest] if rest and all(_integer_column(table.column(k)) for k, _ in rest) else None
+    if ints is not None and _ordered([kg, *ints]):
+        return table  # already in order (timers as a savepoint holds them): no sort, no copy
+    if ints is not None and len(ints) == 1 and (packed := _packed_order(kg, ints[0])) is not None:
+        # key group and an integer key (long keys) in one uint64, order preserved: one sort, no per-key-group pass
+        order, rest = packed, []
+    else:
+        # key groups are below 2^15: a stable sort of 16-bit integers is numpy's radix sort, several times a 32-bit one
+        order = np.argsort(kg.astype(np.uint16) if kg.min() >= 0 and kg.max() <= 0xFFFF else kg, kind="stable")
     if rest:
         skg = kg[order]
         bounds = np.flatnonzero(np.diff(skg)) + 1
