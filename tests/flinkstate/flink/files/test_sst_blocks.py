@@ -284,3 +284,15 @@ def test_a_run_reads_only_the_blocks_that_may_hold_it(two_level: bool, delta: bo
     want = [r for r in reference_records(data) if 2 <= r[0][0] <= 3]
     assert [r for r in got if 2 <= r[0][0] <= 3] == want and want
     assert whole.whole and not part.whole and len(got) < whole.keys.num_rows
+
+
+@pytest.mark.parametrize("lengths", [[5, 5, 5], [0, 0], [3, 7, 0, 16], []])
+def test_user_keys_are_each_rows_prefix(lengths: list[int]) -> None:
+    """One key length (the column-slice path) and mixed lengths (the views' gather) give each row's first bytes."""
+    import numpy as np
+    from flinkstate.flink.files.sst_blocks import _user_keys
+
+    rows = np.arange(len(lengths) * 16, dtype=np.uint64).astype(np.uint8).reshape(len(lengths), 16)
+    got = _user_keys(rows, np.array(lengths, np.int64))
+    assert got.type == pa.large_binary()
+    assert got.to_pylist() == [bytes(rows[i, :k]) for i, k in enumerate(lengths)]
