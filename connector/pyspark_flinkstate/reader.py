@@ -92,15 +92,16 @@ class FlinkStateReader(DataSourceReader):
         self.key_groups: set[int] | None = None  # pushed key_group predicates and key groups of pushed keys
         self.ts_filters: list[tuple[str, int]] = []  # timers: (op, value) on timestamp
         self._target: pa.Schema | None = None
-        self._tasks_planned = False  # partitions are scan tasks that carry what they read: read() needs no res
 
     def __getstate__(self) -> dict[str, Any]:
-        """Spark pickles the reader into the read function it broadcasts with every query. Once a state, timers or
-        operator-state read is planned, each task carries its own files and handles, so the resolved checkpoint is left
-        behind: a Flink savepoint's is every operator's handles (6.2 MiB for one with an 800,000-element operator
-        state, sent with each query)."""
+        """Spark pickles the reader into the read function it broadcasts with every query, and plans the partitions
+        with the live reader after that. A state, timers or operator-state read's tasks carry their own files and
+        handles, so the resolved checkpoint is left behind: a Flink savepoint's is every operator's handles (6.2 MiB
+        for one with an 800,000-element operator state, sent with each query). Metadata, insight and changes reads
+        read from it, and keep it."""
         state = self.__dict__.copy()
-        if state.get("_tasks_planned"):
+        t = self.res.opts.table if self.res is not None else None
+        if t not in METADATA_TABLES and t not in INSIGHT_TABLES and t != "changes":
             state["res"] = None
         return state
 
@@ -140,7 +141,6 @@ class FlinkStateReader(DataSourceReader):
             tasks = self.scan().plan(TARGET_ROWS_PER_PARTITION)
         except NotImplementedError as e:  # PySpark takes it from partitions() as "one partition" and reads nothing
             raise RuntimeError(f"{type(e).__module__}.{type(e).__name__}: {e}") from e
-        self._tasks_planned = True
         return [TaskPartition(task) for task in tasks]
 
     def _changes_partitions(self) -> list[InputPartition]:

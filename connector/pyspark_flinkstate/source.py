@@ -52,7 +52,11 @@ class FlinkStateDataSource(DataSource):
         from pyspark_flinkstate.reader import FlinkStatePushdownReader, FlinkStateReader
 
         cls = FlinkStatePushdownReader if _pushdown_enabled() else FlinkStateReader
-        return cls(self._resolved(), schema)
+        res = self._resolved()
+        # the reader has it now; Spark pickles this data source into each query's read function (with the reader, which
+        # drops what its tasks do not need): the resolved checkpoint (a Flink savepoint's every handle) must not go too
+        self._res = None
+        return cls(res, schema)
 
     def writer(self, schema: Any, overwrite: bool) -> Any:
         from pyspark_flinkstate.writer import FlinkStateWriter

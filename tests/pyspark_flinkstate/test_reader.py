@@ -272,28 +272,34 @@ def test_changes_table_equals_difference(spark, job):
 
 
 def test_a_planned_reader_ships_without_the_checkpoint():
-    """Spark pickles the reader into the read function it broadcasts with each query: once the partitions are planned,
-    a state or timers read leaves the resolved checkpoint (every operator's handles) behind, and reads the same rows."""
+    """Spark pickles the data source and the reader into the read function it broadcasts with each query, then plans the
+    partitions with the live reader: a state or timers read leaves the resolved checkpoint (every operator's handles)
+    behind, and its tasks read the same rows."""
     import pickle
     from pathlib import Path
 
     from pyspark_flinkstate.reader import FlinkStatePushdownReader
     from pyspark_flinkstate.resolve import output_columns, resolve
     from pyspark_flinkstate.schema import spark_schema
+    from pyspark_flinkstate.source import FlinkStateDataSource
 
     sp = Path(__file__).resolve().parents[1] / "fixtures" / "flink-2.3-rocksdb" / "rocksdb" / "savepoint"
     for opts in ({"state": "count"}, {"table": "timers"}):
         res = resolve({"path": str(sp), "operator": "long-keyed", **opts})
         reader = FlinkStatePushdownReader(res, spark_schema(output_columns(res)))
-        before = len(pickle.dumps(reader))  # what the pushdown round hands to planning: the checkpoint with it
+        shipped = pickle.loads(pickle.dumps(reader))  # Spark's order: the read function first, then partitions()
         parts = reader.partitions()
-        shipped = pickle.loads(pickle.dumps(reader))
-        assert shipped.res is None and len(pickle.dumps(reader)) < before / 2
+        assert shipped.res is None and len(pickle.dumps(reader)) < len(pickle.dumps(res)) / 2
         rows = pa.Table.from_batches([b for p in parts for b in shipped.read(pickle.loads(pickle.dumps(p)))])
         assert rows.num_rows > 0
         assert rows.equals(pa.Table.from_batches([b for p in parts for b in reader.read(p)]))
     # a metadata table reads from the resolved checkpoint itself: it keeps it
     res = resolve({"path": str(sp), "table": "operators"})
     reader = FlinkStatePushdownReader(res, spark_schema(output_columns(res)))
-    reader.partitions()
     assert pickle.loads(pickle.dumps(reader)).res is not None
+    # the data source resolved the read for schema(); once it has made the reader, it ships without it
+    source = FlinkStateDataSource({"path": str(sp), "operator": "long-keyed", "state": "count"})
+    source.schema()
+    full = len(pickle.dumps(source))
+    source.reader(source.schema())
+    assert len(pickle.dumps(source)) < full / 2
