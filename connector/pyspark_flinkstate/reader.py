@@ -100,10 +100,15 @@ class FlinkStateReader(DataSourceReader):
         for one with an 800,000-element operator state, sent with each query). Metadata, insight and changes reads
         read from it, and keep it."""
         state = self.__dict__.copy()
-        t = self.res.opts.table if self.res is not None else None
-        if t not in METADATA_TABLES and t not in INSIGHT_TABLES and t != "changes":
+        if self.res is not None and self._reads_tasks():
             state["res"] = None
         return state
+
+    def _reads_tasks(self) -> bool:
+        """Whether the read's partitions are the core's scan tasks (state, timers, operator state), which carry what
+        they read; metadata, insight and changes reads read from the resolved checkpoint."""
+        t = self.res.opts.table
+        return t not in METADATA_TABLES and t not in INSIGHT_TABLES and t != "changes"
 
     # ---------------------------------------------------------------- planning
     def _timestamp_filter(self) -> Any:
@@ -132,11 +137,10 @@ class FlinkStateReader(DataSourceReader):
                        include_expired=o.include_expired, flatten=o.flatten)
 
     def partitions(self) -> list[InputPartition]:
-        t = self.res.opts.table
-        if t in METADATA_TABLES or t in INSIGHT_TABLES:
-            return [TaskPartition(None)]
-        if t == "changes":
+        if self.res.opts.table == "changes":
             return self._changes_partitions()
+        if not self._reads_tasks():  # metadata and insight tables: one partition that reads the resolved checkpoint
+            return [TaskPartition(None)]
         try:
             tasks = self.scan().plan(TARGET_ROWS_PER_PARTITION)
         except NotImplementedError as e:  # PySpark takes it from partitions() as "one partition" and reads nothing

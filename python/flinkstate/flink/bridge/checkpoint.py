@@ -69,8 +69,6 @@ __all__ = ["FlinkCheckpoint", "FlinkInspect", "FlinkStateTask", "FlinkTimerTask"
 _MODES = {"SPLIT_DISTRIBUTE": "list", "UNION": "union", "BROADCAST": "broadcast"}
 
 
-
-
 def _decoded(meta: FlinkMetadata, uid: str, subtask: int, key_groups: list[int] | None, states: list[str] | None = None) -> dict[str, Any]:
     """One subtask's decoded states (with `states`, only their records); with key groups asked, a canonical or heap file is
     read only in their byte ranges."""
