@@ -37,7 +37,7 @@ from flinkstate.flink.files.rocksdb import (
     key_groups_of_keys,
     rocksdb_chunks,
 )
-from flinkstate.flink.files.rocksdb_frame import records_buffer
+from flinkstate.flink.files.rocksdb_frame import records_apart, records_buffer
 from flinkstate.flink.files.sst_ranges import SstIndex
 from flinkstate.flink.files.state_decoder import KeyGroupCorrupt, StateDecoder
 from flinkstate.flink.meta.metadata import (
@@ -351,11 +351,14 @@ def _decode_rocksdb_run(handle: UnsupportedKeyedHandle, base_dir: str, prefix: i
         if acc is None or not acc.live or (only is not None and m.name not in only):
             continue
         before = dec.row_count()
-        buf, starts = records_buffer(acc.live_keys, acc.live_parts, acc.live_counts)
-        src = Source(buf if dec.plan is not None else buf.to_pybytes())  # bytes for the one-by-one decoders
         kgs = key_groups_of_keys(acc.live_keys, prefix).astype(np.int32)
         try:
-            _decode_framed(src, lambda _: (starts, kgs, None), [dec])
+            if dec.plan is not None:  # keys and values read where they are: no framed copy of either
+                (kbuf, kpos, klen), (vbuf, vpos, vlen) = records_apart(acc.live_keys, acc.live_parts, acc.live_counts)
+                dec.decode_split((Source(kbuf), kpos, klen), (Source(vbuf), vpos, vlen), kgs)
+            else:  # the one-by-one decoders read framed records from bytes
+                buf, starts = records_buffer(acc.live_keys, acc.live_parts, acc.live_counts)
+                _decode_framed(Source(buf.to_pybytes()), lambda _: (starts, kgs, None), [dec])
         except KeyGroupCorrupt as e:
             raise CorruptFileError(f"{where}: {ctx}: state {m.name!r}: key group {e.kg} is corrupt: {e}") from e
         _check_rows(dec, acc, dec.row_count() - before, f"{where}: {ctx}: state {m.name!r}")

@@ -345,7 +345,6 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
     if less.any() or (same & (seqs[1:] > seqs[:-1])).any():
         perm, same = _key_order(keys, seqs)
         kinds = kinds[perm]
-    bad = ~np.isin(kinds, (TYPE_VALUE, TYPE_MERGE, TYPE_DELETION, TYPE_SINGLE_DELETION))
     is_merge = kinds == TYPE_MERGE
     first = np.ones(n, bool)
     first[1:] = ~same
@@ -356,9 +355,10 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
         stop = np.minimum(stops[np.searchsorted(stops, starts)], ends)
     else:
         stop = starts
-    decisive = stop[stop < ends]
-    if bad[decisive].any():  # only a record that decides a key matters, as Flink's merge would read it
-        raise ValueError(f"column family {cf!r}: record type {int(kinds[decisive[bad[decisive]][0]])} is not supported")
+    decisive = kinds[stop[stop < ends]]
+    bad = ~np.isin(decisive, (TYPE_VALUE, TYPE_DELETION, TYPE_SINGLE_DELETION))  # only a record that decides a key matters,
+    if bad.any():  # as Flink's merge would read it (a merge operand never decides one)
+        raise ValueError(f"column family {cf!r}: record type {int(decisive[bad][0])} is not supported")
     has_base = (stop < ends) & (kinds[np.minimum(stop, n - 1)] == TYPE_VALUE)
     count = (stop - starts) + has_base  # records that make the key's value
     offs, data = binary_parts(keys)
@@ -372,14 +372,19 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
     acc.deleted += int(((count == 0) & mine).sum())
     acc.out_of_range += int(((count > 0) & ~in_range & mine).sum())
     keep = (count > 0) & in_range
+    assert not acc.live, "a column family is resolved once per read"
     g_start, g_count = starts[keep], count[keep]
     if not len(g_start):
+        return
+    a, b = int(g_start[0]), int(g_start[-1]) + 1
+    if perm is None and b - a == len(g_start) and int(g_count.max()) == 1:
+        # in order, one record per key, the kept ones consecutive (a key-group range of sorted keys): slices, no copy
+        acc.live_parts, acc.live_counts, acc.live_keys = values.slice(a, b), None, keys.slice(a, b - a)
         return
     # each kept key's records, oldest first: the put's value, then the merge operands
     idx = np.repeat(g_start + g_count - 1, g_count) - (np.arange(int(g_count.sum())) - np.repeat(np.cumsum(g_count) - g_count, g_count))
     if perm is not None:
         idx, g_start = perm[idx], perm[g_start]
-    assert not acc.live, "a column family is resolved once per read"
     acc.live_parts = values.take(idx)
     acc.live_counts = None if (g_count == 1).all() else g_count  # else keys with merge operands, joined when framed
     acc.live_keys = keys.take(pa.array(g_start))

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from flinkstate.flink.files.views import Views, binary_parts
 
-__all__ = ["joined", "records_buffer"]
+__all__ = ["joined", "records_apart", "records_buffer"]
 
 
 def records_buffer(keys: pa.Array, parts: Views, counts: np.ndarray | None = None) -> tuple[pa.Buffer, np.ndarray]:
@@ -29,6 +29,24 @@ def records_buffer(keys: pa.Array, parts: Views, counts: np.ndarray | None = Non
     data = framed.buffers()[2]
     body = data.slice(int(offsets[0]), int(offsets[-1] - offsets[0])) if data is not None else pa.py_buffer(b"")
     return body, offsets[:-1] - offsets[0]
+
+
+def records_apart(keys: pa.Array, parts: Views, counts: np.ndarray | None = None
+                  ) -> tuple[tuple[pa.Buffer, np.ndarray, np.ndarray], tuple[pa.Buffer, np.ndarray, np.ndarray]]:
+    """Keys and values as (bytes, offsets, lengths) each, for decoders that read them apart (`records_buffer` without
+    the framing copy): the keys' own data buffer; the values gathered from their views (joined as records_buffer
+    joins them), or, when all are inline and of one width, their bytes laid out as the rows of a matrix."""
+    koffs, kdata = binary_parts(keys)
+    n = len(keys)
+    klen = np.diff(koffs)
+    key_part = (pa.py_buffer(kdata), koffs[:-1], klen)
+    vw = int(parts.views[0, 0]) if n else 0
+    if counts is None and n and vw <= 12 and (parts.views[:, 0] == vw).all():
+        rows = np.ascontiguousarray(np.ascontiguousarray(parts.views).view(np.uint8).reshape(n, 16)[:, 4 : 4 + vw])
+        return key_part, (pa.py_buffer(rows.reshape(-1)), np.arange(n, dtype=np.int64) * vw, np.full(n, vw, np.int64))
+    values = joined(parts, counts)
+    voffs, vdata = binary_parts(values)
+    return key_part, (pa.py_buffer(vdata), voffs[:-1], np.diff(voffs))
 
 
 def _fixed_records(keys: pa.Array, parts: Views) -> tuple[pa.Buffer, np.ndarray] | None:

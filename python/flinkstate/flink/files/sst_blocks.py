@@ -199,7 +199,9 @@ def _internal_keys(buf: np.ndarray, steps: list[_Step], base: np.ndarray, n: int
     for s, length in zip(steps, lengths, strict=True):
         longest[s.segs] = np.maximum(longest[s.segs], length)
         _check(length < 8, s.segs, *blame, "an internal key is shorter than its 8-byte trailer")
-    width = 1 << np.ceil(np.log2(np.maximum(longest, 16))).astype(np.int64)  # 16 bytes at least: 3 words of a view's inline key
+    # 16 bytes at least (3 words of a view's inline key); up to 32 a multiple of 8 (Flink's fixed-width keys: a long
+    # key's 19 bytes in 24, not 32), then a power of two, so a few classes cover keys of every length
+    width = np.where(longest <= 32, np.maximum(-(-longest // 8) * 8, 16), 1 << np.ceil(np.log2(np.maximum(longest, 32))).astype(np.int64))
     classes = np.unique(width[base < n][np.diff(base, append=n) > 0])
     out = [_width_class(buf, steps, lengths, base, n, width == w, int(w), blame) for w in classes]
     if len(out) == 1:
@@ -227,7 +229,9 @@ def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray],
     """(user keys, trailers, file indices, ascending) of the entries of the segments in member, whose keys are at most w bytes.
 
     A key is a row of w / 8 little-endian words: the step's delta is read as the w bytes from kstart - shared (so
-    column `shared` on is the delta) and its first `shared` bytes are replaced by the previous row's, word by word."""
+    column `shared` on is the delta) and its first `shared` bytes are replaced by the previous row's, word by word.
+    The rows are laid out step by step (each step's keys after the last step's: no scatter of whole rows); block order
+    is restored when the user keys and trailers are gathered out of them, which copies each key's bytes once."""
     words = w // 8
     keep_of = _items(_LOW_BYTES[np.clip(np.arange(w + 1)[:, None] - 8 * np.arange(words), 0, 8)])  # shared -> words to keep
     lo = min(int((s.kstart - s.shared).min()) for s in steps)
@@ -237,13 +241,19 @@ def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray],
     wins = windows(padded, w)
     mine = np.repeat(member, np.diff(base, append=n))  # which entries (in block order) are this class's
     m = int(mine.sum())
-    rank = None if m == n else np.cumsum(mine) - 1  # an entry's row in this class's matrix (None: the same)
-    rows = np.empty(m, keep_of.dtype)  # per entry of the class (in block order), its internal key in w bytes
+    rank = None if m == n else np.cumsum(mine) - 1  # an entry's index among this class's (None: the same)
+    rows = np.empty(m, keep_of.dtype)  # the internal keys in w bytes, step by step
+    row_of = np.empty(m, np.int64)  # per entry of the class (in block order), its row
     klen = np.empty(m, np.int64)
     prev, prev_segs, prev_len = keep_of[:0], np.zeros(0, np.int64), np.zeros(0, np.int64)
+    every = m == n  # one class: every step's segments are all this class's, as they are
+    done = 0
     for j, (s, length) in enumerate(zip(steps, lengths, strict=True)):
-        pick = member[s.segs]
-        segs, shared, kstart, length = s.segs[pick], s.shared[pick], s.kstart[pick], length[pick]
+        if every:
+            segs, shared, kstart = s.segs, s.shared, s.kstart
+        else:
+            pick = member[s.segs]
+            segs, shared, kstart, length = s.segs[pick], s.shared[pick], s.kstart[pick], length[pick]
         if not len(segs):
             break
         keys = wins[kstart - shared + front]
@@ -255,21 +265,25 @@ def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray],
             k, b, keep = (a.view("<u8") for a in (keys, before, keep_of[shared]))
             k ^= (k ^ b) & keep
         at = base[segs] + j if rank is None else rank[base[segs] + j]
-        rows[at], klen[at] = keys, length
+        rows[done : done + len(segs)] = keys
+        row_of[at], klen[at] = np.arange(done, done + len(segs)), length
         prev, prev_segs, prev_len = keys, segs, length
-    flat, starts = rows.view(np.uint8), np.arange(m) * w
+        done += len(segs)
+    flat, starts = rows.view(np.uint8), row_of * w
     trailers = windows(flat, 8)[starts + klen - 8].view("<u8")
     files_sorted = np.arange(n) if m == n else np.flatnonzero(mine)
-    return _user_keys(flat.reshape(m, w), klen - 8), trailers, files_sorted
+    return _user_keys(flat, starts, klen - 8, w), trailers, files_sorted
 
 
-def _user_keys(matrix: np.ndarray, lengths: np.ndarray) -> pa.LargeBinaryArray:
-    """Row i's first lengths[i] bytes as a large_binary array. Keys of one length (a fixed-width key class: long keys,
-    key groups, timers) are one column slice of the matrix with arithmetic offsets, without the views' gather."""
+def _user_keys(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray, w: int) -> pa.LargeBinaryArray:
+    """The first lengths[i] bytes from each start (a row of w bytes) as a large_binary array. Keys of one length (a
+    fixed-width key class: long keys, key groups, timers) are gathered as items of that many bytes (one copy each, with
+    arithmetic offsets); others by the views' gather."""
     m = len(lengths)
     if m and int(lengths.min()) == int(lengths.max()):
         k = int(lengths[0])
         offsets = np.arange(0, (m + 1) * k, k, dtype=np.int64) if k else np.zeros(m + 1, np.int64)
-        data = np.ascontiguousarray(matrix[:, :k]).ravel()
+        items = np.ndarray((len(flat) // w,), np.dtype((np.void, k)), flat, 0, (w,)) if k else None
+        data = items[starts // w].view(np.uint8) if items is not None else np.zeros(0, np.uint8)
         return pa.Array.from_buffers(pa.large_binary(), m, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    return gather(*range_views(matrix.ravel(), np.arange(m) * matrix.shape[1], lengths))
+    return gather(*range_views(flat, starts, lengths))

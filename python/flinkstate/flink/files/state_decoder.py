@@ -8,6 +8,7 @@ every key group fed to one decoder make one Arrow table (`table`).
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -160,14 +161,28 @@ class StateDecoder:
                        lengths: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """Decode the records starting at these offsets of src (key groups kgs) into a column chunk. lengths: their key
         and value lengths, when framing read them and checked the key groups of their keys."""
-        assert self.plan is not None
+        plan = self.plan
+        assert plan is not None
+        self._chunk(lambda s: plan.columns(src, starts[s], kgs[s], None if lengths is None else (lengths[0][s], lengths[1][s])), kgs)
+
+    def decode_split(self, keys: tuple[Source, np.ndarray, np.ndarray], values: tuple[Source, np.ndarray, np.ndarray],
+                     kgs: np.ndarray) -> None:
+        """Decode records whose keys and values are held apart, each (source, offsets, lengths): a RocksDB column
+        family's, without framing them into one stream first."""
+        plan = self.plan
+        assert plan is not None
+        (ksrc, kpos, klen), (vsrc, vpos, vlen) = keys, values
+        self._chunk(lambda s: plan.split_columns(ksrc, kpos[s], klen[s], vsrc, vpos[s], vlen[s], kgs[s]), kgs)
+
+    def _chunk(self, columns: Callable[[slice | np.ndarray], dict[str, pa.Array]], kgs: np.ndarray) -> None:
+        """columns(every record) as a new column chunk; when that fails, the first key group whose records fail on
+        their own is a KeyGroupCorrupt."""
         try:
-            self.vector_chunks.append(self.plan.columns(src, starts, kgs, lengths))
-        except (IndexError, ValueError) as e:  # find the first key group whose records fail on their own
+            self.vector_chunks.append(columns(slice(None)))
+        except (IndexError, ValueError) as e:
             for kg in dict.fromkeys(kgs.tolist()):
-                sel = kgs == kg
                 try:
-                    self.plan.columns(src, starts[sel], kgs[sel], None if lengths is None else (lengths[0][sel], lengths[1][sel]))
+                    columns(kgs == kg)
                 except (IndexError, ValueError) as inner:
                     raise KeyGroupCorrupt(kg, str(inner)) from e
             raise

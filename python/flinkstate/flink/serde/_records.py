@@ -50,27 +50,35 @@ class RecordPlan:
         else:
             klen, vlen = lengths[0].astype(np.int64), lengths[1].astype(np.int64)
             vpos = kpos + klen + 4
+        return self.split_columns(src, kpos, klen, src, vpos, vlen, kgs)
+
+    def split_columns(self, ksrc: Source, kpos: np.ndarray, klen: np.ndarray, vsrc: Source, vpos: np.ndarray,
+                      vlen: np.ndarray, kgs: np.ndarray) -> dict[str, pa.Array]:
+        """The columns of records whose keys (key-group prefix first) are at kpos of ksrc and values at vpos of vsrc:
+        framed records (one stream for both) or keys and values held apart (a RocksDB column family's)."""
+        if len(vpos) and int((vpos + vlen).max()) > len(vsrc.arr):
+            raise IndexError("a record runs past the end of its key group")
         cols: dict[str, pa.Array] = {"key_group": pa.array(kgs, pa.int32())}
         if self.kind == "TIMER":
-            return self._timers(src, cols, kpos, klen, vlen)
-        cols["key"], pos = self.key(src, kpos + self.prefix, None)
+            return self._timers(ksrc, cols, kpos, klen, vlen)
+        cols["key"], pos = self.key(ksrc, kpos + self.prefix, None)
         if self.ns is None:
-            if arr[pos].any():
+            if ksrc.arr[pos].any():
                 raise ValueError("a VoidNamespace byte is not 0")
             pos = pos + 1
         else:
-            cols["namespace"], pos = self.ns(src, pos, None)
+            cols["namespace"], pos = self.ns(ksrc, pos, None)
         if self.kind == "MAP":
-            cols["user_key"], pos = self.user_key(src, pos, None)
-            present = arr[vpos] == 0
+            cols["user_key"], pos = self.user_key(ksrc, pos, None)
+            present = vsrc.arr[vpos] == 0
             value_start, value_present = vpos + 1, present
         else:
             value_start, value_present = vpos, None
         if (pos != kpos + klen).any():
             raise ValueError("unread bytes in a key")
         if self.kind == "LIST":
-            return self._list(src, cols, vpos, vlen)
-        self._values(src, cols, value_start, value_present, vpos + vlen)
+            return self._list(vsrc, cols, vpos, vlen)
+        self._values(vsrc, cols, value_start, value_present, vpos + vlen)
         return cols
 
     def _timers(self, src: Source, cols: dict[str, pa.Array], kpos: np.ndarray, klen: np.ndarray,

@@ -169,12 +169,12 @@ def test_column_family_no_state_declares_is_an_error(rocksdb_full: Path) -> None
 
 def test_rows_lost_by_the_decoder_are_an_error(rocksdb_full: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A decoder that yields fewer rows than the live records it was handed (a decoding bug) raises, naming the state."""
-    real = _StateDecoder.decode_records
+    real = _StateDecoder.decode_split
 
-    def lossy(self, src, starts, kgs):  # type: ignore[no-untyped-def]
-        real(self, src, starts[:-1], kgs[:-1])
+    def lossy(self, keys, values, kgs):  # type: ignore[no-untyped-def]
+        real(self, (keys[0], keys[1][:-1], keys[2][:-1]), (values[0], values[1][:-1], values[2][:-1]), kgs[:-1])
 
-    monkeypatch.setattr(_StateDecoder, "decode_records", lossy)
+    monkeypatch.setattr(_StateDecoder, "decode_split", lossy)
     meta = read_metadata(str(snapshot_dir(rocksdb_full, "2.3", "rocksdb-full")))
     with pytest.raises(StateAccountingError, match=r"operator long-keyed: state '[^']+': its SSTs hold \d+ live entries in the "
                                                    r"subtask.s key groups but \d+ rows were decoded from them .*\.sst"):

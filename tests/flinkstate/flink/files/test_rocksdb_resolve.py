@@ -42,6 +42,17 @@ def test_each_case_of_a_key_resolves_as_the_merge_operator_reads_it() -> None:
     assert (acc.keys, acc.deleted, acc.out_of_range) == (6, 1, 1)
 
 
+def test_a_run_of_one_record_per_key_keeps_its_range_and_every_operand() -> None:
+    """Records in key order, one per key, some outside the run at either end (the boundary blocks of a ranged read):
+    the run's own keys are kept as they are; a lone kept key with merge operands still gets its put's value first."""
+    records = [(k(kg, b"n%d" % kg), 1, TYPE_VALUE, b"v%d" % kg) for kg in range(0, 12)]
+    acc, live = resolve(records, lo=3, hi=7)
+    assert live == {k(kg, b"n%d" % kg): b"v%d" % kg for kg in range(3, 8)}
+    merged = [(k(2, b"a"), 1, TYPE_VALUE, b"o"), (k(4, b"l"), 9, TYPE_MERGE, b"c"), (k(4, b"l"), 8, TYPE_MERGE, b"b"),
+              (k(4, b"l"), 2, TYPE_VALUE, b"a"), (k(6, b"z"), 1, TYPE_VALUE, b"o")]
+    assert resolve(merged, lo=3, hi=5)[1] == {k(4, b"l"): b"a,b,c"}
+
+
 def test_an_unsupported_record_type_fails_only_where_it_decides_a_key() -> None:
     hidden = [(k(1, b"a"), 5, TYPE_VALUE, b"v"), (k(1, b"a"), 2, 0x0F, b"x")]  # older than the put: never read
     assert resolve(hidden)[1] == {k(1, b"a"): b"v"}

@@ -288,11 +288,13 @@ def test_a_run_reads_only_the_blocks_that_may_hold_it(two_level: bool, delta: bo
 
 @pytest.mark.parametrize("lengths", [[5, 5, 5], [0, 0], [3, 7, 0, 16], []])
 def test_user_keys_are_each_rows_prefix(lengths: list[int]) -> None:
-    """One key length (the column-slice path) and mixed lengths (the views' gather) give each row's first bytes."""
+    """One key length (items of that many bytes) and mixed lengths (the views' gather) give the first bytes of each row
+    asked for, rows taken in any order (the key matrix is laid out step by step, not in block order)."""
     import numpy as np
     from flinkstate.flink.files.sst_blocks import _user_keys
 
     rows = np.arange(len(lengths) * 16, dtype=np.uint64).astype(np.uint8).reshape(len(lengths), 16)
-    got = _user_keys(rows, np.array(lengths, np.int64))
+    order = np.arange(len(lengths))[::-1].copy()
+    got = _user_keys(rows.ravel(), order * 16, np.array(lengths, np.int64), 16)
     assert got.type == pa.large_binary()
-    assert got.to_pylist() == [bytes(rows[i, :k]) for i, k in enumerate(lengths)]
+    assert got.to_pylist() == [bytes(rows[r, :k]) for r, k in zip(order, lengths, strict=True)]
