@@ -11,7 +11,8 @@ names the file. Every other file is named as not needed (OPTIONS, an empty write
 refused by name: nothing a handle lists is skipped unseen. The SSTs are parsed in batches (`read_ssts`).
 Keys and values are in the canonical formats, so each column family's records are resolved (newest
 put/delete per key, merge operands appended with ',' in sequence order) and handed to the canonical
-decoders (`rocksdb_frame` frames them; values stay views of the decompressed blocks until then). Keys outside the
+decoders (`rocksdb_frame` lays keys and values out apart for the vector decoders, or frames them as canonical
+records for the one-by-one ones; values stay views of the decompressed blocks until then). Keys outside the
 subtask's key-group range (left by rescaling) are dropped; range tombstones are not applied (Flink writes them only
 to clip such ranges). Each column family's `FamilyAccount` says what its SSTs held and where each record went, for
 the reader's checks. Keys start with their key group, and the MANIFEST records each SST's smallest and largest key:

@@ -1,6 +1,7 @@
-"""A RocksDB column family's resolved records framed as canonical records (i32 klen, key, i32 vlen, value), the layout
-the canonical decoders read: the values come as views of the SSTs' decompressed blocks (`views.Views`, a list state's
-put and merge operands as parts joined with ','), copied once into the framed buffer.
+"""A RocksDB column family's resolved records laid out for the canonical decoders: keys and values apart (`records_apart`,
+for the vector decoders, which read each where it is) or framed as canonical records (i32 klen, key, i32 vlen, value;
+`records_buffer`, for the one-by-one decoders). The values come as views of the SSTs' decompressed blocks
+(`views.Views`, a list state's put and merge operands as parts joined with ','), copied once.
 """
 
 from __future__ import annotations

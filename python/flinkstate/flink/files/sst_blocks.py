@@ -193,7 +193,8 @@ def _internal_keys(buf: np.ndarray, steps: list[_Step], base: np.ndarray, n: int
                    blame: tuple[np.ndarray, np.ndarray, str]) -> tuple[pa.LargeBinaryArray, np.ndarray]:
     """(user keys, u64 trailers) of the data entries in block order. Keys are rebuilt in byte matrices, one row per
     segment, one step at a time (row = the previous row's shared columns + the delta read in place); segments are
-    grouped by their longest key rounded up to a power of two, so a matrix is at most twice its keys' bytes."""
+    grouped by their longest key rounded up to a multiple of 8 (to 32 bytes) or a power of two, so a matrix is at most
+    twice its keys' bytes."""
     lengths = [s.shared + s.vstart - s.kstart for s in steps]
     longest = np.zeros(len(base), np.int64)
     for s, length in zip(steps, lengths, strict=True):
