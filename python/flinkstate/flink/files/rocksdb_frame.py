@@ -36,14 +36,14 @@ def records_apart(keys: pa.Array, parts: Views, counts: np.ndarray | None = None
                   ) -> tuple[tuple[pa.Buffer, np.ndarray, np.ndarray], tuple[pa.Buffer, np.ndarray, np.ndarray]]:
     """Keys and values as (bytes, offsets, lengths) each, for decoders that read them apart (`records_buffer` without
     the framing copy): the keys' own data buffer; the values gathered from their views (joined as records_buffer
-    joins them), or, when all are inline and of one width, their bytes laid out as the rows of a matrix."""
+    joins them), or, when all have one width, their bytes laid out as the rows of a matrix."""
     koffs, kdata = binary_parts(keys)
     n = len(keys)
     klen = np.diff(koffs)
     key_part = (pa.py_buffer(kdata), koffs[:-1], klen)
-    vw = int(parts.views[0, 0]) if n else 0
-    if counts is None and n and vw <= 12 and (parts.views[:, 0] == vw).all():
-        rows = np.ascontiguousarray(np.ascontiguousarray(parts.views).view(np.uint8).reshape(n, 16)[:, 4 : 4 + vw])
+    vw = int(parts.lengths()[0]) if n else 0
+    rows = parts.fixed(vw) if counts is None and n else None
+    if rows is not None:
         return key_part, (pa.py_buffer(rows.reshape(-1)), np.arange(n, dtype=np.int64) * vw, np.full(n, vw, np.int64))
     values = joined(parts, counts)
     voffs, vdata = binary_parts(values)

@@ -76,22 +76,36 @@ def binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 class Views:
-    """Byte ranges as Arrow binary views ((n, 4) u32 rows, see `range_views`) over a list of buffers, not copied: taken,
-    concatenated and reordered as 16-byte rows, and gathered (one copy, in C++) only where their bytes are laid out.
-    The RocksDB reader keeps SST values this way from the decompressed blocks to the canonical record framing."""
+    """Byte ranges of a few data arrays, not copied: taken, sliced and concatenated as (array, start, length) triples,
+    and copied only where their bytes are laid out: as one binary array (Arrow binary views, see `range_views`, built
+    then and gathered in C++) or, when all have one width, as the rows of a byte matrix (`fixed`). The RocksDB reader
+    keeps SST values this way from the decompressed blocks to the decoders. Views made of explicit view rows
+    ((n, 4) u32, over their buffers) stay in that form."""
 
-    __slots__ = ("buffers", "views")
+    __slots__ = ("_buffers", "_datas", "_ids", "_lengths", "_starts", "_views")
 
     def __init__(self, views: np.ndarray, buffers: list[pa.Buffer]) -> None:
-        self.views, self.buffers = views, buffers
+        self._views: np.ndarray | None = views
+        self._buffers: list[pa.Buffer] = buffers
+        self._datas: list[np.ndarray] = []
+        self._ids: np.ndarray | None = None
+        self._starts = self._lengths = np.zeros(0, np.int64)
+
+    @classmethod
+    def _ranges(cls, datas: list[np.ndarray], ids: np.ndarray | None, starts: np.ndarray, lengths: np.ndarray) -> Views:
+        """Ranges data[ids[i]][starts[i] : starts[i] + lengths[i]] (ids None: all of datas[0]), not yet as views."""
+        out = cls.__new__(cls)
+        out._views, out._buffers = None, []
+        out._datas, out._ids, out._starts, out._lengths = datas, ids, starts, lengths
+        return out
 
     def __len__(self) -> int:
-        return len(self.views)
+        return len(self._views) if self._views is not None else len(self._starts)
 
     @classmethod
     def of(cls, data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Views:
         """Views of data[starts[i] : starts[i] + lengths[i]] (data is referenced, not copied)."""
-        return cls(*range_views(data, starts, lengths))
+        return cls._ranges([data], None, np.asarray(starts, np.int64), np.asarray(lengths, np.int64))
 
     @classmethod
     def of_array(cls, arr: pa.Array) -> Views:
@@ -101,11 +115,52 @@ class Views:
             offs = np.zeros(len(arr) + 1, np.int64)
         return cls.of(data, offs[:-1], np.diff(offs))
 
+    @property
+    def views(self) -> np.ndarray:
+        """The ranges as Arrow binary views ((n, 4) u32 rows over `buffers`), built on first use."""
+        if self._views is None:
+            self._build()
+        assert self._views is not None
+        return self._views
+
+    @property
+    def buffers(self) -> list[pa.Buffer]:
+        """The data buffers the views number."""
+        if self._views is None:
+            self._build()
+        return self._buffers
+
+    def _build(self) -> None:
+        if self._ids is None:
+            self._views, self._buffers = range_views(self._datas[0], self._starts, self._lengths)
+            return
+        views, buffers = np.empty((len(self._starts), 4), "<u4"), []
+        for k, data in enumerate(self._datas):
+            sel = np.flatnonzero(self._ids == k)
+            views[sel], more = range_views(data, self._starts[sel], self._lengths[sel], len(buffers))
+            buffers.extend(more)
+        self._views, self._buffers = views, buffers
+
     @classmethod
     def concat(cls, parts: list[Views]) -> Views:
-        """The views of parts one after the other, each part's buffer numbers shifted past the buffers before it."""
+        """The ranges of parts one after the other (as views: each part's buffer numbers shifted past those before it)."""
         if len(parts) == 1:
             return parts[0]
+        if parts and all(p._views is None for p in parts):
+            datas: list[np.ndarray] = []
+            ids = []
+            for p in parts:
+                at = {id(d): i for i, d in enumerate(datas)}
+                mine = []
+                for d in p._datas:
+                    if id(d) not in at:
+                        at[id(d)] = len(datas)
+                        datas.append(d)
+                    mine.append(at[id(d)])
+                ids.append(np.asarray(mine, np.int32)[p._ids] if p._ids is not None else np.full(len(p), mine[0], np.int32))
+            all_ids = np.concatenate(ids)
+            return cls._ranges(datas, None if len(datas) == 1 else all_ids, np.concatenate([p._starts for p in parts]),
+                               np.concatenate([p._lengths for p in parts]))
         rows, buffers = [], []
         for p in parts:
             v = p.views
@@ -118,18 +173,42 @@ class Views:
         return cls(np.concatenate(rows) if rows else np.zeros((0, 4), "<u4"), buffers)
 
     def slice(self, start: int, stop: int) -> Views:
-        """The views start..stop (no copy)."""
-        return Views(self.views[start:stop], self.buffers)
+        """The ranges start..stop (no copy)."""
+        if self._views is not None:
+            return Views(self._views[start:stop], self._buffers)
+        ids = None if self._ids is None else self._ids[start:stop]
+        return Views._ranges(self._datas, ids, self._starts[start:stop], self._lengths[start:stop])
 
     def take(self, idx: np.ndarray) -> Views:
-        """The views at these positions (16 bytes copied each; the buffers shared)."""
-        return Views(self.views[idx], self.buffers)
+        """The ranges at these positions (their bounds copied; the data shared)."""
+        if self._views is not None:
+            return Views(self._views[idx], self._buffers)
+        ids = None if self._ids is None else self._ids[idx]
+        return Views._ranges(self._datas, ids, self._starts[idx], self._lengths[idx])
 
     def lengths(self) -> np.ndarray:
         """Each range's length."""
-        return self.views[:, 0].astype(np.int64)
+        return self._lengths if self._views is None else self._views[:, 0].astype(np.int64)
+
+    def fixed(self, width: int) -> np.ndarray | None:
+        """The ranges' bytes as an (n, width) matrix when every range is width bytes long (else None): one row gather
+        from the data, not views."""
+        n = len(self)
+        lengths = self.lengths()
+        if not n or (lengths != width).any():
+            return None
+        if not width:
+            return np.zeros((n, 0), np.uint8)
+        if self._views is not None:
+            if width > 12:
+                return None  # the views hold no more than 12 bytes inline
+            return np.ascontiguousarray(np.ascontiguousarray(self._views).view(np.uint8).reshape(n, 16)[:, 4 : 4 + width])
+        out = np.empty(n, np.dtype((np.void, width)))
+        for k, data in enumerate(self._datas):
+            sel = slice(None) if self._ids is None else np.flatnonzero(self._ids == k)
+            out[sel] = windows(data, width)[self._starts[sel]]
+        return out.view(np.uint8).reshape(n, width)
 
     def array(self) -> pa.LargeBinaryArray:
         """The ranges copied into a large_binary array."""
         return gather(self.views, self.buffers)
-

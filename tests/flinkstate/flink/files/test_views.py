@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flinkstate.flink.files.views import gather, range_views
+from flinkstate.flink.files.views import Views, gather, range_views
 
 
 def test_ranges_equal_their_slices() -> None:
@@ -41,3 +41,37 @@ def test_views_of_two_arrays_number_their_buffers() -> None:
 def test_a_range_over_one_gib_is_refused() -> None:
     with pytest.raises(ValueError, match="over 1 GiB"):
         range_views(np.zeros(16, np.uint8), np.array([0]), np.array([1 << 30]))
+
+
+def test_ranges_taken_sliced_and_concatenated_equal_their_slices() -> None:
+    """Views of ranges (not yet views) of two data arrays, taken, sliced and concatenated, among them views made of
+    explicit rows: their bytes as one binary array and, when of one width, as a matrix, are the slices they name."""
+    rng = np.random.default_rng(11)
+    a, b = rng.integers(0, 256, 3000, dtype=np.uint8), rng.integers(0, 256, 2000, dtype=np.uint8)
+
+    def ranges(data: np.ndarray, n: int, width: int | None = None) -> tuple[Views, list[bytes]]:
+        lengths = rng.integers(0, 40, n) if width is None else np.full(n, width)
+        starts = rng.integers(0, len(data) - lengths + 1)
+        return Views.of(data, starts, lengths), [data[s : s + k].tobytes() for s, k in zip(starts, lengths, strict=True)]
+
+    va, want_a = ranges(a, 50)
+    vb, want_b = ranges(b, 30)
+    idx = rng.permutation(50)[:20]
+    parts = [va.take(idx), va.slice(5, 25), vb, va.slice(0, 0)]
+    want = [want_a[i] for i in idx] + want_a[5:25] + want_b
+    joined = Views.concat(parts)
+    assert joined.array().to_pylist() == want
+    assert joined.lengths().tolist() == [len(x) for x in want]
+    eager = Views(*range_views(b, np.array([0, 7]), np.array([3, 20])))  # explicit rows: concatenated as views
+    assert Views.concat([joined, eager]).array().to_pylist() == [*want, b[:3].tobytes(), b[7:27].tobytes()]
+
+    for width in (0, 4, 12, 19):
+        fa, fwant_a = ranges(a, 40, width)
+        fb, fwant_b = ranges(b, 25, width)
+        both = Views.concat([fa.slice(3, 30), fb.take(np.array([4, 0, 9]))])
+        rows = both.fixed(width)
+        assert rows is not None and rows.shape == (30, width)
+        assert [r.tobytes() for r in rows] == fwant_a[3:30] + [fwant_b[i] for i in (4, 0, 9)]
+        eager_rows = Views(both.views, both.buffers).fixed(width)  # from the views' inline bytes, up to 12
+        assert eager_rows is None if width > 12 else np.array_equal(eager_rows, rows)
+    assert joined.fixed(5) is None  # several widths
