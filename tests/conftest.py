@@ -4,6 +4,7 @@
 - `s3`: a moto S3 server on 127.0.0.1 with a fresh bucket; yields storage options (s3fs naming).
 - `spark_cluster`: a Spark standalone master + worker started with spark-class on 127.0.0.1.
 - `rocksdb_full`: the checked-in non-incremental RocksDB/ForSt savepoints and checkpoints of real Flink, extracted.
+- `canonical_flink_dump`: what real Flink 2.3 holds after restoring the checked-in canonical savepoint, once a session.
 """
 
 from __future__ import annotations
@@ -126,6 +127,17 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 FULL_FIXTURES = ROOT / "tests" / "fixtures" / "flink-rocksdb-full"
+CANONICAL_SAVEPOINT = ROOT / "tests" / "fixtures" / "flink-2.3-canonical" / "files" / "savepoint"
+
+
+@pytest.fixture(scope="session")
+def canonical_flink_dump(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, ...]:
+    """Real Flink 2.3's dump after restoring the checked-in canonical savepoint Flink wrote (HashMap backend, parallelism 1):
+    the baseline every import/change/export/restore test compares with, restored once a session (about 15 s each)."""
+    from fsc_helpers import flink_harness
+
+    out = tmp_path_factory.mktemp("canonical-dump") / "dump.txt"
+    return tuple(flink_harness().restore_and_dump(CANONICAL_SAVEPOINT, out, "hashmap", 1))
 
 
 @pytest.fixture(scope="session")

@@ -47,11 +47,11 @@ def _expected(original: list[str]) -> list[str]:
     ])
 
 
-def test_spark_changes_on_imported_flink_savepoint_restore_in_flink(spark, tmp_path):
+def test_spark_changes_on_imported_flink_savepoint_restore_in_flink(spark, tmp_path, canonical_flink_dump):
     from pyspark_flinkstate import SavepointWriter
 
     harness = flink_harness()
-    original = harness.restore_and_dump(FIXTURE, tmp_path / "orig.txt", "hashmap", 1)
+    original = list(canonical_flink_dump)  # FIXTURE restored by Flink (HashMap, parallelism 1)
     root = str(tmp_path / "root")
     import_savepoint(FIXTURE, root, raw_values=True)
     delete_keys(spark, root, "long-keyed", range(5))

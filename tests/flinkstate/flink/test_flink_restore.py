@@ -18,11 +18,10 @@ pytestmark = [pytest.mark.flink, pytest.mark.slow]
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "flink-2.3-canonical"
 
 
-@pytest.fixture(scope="module")
-def original_dump(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+@pytest.fixture()
+def original_dump(canonical_flink_dump: tuple[str, ...]) -> list[str]:
     """What Flink holds after restoring the checked-in savepoint Flink itself wrote (HashMap backend, parallelism 1)."""
-    out = tmp_path_factory.mktemp("orig") / "dump.txt"
-    return _harness().restore_and_dump(FIXTURE / "files" / "savepoint", out, "hashmap", 1)
+    return list(canonical_flink_dump)
 
 
 @pytest.mark.parametrize(("variant", "backend", "parallelism", "compression"),
