@@ -95,11 +95,23 @@ def flink_harness() -> Any:
     return harness
 
 
-def delete_keys(spark: Any, root: str, operator: str, keys: Iterable[int]) -> None:
-    """Delete Long keys from every keyed state of an operator with Spark (a map state's entries by key and user key)."""
+def state_per_kind(root: str, operator: str) -> set[str]:
+    """One keyed state of an operator for each kind (value, list, map, ...) with and without TTL: the first by name."""
+    first: dict[tuple[str, bool], str] = {}
+    for state, desc in sorted(fs.open(root).metadata().operators[operator].keyed_states.items()):
+        first.setdefault((desc.kind, getattr(desc, "ttl", None) is not None), state)
+    return set(first.values())
+
+
+def delete_keys(spark: Any, root: str, operator: str, keys: Iterable[int], states: Iterable[str] | None = None) -> None:
+    """Delete Long keys from keyed states of an operator with Spark (a map state's entries by key and user key): from
+    these states, or every one (None); one Spark write and checkpoint each."""
     store = fs.open(root)
     doomed = spark.createDataFrame([(k,) for k in keys], "key long")
+    chosen = None if states is None else set(states)
     for state, desc in store.metadata().operators[operator].keyed_states.items():
+        if chosen is not None and state not in chosen:
+            continue
         rows = doomed
         if desc.kind == "map":  # a map entry is deleted by key and user key: all of these keys' entries
             rows = (spark.read.format("flinkstate").options(operator=operator, state=state).load(root)
