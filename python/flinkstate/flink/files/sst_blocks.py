@@ -83,6 +83,7 @@ class _Step:
     kstart: np.ndarray
     vstart: np.ndarray
     vend: np.ndarray
+    more: np.ndarray | None = None  # which of segs have a next entry (the next step's segs); None: all of them
 
 
 def _segments(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, names: np.ndarray,
@@ -150,9 +151,10 @@ def parse_blocks(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, names: n
         _check(vend > end, segs, seg_block, names, where)
         if not steps and shared.any():
             _check(shared > 0, segs, seg_block, names, where, "a restart entry shares a prefix")
-        steps.append(_Step(segs, shared, p, vstart, vend))
+        more = vend < end
+        steps.append(_Step(segs, shared, p, vstart, vend, None if more.all() else more))
         cur[segs] = vend
-        segs = segs[vend < end]
+        segs = segs[more]
     return _assemble(buf, steps, len(seg_start), seg_block, names, where, data)
 
 
@@ -260,7 +262,8 @@ def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray],
         keys = wins[kstart - shared + front]
         if j:
             same = len(segs) == len(prev_segs)
-            row = None if same else np.searchsorted(prev_segs, segs)
+            # the rows of the previous step's segments that go on: its `more` when they are all this class's
+            row = None if same else steps[j - 1].more if every else np.searchsorted(prev_segs, segs)
             before = prev if same else prev[row]
             _check(shared > (prev_len if same else prev_len[row]), segs, *blame, "a key shares more than the previous key holds")
             k, b, keep = (a.view("<u8") for a in (keys, before, keep_of[shared]))
