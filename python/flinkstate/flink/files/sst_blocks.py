@@ -262,8 +262,9 @@ def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray],
         keys = wins[kstart - shared + front]
         if j:
             same = len(segs) == len(prev_segs)
-            # the rows of the previous step's segments that go on: its `more` when they are all this class's
-            row = None if same else steps[j - 1].more if every else np.searchsorted(prev_segs, segs)
+            # the rows of the previous step's segments that go on: its `more` (of this class's segments)
+            last = steps[j - 1]  # (fewer segments go on, so its `more` is set)
+            row = None if same else last.more if every else last.more[member[last.segs]]
             before = prev if same else prev[row]
             _check(shared > (prev_len if same else prev_len[row]), segs, *blame, "a key shares more than the previous key holds")
             k, b, keep = (a.view("<u8") for a in (keys, before, keep_of[shared]))
