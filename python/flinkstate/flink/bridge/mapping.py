@@ -210,17 +210,32 @@ def stored_rows(table: pa.Table, desc: KeyedStateDescriptor) -> pa.Table:
     if isinstance(desc, ListStateDescriptor):
         keys = [c for c in ("key_group", "key", "namespace") if c in table.column_names]
         lists = [c for c in ("value", "ttl_timestamp") if c in table.column_names]
-        # Group row numbers (hash_list has no kernel for nested types such as arrays), element order kept.
-        numbered = _groupable(table.select(keys)).append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-        grouped = numbered.group_by([c for c in numbered.column_names if c != "__row"], use_threads=False).aggregate([("__row", "list")])
-        rows = grouped.column("__row_list").combine_chunks()
-        taken = rows.flatten()
-        first = pc.list_element(rows, 0)
+        # A list's elements come decoded from its one record, one after another: each run of equal keys is a list,
+        # its elements already in order (no grouping, no reordering copy of the values).
+        starts = _key_runs(_groupable(table.select(keys)))
+        offsets = pa.array(np.append(starts, table.num_rows).astype(np.int32))
+        first = pa.array(starts)
         cols = {k: table.column(k).take(first) for k in keys}
         for c in lists:
-            cols[c] = pa.ListArray.from_arrays(rows.offsets, table.column(c).take(taken).combine_chunks())
+            cols[c] = pa.ListArray.from_arrays(offsets, table.column(c).combine_chunks())
         table = pa.table(cols)
     return table
+
+
+def _key_runs(keys: pa.Table) -> np.ndarray:
+    """Where each run of rows with equal (non-nested) key columns starts (nulls equal to nulls)."""
+    n = keys.num_rows
+    if n == 0:
+        return np.zeros(0, np.int64)
+    new = np.zeros(n, bool)
+    new[0] = True
+    for col in keys.columns:
+        a, b = col.slice(1), col.slice(0, n - 1)
+        eq = pc.fill_null(pc.equal(a, b), False)
+        if col.null_count:
+            eq = pc.or_(eq, pc.and_(pc.is_null(a), pc.is_null(b)))
+        new[1:] |= ~eq.to_numpy(zero_copy_only=False)
+    return np.flatnonzero(new)
 
 
 def _groupable(table: pa.Table) -> pa.Table:
