@@ -334,6 +334,7 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
     if values is None:
         values = Views.of_array(records.column("value").chunk(0))
     outer = outer or (lo, hi)
+    rec_kg = None
     if outer != (lo, hi):
         rec_kg = key_groups_of_keys(keys, prefix)
         acc.entries += int(_mine(rec_kg, lo, hi, outer).sum())
@@ -346,6 +347,50 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
     if less.any() or (same & (seqs[1:] > seqs[:-1])).any():
         perm, same = _key_order(keys, seqs)
         kinds = kinds[perm]
+    if perm is None and not same.any():  # one record per key, in order (a savepoint's SSTs): each decides its key
+        starts, count, kg = _single_records(cf, kinds, keys, prefix, rec_kg)
+    else:
+        starts, count, kg = _runs_of_keys(cf, kinds, same, keys, prefix, perm)
+    in_range = (kg >= lo) & (kg <= hi)
+    mine = _mine(kg, lo, hi, outer)
+    acc.keys += int(mine.sum())
+    acc.deleted += int(((count == 0) & mine).sum())
+    acc.out_of_range += int(((count > 0) & ~in_range & mine).sum())
+    keep = (count > 0) & in_range
+    assert not acc.live, "a column family is resolved once per read"
+    g_start, g_count = (np.flatnonzero(keep) if starts is None else starts[keep]), count[keep]
+    if not len(g_start):
+        return
+    a, b = int(g_start[0]), int(g_start[-1]) + 1
+    if perm is None and b - a == len(g_start) and int(g_count.max()) == 1:
+        # in order, one record per key, the kept ones consecutive (a key-group range of sorted keys): slices, no copy
+        acc.live_parts, acc.live_counts, acc.live_keys = values.slice(a, b), None, keys.slice(a, b - a)
+        return
+    # each kept key's records, oldest first: the put's value, then the merge operands
+    idx = np.repeat(g_start + g_count - 1, g_count) - (np.arange(int(g_count.sum())) - np.repeat(np.cumsum(g_count) - g_count, g_count))
+    if perm is not None:
+        idx, g_start = perm[idx], perm[g_start]
+    acc.live_parts = values.take(idx)
+    acc.live_counts = None if (g_count == 1).all() else g_count  # else keys with merge operands, joined when framed
+    acc.live_keys = keys.take(pa.array(g_start))
+
+
+def _single_records(cf: str, kinds: np.ndarray, keys: pa.Array, prefix: int, kg: np.ndarray | None
+                    ) -> tuple[None, np.ndarray, np.ndarray]:
+    """(None: every record starts its key, records that make each key's value, its key group) when each key has one
+    record: a put or a merge operand is its value, a delete none."""
+    bad = ~np.isin(kinds, (TYPE_VALUE, TYPE_MERGE, TYPE_DELETION, TYPE_SINGLE_DELETION))
+    if bad.any():
+        raise ValueError(f"column family {cf!r}: record type {int(kinds[bad][0])} is not supported")
+    count = ((kinds == TYPE_VALUE) | (kinds == TYPE_MERGE)).astype(np.int64)
+    return None, count, key_groups_of_keys(keys, prefix) if kg is None else kg
+
+
+def _runs_of_keys(cf: str, kinds: np.ndarray, same: np.ndarray, keys: pa.Array, prefix: int, perm: np.ndarray | None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(where each key's records start, how many make its value, its key group) of records in key order, newest first
+    (perm: their order, None: as they are; same: whether each equals the one before in that order)."""
+    n = len(kinds)
     is_merge = kinds == TYPE_MERGE
     first = np.ones(n, bool)
     first[1:] = ~same
@@ -367,28 +412,7 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
     kg = data[at].astype(np.int64)
     if prefix == 2:
         kg = (kg << 8) | data[at + 1]
-    in_range = (kg >= lo) & (kg <= hi)
-    mine = _mine(kg, lo, hi, outer)
-    acc.keys += int(mine.sum())
-    acc.deleted += int(((count == 0) & mine).sum())
-    acc.out_of_range += int(((count > 0) & ~in_range & mine).sum())
-    keep = (count > 0) & in_range
-    assert not acc.live, "a column family is resolved once per read"
-    g_start, g_count = starts[keep], count[keep]
-    if not len(g_start):
-        return
-    a, b = int(g_start[0]), int(g_start[-1]) + 1
-    if perm is None and b - a == len(g_start) and int(g_count.max()) == 1:
-        # in order, one record per key, the kept ones consecutive (a key-group range of sorted keys): slices, no copy
-        acc.live_parts, acc.live_counts, acc.live_keys = values.slice(a, b), None, keys.slice(a, b - a)
-        return
-    # each kept key's records, oldest first: the put's value, then the merge operands
-    idx = np.repeat(g_start + g_count - 1, g_count) - (np.arange(int(g_count.sum())) - np.repeat(np.cumsum(g_count) - g_count, g_count))
-    if perm is not None:
-        idx, g_start = perm[idx], perm[g_start]
-    acc.live_parts = values.take(idx)
-    acc.live_counts = None if (g_count == 1).all() else g_count  # else keys with merge operands, joined when framed
-    acc.live_keys = keys.take(pa.array(g_start))
+    return starts, count, kg
 
 
 def _mine(kg: np.ndarray, lo: int, hi: int, outer: tuple[int, int]) -> np.ndarray:

@@ -53,6 +53,18 @@ def test_a_run_of_one_record_per_key_keeps_its_range_and_every_operand() -> None
     assert resolve(merged, lo=3, hi=5)[1] == {k(4, b"l"): b"a,b,c"}
 
 
+def test_one_record_per_key_is_each_its_own_value() -> None:
+    """Each key with a single record (a savepoint's SSTs): a put or a lone merge operand is its value, a delete counts
+    as deleted, a key of another range as out of range; a record of an unknown type still fails."""
+    records = [(k(1, b"a"), 3, TYPE_VALUE, b"v"), (k(1, b"b"), 2, TYPE_MERGE, b"m"), (k(1, b"c"), 4, TYPE_DELETION, b""),
+               (k(2, b"d"), 1, TYPE_SINGLE_DELETION, b""), (k(2, b"e"), 5, TYPE_VALUE, b"w"), (k(12, b"f"), 1, TYPE_VALUE, b"o")]
+    acc, live = resolve(records)
+    assert live == {k(1, b"a"): b"v", k(1, b"b"): b"m", k(2, b"e"): b"w"}
+    assert (acc.keys, acc.deleted, acc.out_of_range, acc.entries) == (6, 2, 1, 6)
+    with pytest.raises(ValueError, match="record type 15 is not supported"):
+        resolve([(k(1, b"a"), 5, 0x0F, b"x"), (k(1, b"b"), 2, TYPE_VALUE, b"v")])
+
+
 def test_an_unsupported_record_type_fails_only_where_it_decides_a_key() -> None:
     hidden = [(k(1, b"a"), 5, TYPE_VALUE, b"v"), (k(1, b"a"), 2, 0x0F, b"x")]  # older than the put: never read
     assert resolve(hidden)[1] == {k(1, b"a"): b"v"}
