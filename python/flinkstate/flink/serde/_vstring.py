@@ -13,7 +13,13 @@ import numpy as np
 import pyarrow as pa
 
 from flinkstate.flink.serde._vbuf import Source, binary_parts, byte_slices, gather
-from flinkstate.flink.serde._vrun import few_runs_to_utf8, high_bytes, run_ends, runs_to_utf8, utf16_to_utf8
+from flinkstate.flink.serde._vrun import (
+    few_runs_to_utf8,
+    high_bytes,
+    run_ends,
+    runs_to_utf8,
+    utf16_to_utf8,
+)
 
 __all__ = ["char_reader", "string_reader"]
 
