@@ -9,6 +9,8 @@ bytes, surrogate pairs in 6, over-long varints) change length, and Arrow splices
 
 from __future__ import annotations
 
+import codecs
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,7 +26,8 @@ _UNPAIRED = "a string holds an unpaired UTF-16 surrogate, which an Arrow string 
 # set one (0 when fewer are set)
 _RANKS = np.cumsum(np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little"), axis=1)
 _SET = _RANKS[:, -1].astype(np.int64)
-_NTH_SET = np.array([np.where((_RANKS == d).any(axis=1), 1 + (_RANKS == d).argmax(axis=1), 0) for d in range(9)], np.int64)
+_NTH_SET = np.array([np.where((_RANKS == d).any(axis=1), 1 + (_RANKS == d).argmax(axis=1), 0) for d in range(9)],
+                    np.int64).ravel()  # row d at d << 8
 
 
 def high_bytes(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
@@ -45,15 +48,15 @@ def run_ends(src: Source, starts: np.ndarray, counts: np.ndarray, highs: np.ndar
     bound = run_bounds(starts, counts, len(arr))
     at, need, ends, rows = starts + counts, highs.astype(np.int64), None, None
     while True:
-        if bool((at + need > bound).any()):
-            raise IndexError("a string runs past the end of its record")
-        if int(need.max()) <= 8:
+        if int(need.max()) <= 8:  # bytes past the bound (or the stream) may be read, but a run ending there fails
             window = _stop_bits(arr, at)
-            step = _NTH_SET[need, window]
+            step = _NTH_SET.take((need << 8) | window)
             found = step > 0
             at = at + np.where(found, step, 8)
-            need = need - _SET[window]
+            need = need - _SET.take(window)
         else:
+            if bool((at + need > bound).any()):
+                raise IndexError("a string runs past the end of its record")
             g_off, g = binary_parts(byte_slices(src, at, need))
             at = at + need
             need = high_bytes(g_off, g)
@@ -163,9 +166,11 @@ def runs_to_utf8(r: np.ndarray, r_off: np.ndarray, counts: np.ndarray) -> tuple[
         _encode_in_place(out, at, v, three)
         return out, lens
     units = r[stop].astype("<u2")
-    earlier = np.cumsum(three, dtype=np.int64) - three  # units of 3 bytes before each
-    units[at - np.arange(len(at)) - earlier] = v
-    utf8 = utf16_to_utf8(units, (np.cumsum(counts) - 1)[counts > 0])
+    index = at - np.arange(len(at))  # the unit of each: as many units before it as bytes below 0x80
+    if bool(three.any()):
+        index -= np.cumsum(three, dtype=np.int64) - three
+    units[index] = v
+    utf8 = utf16_to_utf8(units, np.cumsum(counts) - 1)  # each run has a unit (a high byte)
     # units of 2 or 3 bytes before each run: as many as its high bytes, less one per unit of 3 bytes
     multi = (lens - counts) if not bool(three.any()) else _count(r_off, (~first).view(np.uint8) << 7)
     before = np.zeros(len(r_off), np.int64)
@@ -189,7 +194,7 @@ def utf16_to_utf8(units: np.ndarray, lasts: np.ndarray) -> bytes:
     if bool(((units[lasts] & 0xFC00) == 0xD800).any()):
         raise ValueError(_UNPAIRED)
     try:
-        return units.astype("<u2").tobytes().decode("utf-16-le").encode("utf-8")
+        return codecs.utf_16_le_decode(units.astype("<u2", copy=False), "strict", True)[0].encode("utf-8")
     except UnicodeDecodeError as e:
         raise ValueError(_UNPAIRED) from e
 
