@@ -1,10 +1,12 @@
 """Runs of `StringValue` unit varints (UTF-16 units, each a little-endian 7-bit varint of 1 to 3 bytes): where each
-run ends in the stream (`run_ends`) and the UTF-8 of whole runs (`runs_to_utf8`), by work per high byte, not per byte.
+run ends in the stream (`run_ends`) and the UTF-8 of whole runs (`runs_to_utf8`), with work per high byte and per run
+rather than per byte wherever numpy allows; `few_runs_to_utf8` does both one byte at a time for a handful of runs.
 
-A run's bytes below 0x80 end its units, so a run of n units is n such bytes plus its high bytes. Its UTF-8 mostly has
-its own layout: an ASCII unit is its byte, a unit below 0x800 takes 2 bytes either way and one from 0x800 up (but a
-surrogate) 3 either way. Those are rewritten in place in a copy of the runs; only the others (0x800 to 0x3FFF in 2
-bytes, surrogate pairs in 6, over-long varints) change length, and Arrow splices their UTF-8 in between the rest.
+A run's bytes below 0x80 end its units, so a run of n units is n such bytes plus its high bytes, and a unit of 2 or 3
+bytes starts at a high byte that follows a byte below 0x80. When every unit takes as many bytes in UTF-8 as in its
+varint (ASCII; 0x80 to 0x7FF in 2 bytes; 0x800 up but surrogates in 3: Latin, Greek, Cyrillic, CJK...) the UTF-8 is
+written over a copy of the runs; else the units go through Python's codec in one call. Per-run counts come from
+Arrow's utf8_length over marked bytes (it counts the bytes that are no UTF-8 continuation byte, without validating).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from flinkstate.flink.serde._vbuf import Source, binary_parts, byte_slices
 
 __all__ = ["few_runs_to_utf8", "high_bytes", "run_bounds", "run_ends", "runs_to_utf8", "utf16_to_utf8"]
 
-_I32_MAX = 2**31 - 1
 _UNPAIRED = "a string holds an unpaired UTF-16 surrogate, which an Arrow string cannot hold"
 
 # Over the 256 patterns of 8 bits (the first byte's lowest): how many are set, and (row d) 1 + the index of the d-th

@@ -3,8 +3,9 @@
 A string is varint(length + 1) (0 = null), then its UTF-16 units, each a little-endian 7-bit varint (1 to 3 bytes).
 Its first `length` bytes are copied out of the stream by Arrow (`byte_slices`); when none of a column's bytes has the
 high bit, every string is ASCII and these bytes are its UTF-8 (checked once per column). Otherwise only the strings
-with a high byte (a non-ASCII unit starts with one, within the first `length` bytes) have their unit varints decoded
-and transcoded to UTF-8 (one codec call for the column); Arrow puts them back among the ASCII ones.
+with a high byte (a non-ASCII unit starts with one, within the first `length` bytes) are decoded (`_vrun`: their exact
+ends, then their UTF-8 for the column at once, or one by one when there are only a few); Arrow puts them back among
+the ASCII ones.
 """
 
 from __future__ import annotations
