@@ -166,7 +166,7 @@ def runs_to_utf8(r: np.ndarray, r_off: np.ndarray, counts: np.ndarray) -> tuple[
         out = r.copy()
         _encode_in_place(out, at, v, three)
         return out, lens
-    units = r[stop].astype("<u2")
+    units = _compress(r, stop).astype("<u2")
     index = at - np.arange(len(at))  # the unit of each: as many units before it as bytes below 0x80
     if bool(three.any()):
         index -= np.cumsum(three, dtype=np.int64) - three
@@ -180,6 +180,13 @@ def runs_to_utf8(r: np.ndarray, r_off: np.ndarray, counts: np.ndarray) -> tuple[
     np.cumsum(grow, dtype=np.int64, out=grown[1:])
     lens += grown[before[1:]] - grown[before[:-1]]
     return utf8, lens
+
+
+def _compress(data: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """data[keep] by Arrow's filter: it copies the runs of kept bytes 64 at a time, where numpy tests each."""
+    mask = pa.Array.from_buffers(pa.bool_(), len(keep), [None, pa.py_buffer(np.packbits(keep, bitorder="little"))])
+    values = pa.Array.from_buffers(pa.uint8(), len(data), [None, pa.py_buffer(data)])
+    return pc.filter(values, mask).to_numpy()
 
 
 def _count(offsets: np.ndarray, marks: np.ndarray) -> np.ndarray:
