@@ -3,8 +3,9 @@
 A string is varint(length + 1) (0 = null), then its UTF-16 units, each a little-endian 7-bit varint (1 to 3 bytes).
 Its first `length` bytes are copied out of the stream by Arrow (`byte_slices`); when none of a column's bytes has the
 high bit, every string is ASCII and these bytes are its UTF-8 (checked once per column). Otherwise only the strings
-with a high byte (a non-ASCII unit starts with one, within the first `length` bytes) have their unit varints decoded
-and transcoded to UTF-8 (one codec call for the column); Arrow puts them back among the ASCII ones.
+with a high byte (a non-ASCII unit starts with one, within the first `length` bytes) are decoded (`_vrun`: their exact
+ends, then their UTF-8 for the column at once, or one by one when there are only a few); Arrow puts them back among
+the ASCII ones.
 """
 
 from __future__ import annotations
@@ -12,16 +13,18 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from flinkstate.flink.serde._vbuf import (
-    Source,
-    binary_parts,
-    byte_slices,
-    gather,
-    segments,
+from flinkstate.flink.serde._vbuf import Source, binary_parts, byte_slices, gather
+from flinkstate.flink.serde._vrun import (
+    few_runs_to_utf8,
+    high_bytes,
+    run_ends,
+    runs_to_utf8,
+    utf16_to_utf8,
 )
 
 __all__ = ["char_reader", "string_reader"]
 
+_FEW = 8  # up to this many non-ASCII strings (of 16 units on average) are decoded one by one
 
 def _safe(pos: np.ndarray, present: np.ndarray | None) -> np.ndarray:
     return pos if present is None else np.where(present, pos, 0)
@@ -83,94 +86,35 @@ def string_reader(src: Source, pos: np.ndarray, present: np.ndarray | None) -> t
 def _transcode(src: Source, raw: pa.BinaryArray, offsets: np.ndarray, data: np.ndarray, data_start: np.ndarray,
                chars: np.ndarray, end: np.ndarray) -> pa.BinaryArray:
     """raw with the strings that have a high byte (non-ASCII units) re-encoded from unit varints to UTF-8; end moved
-    past their real bytes. High bytes are few (mostly-ASCII text) or the strings are all wide: either way the work
-    below is per high byte or per wide string, not per byte of the column."""
-    row = np.searchsorted(offsets, np.flatnonzero(data >= 0x80), side="right") - 1
-    wide = row[np.flatnonzero(np.append(True, row[1:] != row[:-1]))] if len(row) else row
-    w_chars = chars[wide]
-    units, length, multi = _unit_varints(src, data_start[wide], w_chars)
-    utf8, w_off = _to_utf8(units, w_chars, multi)
-    end[wide] = data_start[wide] + length
+    past their real bytes. The work is per high byte and per wide string, bar one copy of the wide strings' bytes."""
+    highs = high_bytes(offsets, data)  # among each string's first `chars` bytes
+    wide = np.flatnonzero(highs)
+    starts, counts = data_start[wide], chars[wide]
+    if len(wide) <= _FEW and int(counts.sum()) <= 16 * _FEW:
+        ends, utf8, lens = few_runs_to_utf8(src.buf, starts, counts)
+        end[wide] = ends
+    else:
+        ends = run_ends(src, starts, counts, highs[wide])
+        end[wide] = ends
+        r_off, r = binary_parts(byte_slices(src, starts, ends - starts))  # each wide string's exact bytes
+        utf8, lens = runs_to_utf8(r, r_off, counts)
+    w_off = np.zeros(len(wide) + 1, np.int64)
+    np.cumsum(lens, out=w_off[1:])
     if w_off[-1] + offsets[-1] >= 2**31:
         raise ValueError("more than 2 GiB of string data in one chunk")
     transcoded = pa.Array.from_buffers(pa.binary(), len(wide), [None, pa.py_buffer(w_off.astype(np.int32)), pa.py_buffer(utf8)])
-    take = np.arange(len(chars), dtype=np.int64)
-    take[wide] = len(chars) + np.arange(len(wide))
+    if len(wide) == len(chars):
+        return transcoded
+    take = np.arange(len(chars), dtype=np.int32)
+    take[wide] = len(chars) + np.arange(len(wide), dtype=np.int32)
     return pa.concat_arrays([raw, transcoded]).take(pa.array(take))
-
-
-def _unit_varints(src: Source, starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(the UTF-16 units, each run's byte length, the indexes of the units of 2 or 3 bytes) of `counts` consecutive
-    7-bit little-endian varints at each start.
-
-    Each run is read from the 3 * count bytes that may hold it (and, when runs come in stream order, that end before
-    the next run): a unit ends at a byte below 0x80, and at the last byte of each of these regions, so bytes past one
-    run never join the next run's first unit. A run's units are then the first `count` units of its region, found for
-    all runs at once; its last one must end at a byte below 0x80 (else the run does not fit its region)."""
-    n = len(starts)
-    limit = np.full(n, len(src.arr), np.int64)
-    if n > 1 and bool((starts[1:] > starts[:-1]).all()):
-        limit[:-1] = starts[1:]  # a run cannot reach into the next one
-    region = byte_slices(src, starts, np.clip(np.minimum(3 * counts, limit - starts), 0, None))
-    r_off, r = binary_parts(region)
-    stop = np.less(r, 0x80)
-    stop[r_off[1:][r_off[1:] > r_off[:-1]] - 1] = True
-    unit_ends = np.flatnonzero(stop)
-    first = np.searchsorted(unit_ends, r_off[:-1])  # each region's first unit
-    after = first + counts
-    if (after > np.append(first[1:], len(unit_ends))).any():
-        raise IndexError("a string runs past the end of its record")
-    last_end = unit_ends[after - 1]
-    if (r[last_end] >= 0x80).any():
-        raise IndexError("a string runs past the end of its record")
-    end = unit_ends[segments(first, counts)]
-    units = r[end].astype(np.int32)
-    # a unit of 2 or 3 bytes: the byte before its last is no unit end (index -1 is the last region's end, a unit end)
-    multi = np.flatnonzero(~stop[end - 1])
-    low = end[multi]
-    value = (units[multi] << 7) | (r[low - 1] & 0x7F)
-    three = np.flatnonzero(~stop[low - 2])
-    if not stop[low[three] - 3].all():
-        raise ValueError("a UTF-16 unit varint is longer than 3 bytes")
-    value[three] = (value[three] << 7) | (r[low[three] - 2] & 0x7F)
-    if len(value) and value.max() > 0xFFFF:
-        raise ValueError("a UTF-16 unit is larger than 0xFFFF")
-    units[multi] = value
-    return units, last_end + 1 - r_off[:-1], multi
-
-
-def _utf16_bytes_to_utf8(units: np.ndarray, lasts: np.ndarray) -> bytes:
-    """UTF-8 of all the units at once (lasts: each string's last unit). A high surrogate ending a string would pair
-    with the next string's first unit in the one codec call, so it is refused first, like any unpaired surrogate."""
-    if ((units[lasts] & 0xFC00) == 0xD800).any():
-        raise ValueError("a string holds an unpaired UTF-16 surrogate, which an Arrow string cannot hold")
-    try:
-        return units.astype("<u2").tobytes().decode("utf-16-le").encode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError("a string holds an unpaired UTF-16 surrogate, which an Arrow string cannot hold") from e
-
-
-def _to_utf8(units: np.ndarray, counts: np.ndarray, multi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """UTF-8 bytes of runs of UTF-16 units (counts per run; multi: the indexes of the units >= 0x80) and the runs' UTF-8
-    offsets. One call of Python's codec transcodes them all (C speed); a high surrogate ending a run would pair with
-    the next run's first unit there, so it is refused first, like any unpaired surrogate."""
-    bounds = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(counts, out=bounds[1:])
-    utf8 = _utf16_bytes_to_utf8(units, bounds[1:][counts > 0] - 1)
-    # UTF-8 bytes per unit: 1 below 0x80, 2 below 0x800, 2 for each half of a surrogate pair (4 per character), else 3
-    u = units[multi]
-    extra = 1 + ((u >= 0x800) & ((u & 0xF800) != 0xD800))
-    lens = counts + np.bincount(np.searchsorted(bounds, multi, side="right") - 1, weights=extra, minlength=len(counts)).astype(np.int64)
-    offsets = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(lens, out=offsets[1:])
-    return np.frombuffer(utf8, np.uint8), offsets
 
 
 def _utf16_to_utf8(units: np.ndarray, row: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
     """UTF-8 bytes of UTF-16 units (row: each unit's row, ascending; surrogate pairs joined within a row) and each
     row's UTF-8 length. One call of Python's codec transcodes them all (C speed); a high surrogate ending a row
     would pair with the next row's first unit there, so it is refused first, like any unpaired surrogate."""
-    utf8 = _utf16_bytes_to_utf8(units, np.flatnonzero(np.append(row[1:] != row[:-1], True)) if len(row) else row)
+    utf8 = utf16_to_utf8(units, np.flatnonzero(np.append(row[1:] != row[:-1], True)) if len(row) else row)
     # UTF-8 bytes per unit: 1 below 0x80, 2 below 0x800, 2 for each half of a surrogate pair (4 per character), else 3
     nb = 1 + (units >= 0x80) + ((units >= 0x800) & ((units & 0xF800) != 0xD800))
     return np.frombuffer(utf8, np.uint8), np.bincount(row, weights=nb, minlength=n_rows).astype(np.int64)

@@ -82,3 +82,119 @@ def test_byte_slices_in_and_out_of_stream_order() -> None:
 def test_malformed_units_are_value_errors(data: bytes, error: str) -> None:
     with pytest.raises(ValueError, match=error):
         string_reader(Source(data + b"\x00"), np.array([0]), None)
+
+
+def padded_varint7(n: int, width: int) -> bytes:
+    """n as a 7-bit varint of at least `width` bytes (over-long ones end in zero bits: Java reads them the same)."""
+    out = bytearray(varint7(n))
+    while len(out) < width:
+        out[-1] |= 0x80
+        out.append(0)
+    return bytes(out)
+
+
+def reference(buf: bytes, pos: int) -> tuple[str | None, int]:
+    """StringValue.readString record by record: varint(length + 1), then `length` unit varints; the text and its end."""
+    n, p, shift = 0, pos, 0
+    while True:
+        b = buf[p]
+        n |= (b & 0x7F) << shift
+        p += 1
+        if b < 0x80:
+            break
+        shift += 7
+    if n == 0:
+        return None, p
+    units = []
+    for _ in range(n - 1):
+        u, shift = 0, 0
+        while True:
+            b = buf[p]
+            u |= (b & 0x7F) << shift
+            p += 1
+            if b < 0x80:
+                break
+            shift += 7
+        units.append(u)
+    return struct.pack(f"<{len(units)}H", *units).decode("utf-16-le"), p
+
+
+UNITS_TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
+ENCODED = st.tuples(st.one_of(st.none(), UNITS_TEXT, st.sampled_from(["", "€" * 5, "日本語テキスト", "😀", "\x00"])),
+                    st.lists(st.integers(1, 3), min_size=12, max_size=12))
+
+
+def column(rows: list[tuple[str | None, list[int]]], gap: bytes) -> tuple[Source, np.ndarray]:
+    """Each string with each unit over at least its width (as long as it fits 3 bytes), `gap` between them."""
+    buf, pos = bytearray(), []
+    for text, widths in rows:
+        buf += gap
+        pos.append(len(buf))
+        if text is None:
+            buf += b"\x00"
+            continue
+        raw = text.encode("utf-16-le", "surrogatepass")
+        units = struct.unpack(f"<{len(raw) // 2}H", raw)
+        buf += varint7(len(units) + 1)
+        buf += b"".join(padded_varint7(u, widths[i % len(widths)]) for i, u in enumerate(units))
+    return Source(bytes(buf) + b"\x00"), np.array(pos, np.int64)
+
+
+@SETTINGS
+@given(st.lists(ENCODED, min_size=1, max_size=40), st.integers(1, 40), st.sampled_from([b"", b"\x00", b"\xff\x80\x00"]))
+def test_columns_of_many_strings_equal_the_record_by_record_reader(rows, copies: int, gap: bytes) -> None:
+    """Enough non-ASCII strings for the vector path (and, once, few enough for the one-by-one one), in stream order
+    and not, with over-long unit varints, NULs, nulls, absent values: the same strings and ends as record by record."""
+    rows = rows * copies
+    src, pos = column(rows, gap)
+    want = [reference(src.buf, p) for p in pos.tolist()]
+    out, end = string_reader(src, pos, None)
+    out.validate(full=True)
+    assert out.to_pylist() == [t for t, _ in want]
+    assert end.tolist() == [e for _, e in want]
+    present = np.arange(len(pos)) % 3 != 1
+    out, end = string_reader(src, pos, present)
+    assert out.to_pylist() == [t if here else None for (t, _), here in zip(want, present, strict=True)]
+    assert end.tolist() == [e if here else p for (_, e), p, here in zip(want, pos.tolist(), present, strict=True)]
+    order = np.arange(len(pos))[::-1]
+    out, end = string_reader(src, pos[order], None)
+    assert out.to_pylist() == [want[i][0] for i in order]
+    assert end.tolist() == [want[i][1] for i in order]
+
+
+def test_a_unit_spelt_over_three_bytes_over_several_is_a_value_error() -> None:
+    for extra in (0, 20):  # one by one, and among many others (vector path)
+        good = java_string("é€") * extra
+        data = good + b"\x03a\x80\x80\x80\x01"
+        with pytest.raises(ValueError, match="longer than 3 bytes"):
+            string_reader(Source(data + b"\x00"), np.arange(extra + 1) * len(java_string("é€")), None)
+
+
+BAD = [
+    (b"\x03a\x80\x80\x80\x01", ValueError, "longer than 3 bytes"),
+    (b"\x02\xff\xff\x7f", ValueError, "larger than 0xFFFF"),
+    (b"\x02\x80\xb0\x03", ValueError, "surrogate"),  # 0xD800 alone
+    (b"\x03\x80\xb8\x03a", ValueError, "surrogate"),  # 0xDC00 first
+    (b"\x03\x80\xb0\x03a", ValueError, "surrogate"),  # 0xD800 then 'a'
+    (b"\x03\x80\xb0\x03\x80\xb0\x03", ValueError, "surrogate"),  # two high ones
+    (b"\x04\x80\x01", IndexError, "runs past"),  # 3 units, 2 bytes left
+]
+
+
+@pytest.mark.parametrize(("data", "error", "match"), BAD)
+@pytest.mark.parametrize("others", [0, 30])
+def test_malformed_strings_fail_alike_alone_and_among_many(data: bytes, error: type, match: str, others: int) -> None:
+    """The same error for a bad string whether it is decoded one by one or with many non-ASCII ones around it."""
+    good = java_string("s€😀")
+    src = Source(good * others + data)
+    with pytest.raises(error, match=match):
+        string_reader(src, np.append(np.arange(others) * len(good), others * len(good)), None)
+
+
+def test_a_string_may_not_run_into_the_next_one_in_stream_order() -> None:
+    """3 units but the next string starts after 2 of them: the run would take its bytes."""
+    good = java_string("é") * 20
+    data = good + b"\x04\x80\x01" + java_string("é")
+    pos = np.append(np.arange(21) * 3, [63])
+    with pytest.raises(IndexError, match="runs past"):
+        string_reader(Source(data + b"\x00" * 8), pos, None)
