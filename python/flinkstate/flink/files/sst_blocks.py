@@ -195,16 +195,14 @@ def _internal_keys(buf: np.ndarray, steps: list[_Step], base: np.ndarray, n: int
                    blame: tuple[np.ndarray, np.ndarray, str]) -> tuple[pa.LargeBinaryArray, np.ndarray]:
     """(user keys, u64 trailers) of the data entries in block order. Keys are rebuilt in byte matrices, one row per
     segment, one step at a time (row = the previous row's shared columns + the delta read in place); segments are
-    grouped by their longest key rounded up to a multiple of 8 (to 32 bytes) or a power of two, so a matrix is at most
-    twice its keys' bytes."""
+    grouped by their longest key rounded up to a power of two, so a matrix is at most twice its keys' bytes."""
     lengths = [s.shared + s.vstart - s.kstart for s in steps]
     longest = np.zeros(len(base), np.int64)
     for s, length in zip(steps, lengths, strict=True):
         longest[s.segs] = np.maximum(longest[s.segs], length)
         _check(length < 8, s.segs, *blame, "an internal key is shorter than its 8-byte trailer")
-    # 16 bytes at least (3 words of a view's inline key); up to 32 a multiple of 8 (Flink's fixed-width keys: a long
-    # key's 19 bytes in 24, not 32), then a power of two, so a few classes cover keys of every length
-    width = np.where(longest <= 32, np.maximum(-(-longest // 8) * 8, 16), 1 << np.ceil(np.log2(np.maximum(longest, 32))).astype(np.int64))
+    # a power of two (few classes: a batch of column families keeps one matrix), 16 bytes at least (3 words of a view's inline key)
+    width = 1 << np.ceil(np.log2(np.maximum(longest, 16))).astype(np.int64)
     classes = np.unique(width[base < n][np.diff(base, append=n) > 0])
     out = [_width_class(buf, steps, lengths, base, n, width == w, int(w), blame) for w in classes]
     if len(out) == 1:
