@@ -190,6 +190,13 @@ class Views:
         """Each range's length."""
         return self._lengths if self._views is None else self._views[:, 0].astype(np.int64)
 
+    def in_place(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(data, starts, lengths) when every range lies in one data array, not yet laid out as views: a reader can read
+        them where they are, without a copy (None otherwise)."""
+        if self._views is not None or self._ids is not None or not self._datas:
+            return None
+        return self._datas[0], self._starts, self._lengths
+
     def fixed(self, width: int) -> np.ndarray | None:
         """The ranges' bytes as an (n, width) matrix when every range is width bytes long (else None): one row gather
         from the data, not views."""
