@@ -188,15 +188,20 @@ def _assemble(buf: np.ndarray, steps: list[_Step], nseg: int, seg_block: np.ndar
         return Entries(empty, np.zeros(0, np.uint64), Views.of(buf, vstart, vstart), vstart, buf, blocks)
     values = Views.of(buf, vstart, vend - vstart)
     keys, trailers = _internal_keys(buf, steps, base, n, (seg_block, names, where))
+    if trailers is None:  # every key's delta holds its whole trailer: the 8 bytes before its value
+        trailers = windows(buf, 8)[vstart - 8].view("<u8")
     return Entries(keys, trailers, values, vstart, buf, blocks)
 
 
 def _internal_keys(buf: np.ndarray, steps: list[_Step], base: np.ndarray, n: int,
-                   blame: tuple[np.ndarray, np.ndarray, str]) -> tuple[pa.LargeBinaryArray, np.ndarray]:
-    """(user keys, u64 trailers) of the data entries in block order. Keys are rebuilt in byte matrices, one row per
-    segment, one step at a time (row = the previous row's shared columns + the delta read in place); segments are
-    grouped by their longest key rounded up to a power of two, so a matrix is at most twice its keys' bytes."""
+                   blame: tuple[np.ndarray, np.ndarray, str]) -> tuple[pa.LargeBinaryArray, np.ndarray | None]:
+    """(user keys, u64 trailers) of the data entries in block order; trailers None when every key's delta (the bytes
+    it does not share) holds the whole 8-byte trailer, which then lies just before its value in the block. Keys are
+    rebuilt in byte matrices, one row per segment, one step at a time (row = the previous row's shared columns + the
+    delta read in place); segments are grouped by their longest key rounded up to a power of two, so a matrix is at
+    most twice its keys' bytes."""
     lengths = [s.shared + s.vstart - s.kstart for s in steps]
+    whole = all(bool((s.vstart - s.kstart >= 8).all()) for s in steps)  # each delta holds its trailer
     longest = np.zeros(len(base), np.int64)
     for s, length in zip(steps, lengths, strict=True):
         longest[s.segs] = np.maximum(longest[s.segs], length)
@@ -204,15 +209,16 @@ def _internal_keys(buf: np.ndarray, steps: list[_Step], base: np.ndarray, n: int
     # a power of two (few classes: a batch of column families keeps one matrix), 16 bytes at least (3 words of a view's inline key)
     width = 1 << np.ceil(np.log2(np.maximum(longest, 16))).astype(np.int64)
     classes = np.unique(width[base < n][np.diff(base, append=n) > 0])
-    out = [_width_class(buf, steps, lengths, base, n, width == w, int(w), blame) for w in classes]
+    out = [_width_class(buf, steps, lengths, base, n, width == w, int(w), blame, not whole) for w in classes]
     if len(out) == 1:
         return out[0][0], out[0][1]
     order = np.empty(n, np.int64)  # file index -> row of the classes' keys concatenated
-    trailers = np.empty(n, np.uint64)
+    trailers = None if whole else np.empty(n, np.uint64)
     at = 0
     for keys, tr, fi in out:
         order[fi] = np.arange(at, at + len(fi))
-        trailers[fi] = tr
+        if trailers is not None:
+            trailers[fi] = tr
         at += len(fi)
     return pa.concat_arrays([o[0] for o in out]).take(pa.array(order)), trailers
 
@@ -226,8 +232,10 @@ def _items(rows: np.ndarray) -> np.ndarray:
 
 
 def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray], base: np.ndarray, n: int, member: np.ndarray,
-                 w: int, blame: tuple[np.ndarray, np.ndarray, str]) -> tuple[pa.LargeBinaryArray, np.ndarray, np.ndarray]:
-    """(user keys, trailers, file indices, ascending) of the entries of the segments in member, whose keys are at most w bytes.
+                 w: int, blame: tuple[np.ndarray, np.ndarray, str], trailers: bool = True
+                 ) -> tuple[pa.LargeBinaryArray, np.ndarray | None, np.ndarray]:
+    """(user keys, trailers (None unless asked), file indices, ascending) of the entries of the segments in member,
+    whose keys are at most w bytes.
 
     A key is a row of w / 8 little-endian words: the step's delta is read as the w bytes from kstart - shared (so
     column `shared` on is the delta) and its first `shared` bytes are replaced by the previous row's, word by word.
@@ -273,9 +281,9 @@ def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray],
         prev, prev_segs, prev_len = keys, segs, length
         done += len(segs)
     flat, starts = rows.view(np.uint8), row_of * w
-    trailers = windows(flat, 8)[starts + klen - 8].view("<u8")
+    tr = windows(flat, 8)[starts + klen - 8].view("<u8") if trailers else None
     files_sorted = np.arange(n) if m == n else np.flatnonzero(mine)
-    return _user_keys(flat, starts, klen - 8, w), trailers, files_sorted
+    return _user_keys(flat, starts, klen - 8, w), tr, files_sorted
 
 
 def _user_keys(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray, w: int) -> pa.LargeBinaryArray:

@@ -93,28 +93,26 @@ def padded_varint7(n: int, width: int) -> bytes:
     return bytes(out)
 
 
-def reference(buf: bytes, pos: int) -> tuple[str | None, int]:
-    """StringValue.readString record by record: varint(length + 1), then `length` unit varints; the text and its end."""
-    n, p, shift = 0, pos, 0
+def _varint(buf: bytes, p: int) -> tuple[int, int]:
+    """A little-endian 7-bit varint at p: its value and the position after it."""
+    value, shift = 0, 0
     while True:
         b = buf[p]
-        n |= (b & 0x7F) << shift
+        value |= (b & 0x7F) << shift
         p += 1
         if b < 0x80:
-            break
+            return value, p
         shift += 7
+
+
+def reference(buf: bytes, pos: int) -> tuple[str | None, int]:
+    """StringValue.readString record by record: varint(length + 1), then `length` unit varints; the text and its end."""
+    n, p = _varint(buf, pos)
     if n == 0:
         return None, p
     units = []
     for _ in range(n - 1):
-        u, shift = 0, 0
-        while True:
-            b = buf[p]
-            u |= (b & 0x7F) << shift
-            p += 1
-            if b < 0x80:
-                break
-            shift += 7
+        u, p = _varint(buf, p)
         units.append(u)
     return struct.pack(f"<{len(units)}H", *units).decode("utf-16-le"), p
 
