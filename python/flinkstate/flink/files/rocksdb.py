@@ -334,10 +334,11 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
     if values is None:
         values = Views.of_array(records.column("value").chunk(0))
     outer = outer or (lo, hi)
-    rec_kg = None
+    rec_kg = rec_mine = None
     if outer != (lo, hi):
         rec_kg = key_groups_of_keys(keys, prefix)
-        acc.entries += int(_mine(rec_kg, lo, hi, outer).sum())
+        rec_mine = _mine(rec_kg, lo, hi, outer)
+        acc.entries += int(rec_mine.sum())
     else:
         acc.entries += n
     kinds = records.column("kind").chunk(0).to_numpy().astype(np.int64)
@@ -352,7 +353,7 @@ def _resolve(cf: str, records: pa.Table, acc: FamilyAccount, prefix: int, lo: in
     else:
         starts, count, kg = _runs_of_keys(cf, kinds, same, keys, prefix, perm)
     in_range = (kg >= lo) & (kg <= hi)
-    mine = _mine(kg, lo, hi, outer)
+    mine = rec_mine if starts is None and rec_mine is not None else _mine(kg, lo, hi, outer)  # (a key per record: the same)
     acc.keys += int(mine.sum())
     acc.deleted += int(((count == 0) & mine).sum())
     acc.out_of_range += int(((count > 0) & ~in_range & mine).sum())
