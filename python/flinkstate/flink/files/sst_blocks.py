@@ -223,6 +223,7 @@ def _internal_keys(buf: np.ndarray, steps: list[_Step], base: np.ndarray, n: int
     return pa.concat_arrays([o[0] for o in out]).take(pa.array(order)), trailers
 
 
+_FEW_LENGTHS = 4  # a class's keys of up to this many lengths are copied per length; more: by the views' gather
 _LOW_BYTES = np.array([(1 << (8 * c)) - 1 for c in range(9)], np.uint64)  # c low bytes of a little-endian word set
 
 
@@ -297,4 +298,17 @@ def _user_keys(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray, w: int
         items = np.ndarray((len(flat) // w,), np.dtype((np.void, k)), flat, 0, (w,)) if k else None
         data = items[starts // w].view(np.uint8) if items is not None else np.zeros(0, np.uint8)
         return pa.Array.from_buffers(pa.large_binary(), m, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    return gather(*range_views(flat, starts, lengths))
+    sizes = np.flatnonzero(np.bincount(lengths, minlength=w + 1)) if m else lengths
+    if not m or len(sizes) > _FEW_LENGTHS:
+        return gather(*range_views(flat, starts, lengths))
+    # a few key lengths (column families of different key widths in one class): per length, its keys' bytes copied
+    # as items of that many bytes from their rows to their places in the array's data
+    offsets = np.zeros(m + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = np.zeros(int(offsets[-1]) + w, np.uint8)  # room for the widest item at the last place
+    for k in sizes.tolist():
+        if k:
+            sel = np.flatnonzero(lengths == k)
+            kind = np.dtype((np.void, k))
+            np.ndarray((len(data) - k + 1,), kind, data, 0, (1,))[offsets[sel]] = np.ndarray((len(flat) // w,), kind, flat, 0, (w,))[starts[sel] // w]
+    return pa.Array.from_buffers(pa.large_binary(), m, [None, pa.py_buffer(offsets), pa.py_buffer(data[: int(offsets[-1])])])
