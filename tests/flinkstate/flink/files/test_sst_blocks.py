@@ -288,8 +288,8 @@ def test_a_run_reads_only_the_blocks_that_may_hold_it(two_level: bool, delta: bo
 
 @pytest.mark.parametrize("lengths", [[5, 5, 5], [0, 0], [3, 7, 0, 16], [9, 2, 9, 2, 2], [1, 2, 3, 4, 5, 6, 16], []])
 def test_user_keys_are_each_rows_prefix(lengths: list[int]) -> None:
-    """One key length (items of that many bytes), a few (per length) and many (the views' gather) give the first bytes of each row
-    asked for, rows taken in any order (the key matrix is laid out step by step, not in block order)."""
+    """One key length (items of that many bytes), a few (per length) and many (the views' gather) give the first
+    bytes of each row asked for, rows taken in any order (the key matrix is laid out step by step, not in block order)."""
     import numpy as np
     from flinkstate.flink.files.sst_blocks import _user_keys
 
