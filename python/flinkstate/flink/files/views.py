@@ -75,6 +75,9 @@ def binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return offs, data
 
 
+_JOIN_SLACK = 4  # Views.in_place joins its data arrays when they hold at most this many times its ranges' bytes
+
+
 class Views:
     """Byte ranges of a few data arrays, not copied: taken, sliced and concatenated as (array, start, length) triples,
     and copied only where their bytes are laid out: as one binary array (Arrow binary views, see `range_views`, built
@@ -191,11 +194,18 @@ class Views:
         return self._lengths if self._views is None else self._views[:, 0].astype(np.int64)
 
     def in_place(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """(data, starts, lengths) when every range lies in one data array, not yet laid out as views: a reader can read
-        them where they are, without a copy (None otherwise)."""
-        if self._views is not None or self._ids is not None or not self._datas:
+        """(data, starts, lengths) of ranges not yet laid out as views, for a reader that reads them where they are: their
+        one data array (no copy), or their few joined (one copy of each, when they hold little besides these ranges,
+        which is cheaper than copying range by range). None otherwise."""
+        if self._views is not None or not self._datas:
             return None
-        return self._datas[0], self._starts, self._lengths
+        if self._ids is None:
+            return self._datas[0], self._starts, self._lengths
+        size = sum(len(d) for d in self._datas)
+        if size > _JOIN_SLACK * int(self._lengths.sum()) + (1 << 16):
+            return None
+        bases = np.cumsum([0] + [len(d) for d in self._datas[:-1]])
+        return np.concatenate(self._datas), self._starts + bases[self._ids], self._lengths
 
     def fixed(self, width: int) -> np.ndarray | None:
         """The ranges' bytes as an (n, width) matrix when every range is width bytes long (else None): one row gather

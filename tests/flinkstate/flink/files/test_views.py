@@ -75,3 +75,19 @@ def test_ranges_taken_sliced_and_concatenated_equal_their_slices() -> None:
         eager_rows = Views(both.views, both.buffers).fixed(width)  # from the views' inline bytes, up to 12
         assert eager_rows is None if width > 12 else np.array_equal(eager_rows, rows)
     assert joined.fixed(5) is None  # several widths
+
+
+def test_ranges_in_place_are_read_where_they_lie() -> None:
+    """Ranges of one array are that array; of several, the arrays joined when they hold little besides the ranges
+    (their starts moved to the joined bytes); none once laid out as views or when the arrays hold mostly other bytes."""
+    a, b = np.frombuffer(b"0123456789abcdef", np.uint8), np.frombuffer(b"ghijklmnopqrstuv", np.uint8)
+    one = Views.of(a, np.array([2, 10]), np.array([3, 6]))
+    data, starts, lengths = one.in_place()
+    assert data is a and [data[s : s + n].tobytes() for s, n in zip(starts, lengths, strict=True)] == [b"234", b"abcdef"]
+    two = Views.concat([one, Views.of(b, np.array([1, 0]), np.array([15, 4]))]).take(np.array([3, 0, 2, 1]))
+    data, starts, lengths = two.in_place()
+    assert [data[s : s + n].tobytes() for s, n in zip(starts, lengths, strict=True)] == [b"ghij", b"234", b"hijklmnopqrstuv", b"abcdef"]
+    assert Views(two.views, two.buffers).in_place() is None
+    big = np.zeros(1 << 20, np.uint8)
+    sparse = Views.concat([Views.of(big, np.array([5]), np.array([3])), Views.of(a, np.array([0]), np.array([1]))])
+    assert sparse.in_place() is None  # a MiB of other bytes: not worth joining
