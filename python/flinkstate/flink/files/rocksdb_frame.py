@@ -35,15 +35,15 @@ def records_buffer(keys: pa.Array, parts: Views, counts: np.ndarray | None = Non
 def records_apart(keys: pa.Array, parts: Views, counts: np.ndarray | None = None
                   ) -> tuple[tuple[pa.Buffer, np.ndarray, np.ndarray], tuple[pa.Buffer, np.ndarray, np.ndarray]]:
     """Keys and values as (bytes, offsets, lengths) each, for decoders that read them apart (`records_buffer` without
-    the framing copy): the keys' own data buffer; the values where they are when all lie in one decompressed buffer,
-    else, when all have one width, their bytes laid out as the rows of a matrix, else gathered from their views
-    (joined as records_buffer joins them)."""
+    the framing copy): the keys' own data buffer; the values where they lie when one decompressed buffer holds them
+    (or a few that hold little else, joined: `Views.in_place`), else, when all have one width, their bytes laid out as
+    the rows of a matrix, else gathered from their views (joined as records_buffer joins them)."""
     koffs, kdata = binary_parts(keys)
     n = len(keys)
     klen = np.diff(koffs)
     key_part = (pa.py_buffer(kdata), koffs[:-1], klen)
     where = parts.in_place() if counts is None else None
-    if where is not None:  # every value in one decompressed buffer: read there
+    if where is not None:  # the values' decompressed buffer (or a few joined): read there
         data, starts, lengths = where
         return key_part, (pa.py_buffer(data), starts, lengths)
     vw = int(parts.lengths()[0]) if n else 0
