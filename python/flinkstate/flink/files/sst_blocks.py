@@ -255,7 +255,7 @@ def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray],
     rows = np.empty(m, keep_of.dtype)  # the internal keys in w bytes, step by step
     row_of = np.empty(m, np.int64)  # per entry of the class (in block order), its row
     klen = np.empty(m, np.int64)
-    prev, prev_segs, prev_len = keep_of[:0], np.zeros(0, np.int64), np.zeros(0, np.int64)
+    prev, prev_len = keep_of[:0], np.zeros(0, np.int64)  # the last step's keys and their lengths
     every = m == n  # one class: every step's segments are all this class's, as they are
     done = 0
     for j, (s, length) in enumerate(zip(steps, lengths, strict=True)):
@@ -268,7 +268,7 @@ def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray],
             break
         keys = wins[kstart - shared + front]
         if j:
-            same = len(segs) == len(prev_segs)
+            same = len(segs) == len(prev)
             # the rows of the previous step's segments that go on: its `more` (of this class's segments)
             last = steps[j - 1]  # (fewer segments go on, so its `more` is set)
             row = None if same else last.more if every else last.more[member[last.segs]]
@@ -279,7 +279,7 @@ def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray],
         at = base[segs] + j if rank is None else rank[base[segs] + j]
         rows[done : done + len(segs)] = keys
         row_of[at], klen[at] = np.arange(done, done + len(segs)), length
-        prev, prev_segs, prev_len = keys, segs, length
+        prev, prev_len = keys, length
         done += len(segs)
     flat, starts = rows.view(np.uint8), row_of * w
     tr = windows(flat, 8)[starts + klen - 8].view("<u8") if trailers else None
