@@ -56,22 +56,25 @@ def records_apart(keys: pa.Array, parts: Views, counts: np.ndarray | None = None
 
 
 def _fixed_records(keys: pa.Array, parts: Views) -> tuple[pa.Buffer, np.ndarray] | None:
-    """Records of one key width and one value width of at most 12 bytes (most of Flink's states: fixed-width keys and
-    values), framed as rows of a byte matrix: the values' bytes are in their views (inline), so four column copies;
-    None when the widths vary or the values are longer."""
+    """Records of one key width and one value width (most of Flink's states: fixed-width keys and values), framed as
+    rows of a byte matrix: four column copies, the values' bytes from `Views.fixed`; None when the widths vary or the
+    values' bytes are not to be had as one matrix."""
     n = len(keys)
     koffs, kdata = binary_parts(keys)
     if not n or not len(kdata):
         return None
-    kw, vw = int(koffs[1] - koffs[0]), int(parts.views[0, 0])
-    if vw > 12 or int(koffs[-1] - koffs[0]) != n * kw or (np.diff(koffs) != kw).any() or (parts.views[:, 0] != vw).any():
+    kw, vw = int(koffs[1] - koffs[0]), int(parts.lengths()[0])
+    if int(koffs[-1] - koffs[0]) != n * kw or (np.diff(koffs) != kw).any():
+        return None
+    values = parts.fixed(vw)
+    if values is None:
         return None
     stride = 8 + kw + vw
     rows = np.empty((n, stride), np.uint8)
     rows[:, :4] = np.frombuffer(kw.to_bytes(4, "big"), np.uint8)
     rows[:, 4 : 4 + kw] = kdata[int(koffs[0]) : int(koffs[-1])].reshape(n, kw)
     rows[:, 4 + kw : 8 + kw] = np.frombuffer(vw.to_bytes(4, "big"), np.uint8)
-    rows[:, 8 + kw :] = np.ascontiguousarray(parts.views).view(np.uint8).reshape(n, 16)[:, 4 : 4 + vw]
+    rows[:, 8 + kw :] = values
     return pa.py_buffer(rows.reshape(-1)), np.arange(n, dtype=np.int64) * stride
 
 
