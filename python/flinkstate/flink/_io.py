@@ -11,11 +11,11 @@ import posixpath
 import struct
 from typing import Any
 
-import pyarrow as pa
+import cramjam
 
 from flinkstate.flink.errors import CorruptFileError
 
-__all__ = ["DataReader", "FlinkFiles", "snappy_unframe"]
+__all__ = ["DataReader", "FlinkFiles", "snappy_block", "snappy_block_into", "snappy_unframe"]
 
 _I16 = struct.Struct(">h")
 _U16 = struct.Struct(">H")
@@ -98,13 +98,32 @@ def _modified_utf8(raw: bytes) -> str:
     return text.encode("utf-16", "surrogatepass").decode("utf-16")
 
 
+def snappy_block(src: bytes | memoryview, where: str) -> bytes | memoryview:
+    """One raw snappy block (its decompressed length in a varint preamble) decompressed; corrupt: CorruptFileError."""
+    try:
+        return memoryview(cramjam.snappy.decompress_raw(src))
+    except cramjam.DecompressionError as e:
+        raise CorruptFileError(f"{where}: {e}") from e
+
+
+def snappy_block_into(src: bytes | memoryview, dst: memoryview, where: str) -> None:
+    """One raw snappy block decompressed into dst, which must be exactly as long as its preamble says (RocksDB's blocks
+    decompressed into one buffer, with no allocation per block)."""
+    try:
+        n = cramjam.snappy.decompress_raw_into(src, dst)
+    except cramjam.DecompressionError as e:
+        raise CorruptFileError(f"{where}: {e}") from e
+    if n != len(dst):
+        raise CorruptFileError(f"{where}: the block decompressed to {n} bytes, not the {len(dst)} its preamble says")
+
+
 def snappy_unframe(buf: bytes | memoryview, where: str) -> bytes:
-    """Decompress a snappy framed stream (stream identifier + chunks) with pyarrow's raw snappy codec.
+    """Decompress a snappy framed stream (stream identifier + chunks) chunk by chunk as raw snappy blocks.
 
     Chunk CRC32C checksums are not verified (no CRC32C in the standard library); lengths are.
     """
     mv = memoryview(buf)
-    out: list[bytes] = []
+    out: list[bytes | memoryview] = []
     pos = 0
     n = len(mv)
     while pos < n:
@@ -120,30 +139,13 @@ def snappy_unframe(buf: bytes | memoryview, where: str) -> bytes:
             if bytes(mv[start:end]) != _SNAPPY_MAGIC:
                 raise CorruptFileError(f"{where}: bad snappy stream identifier at offset {pos}")
         elif ctype == 0x00:
-            data = mv[start + 4 : end]
-            size, _ = _varint(data, where)
-            try:
-                out.append(pa.decompress(data, decompressed_size=size, codec="snappy").to_pybytes())
-            except (OSError, ValueError, pa.ArrowException) as e:
-                raise CorruptFileError(f"{where}: bad snappy chunk at offset {pos}: {e}") from e
+            out.append(snappy_block(mv[start + 4 : end], f"{where}: bad snappy chunk at offset {pos}"))
         elif ctype == 0x01:
-            out.append(bytes(mv[start + 4 : end]))
+            out.append(mv[start + 4 : end])
         elif ctype < 0x80:
             raise CorruptFileError(f"{where}: reserved snappy chunk type {ctype:#x} at offset {pos}")
         pos = end
     return b"".join(out)
-
-
-def _varint(data: memoryview, where: str) -> tuple[int, int]:
-    """A little-endian base-128 varint at the start of data: (value, bytes used)."""
-    value = shift = 0
-    for i in range(min(5, len(data))):
-        b = data[i]
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, i + 1
-        shift += 7
-    raise CorruptFileError(f"{where}: bad snappy length varint")
 
 
 def _split_url(url: str) -> tuple[str, str]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from flinkstate.flink._io import snappy_block, snappy_block_into
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
 from flinkstate.flink.files.sst_blocks import PAD, Entries, parse_blocks, varints
 from flinkstate.flink.files.views import Views
@@ -35,7 +36,6 @@ _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 RECORDS = pa.schema([("key", pa.large_binary()), ("seq", pa.int64()), ("kind", pa.uint8()), ("value", pa.large_binary())])
 KEYS = pa.schema(list(RECORDS)[:3])  # what SstFile.keys holds: its values are views (SstFile.values)
-_SNAPPY = pa.Codec("snappy")
 
 
 @dataclass
@@ -99,22 +99,17 @@ class _Batch:
             raise UnsupportedFlinkFormatError(f"{self.where}: SST block compression type {kind} is not supported (none, snappy are)")
         if not kinds.any():
             return self.array, at, at + sizes
-        view = memoryview(self.data)
         lengths, _ = varints(self.array, at, self.where)  # the snappy preamble; within the file: the 5-byte trailer follows
         lengths[kinds == 0] = sizes[kinds == 0]
-        chunks = []
-        for off, size, kind, n in zip(at.tolist(), sizes.tolist(), kinds.tolist(), lengths.tolist(), strict=True):
-            raw = view[off : off + size]
-            if kind == 0:
-                chunks.append(raw)
-                continue
-            try:
-                chunks.append(_SNAPPY.decompress(raw, decompressed_size=n))
-            except (OSError, ValueError, pa.ArrowException) as e:
-                raise CorruptFileError(f"{self.where}: bad snappy block at {off}: {e}") from e
-        chunks.append(bytes(PAD))
         ends = np.cumsum(lengths)
-        return np.frombuffer(b"".join(chunks), np.uint8), ends - lengths, ends
+        out = np.zeros(int(ends[-1]) + PAD, np.uint8)  # every block decompressed in place: no buffer per block, no join
+        src, dst = memoryview(self.data), memoryview(out)
+        for off, size, kind, end, n in zip(at.tolist(), sizes.tolist(), kinds.tolist(), ends.tolist(), lengths.tolist(), strict=True):
+            if kind == 0:
+                dst[end - n : end] = src[off : off + size]
+            else:
+                snappy_block_into(src[off : off + size], dst[end - n : end], f"{self.where}: bad snappy block at {off}")
+        return out, ends - lengths, ends
 
     def entries(self, files: np.ndarray, offsets: np.ndarray, sizes: np.ndarray, *, data: bool,
                 delta_values: bool = False) -> Entries:
@@ -132,10 +127,7 @@ def _block(data: bytes, offset: int, size: int, where: str) -> bytes:
         return raw
     if kind != 1:
         raise UnsupportedFlinkFormatError(f"{where}: SST block compression type {kind} is not supported (none, snappy are)")
-    try:
-        return _SNAPPY.decompress(raw, decompressed_size=_varint(raw, 0)[0]).to_pybytes()
-    except (OSError, ValueError, IndexError, pa.ArrowException) as e:
-        raise CorruptFileError(f"{where}: bad snappy block at {offset}: {e}") from e
+    return bytes(snappy_block(raw, f"{where}: bad snappy block at {offset}"))
 
 
 def _entries(block: bytes) -> list[tuple[bytes, bytes]]:

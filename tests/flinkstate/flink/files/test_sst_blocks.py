@@ -240,6 +240,18 @@ def test_truncated_block() -> None:
     _corrupt(lambda b: b[:-9], "block at .* restart")
 
 
+def test_a_corrupt_snappy_block_is_named() -> None:
+    """Snappy data whose copies point before the block's start (tag 0xFF: a copy with a 4-byte offset past anything
+    decompressed yet): a CorruptFileError naming the file and the block, in a batch as alone."""
+    data = bytearray(write_sst(sample(200), snappy=True))
+    at = _varint(bytes(data), 0)[1]  # the first data block (at 0), just after its length preamble
+    assert data[at] != 0xFF
+    data[at : at + 32] = b"\xff" * 32
+    for read in (lambda: read_sst(bytes(data), "broken.sst"), lambda: read_ssts([(write_sst(sample(10)), "good.sst"), (bytes(data), "broken.sst")])):
+        with pytest.raises(CorruptFileError, match=r"^broken\.sst: bad snappy block at 0: "):
+            read()
+
+
 def test_block_shorter_than_its_restart_count() -> None:
     _corrupt(lambda b: b[:3], "shorter than its restart count")
 
