@@ -45,6 +45,18 @@ def varints(buf: np.ndarray, pos: np.ndarray, where: str) -> tuple[np.ndarray, n
     return val, pos + width
 
 
+def _entry_headers(buf: np.ndarray, pos: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(shared, non_shared, value_length, positions after) of the data-entry headers at pos: three varint32s, read as one
+    little-endian u32 when each is one byte (all of them under 128, as most entries' are), else one varint at a time."""
+    word = windows(buf, 4)[pos].view("<u4")
+    if not (word & 0x808080).any():
+        return (word & 0x7F).astype(np.int64), (word >> 8 & 0x7F).astype(np.int64), (word >> 16 & 0x7F).astype(np.int64), pos + 3
+    shared, pos = varints(buf, pos, where)
+    non_shared, pos = varints(buf, pos, where)
+    vlen, pos = varints(buf, pos, where)
+    return shared, non_shared, vlen, pos
+
+
 def _u32(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """The little-endian u32 at each position."""
     return windows(buf, 4)[pos].view("<u4").astype(np.int64)
@@ -136,16 +148,16 @@ def parse_blocks(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, names: n
             raise UnsupportedFlinkFormatError(f"{where}: an index block with delta-encoded handles and a restart interval "
                                               "over 1 is not supported")
         p = cur[segs]
-        shared, p = varints(buf, p, where)
-        non_shared, p = varints(buf, p, where)
         end = seg_end[segs]
         if delta_values:
+            shared, p = varints(buf, p, where)
+            non_shared, p = varints(buf, p, where)
             vstart = p + non_shared
             _check(vstart > end, segs, seg_block, names, where)
             _, q = varints(buf, vstart, where)
             _, vend = varints(buf, q, where)
         else:
-            vlen, p = varints(buf, p, where)
+            shared, non_shared, vlen, p = _entry_headers(buf, p, where)
             vstart = p + non_shared
             vend = vstart + vlen
         _check(vend > end, segs, seg_block, names, where)
