@@ -1,7 +1,7 @@
 """Shared fixtures: real parts started by the tests themselves.
 
 - `spark`: one local SparkSession per test session (local[2]).
-- `s3`: a moto S3 server on 127.0.0.1 with a fresh bucket; yields storage options (s3fs naming).
+- `s3`: a moto server on 127.0.0.1 (moto_server) with a fresh bucket; yields storage options (s3fs naming).
 - `spark_cluster`: a Spark standalone master + worker started with spark-class on 127.0.0.1.
 - `rocksdb_full`: the checked-in non-incremental RocksDB/ForSt savepoints and checkpoints of real Flink, extracted.
 - `canonical_flink_dump`: what real Flink 2.3 holds after restoring the checked-in canonical savepoint, once a session.
@@ -32,6 +32,11 @@ if str(ROOT / "tests") not in sys.path:
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# Every JVM the tests start (Spark's, real Flink's, in this process's children) compiles with C1 only: their jobs are
+# small and short, so C2's compile threads cost more CPU on a 2-core host than they win back (a Flink restore of the
+# canonical savepoint: 8-9 s -> 4.5-5.5 s). The production-size runs (FLINKSTATE_LARGE=1) keep the JVM's default.
+if os.environ.get("FLINKSTATE_LARGE", "") in ("", "0"):
+    os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 from spark_standalone import free_port, standalone_cluster  # noqa: E402  (the tests folder is on sys.path from here)
 
@@ -61,16 +66,42 @@ def spark() -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[str]:
-    """A moto S3 server on 127.0.0.1; yields its endpoint URL."""
-    from moto.server import ThreadedMotoServer
+    """A moto server (every service: S3, IAM, its /moto-api) on 127.0.0.1; yields its endpoint URL.
 
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
+    moto's own ThreadedMotoServer, minus two per-request costs that were most of its CPU time in the S3 tests (a
+    sampling profile of test_registry_processes' S3 seeds): finding the request's backend lists moto's package
+    folders and matches every service's URL patterns for each request, under one lock (here: remembered per host,
+    a pure function of it), and werkzeug logs every request line at INFO into the captured stderr (here: warnings and
+    errors only)."""
+    import logging
+    import threading
+
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
+
+    class Dispatcher(DomainDispatcherApplication):
+        def __init__(self) -> None:
+            super().__init__(create_backend_app)
+            self._hosts: dict[str | None, Any] = {}
+
+        def get_backend_for_host(self, host: str | None) -> Any:
+            if host not in self._hosts:
+                self._hosts[host] = super().get_backend_for_host(host)
+            return self._hosts[host]
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    server = make_server("127.0.0.1", free_port(), Dispatcher(), threaded=True, request_handler=MotoRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{server.server_port}"
     finally:
-        server.stop()
+        server.shutdown()
+        thread.join()
 
 
 @pytest.fixture()

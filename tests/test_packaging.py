@@ -95,16 +95,68 @@ SPARK_CHANGE = textwrap.dedent("""
 """)
 
 
+def _linked_dependencies(wheel: Path, extras: set[str], dest: Path) -> Path:
+    """dest: links to this interpreter's installed distributions that the wheel's own Requires-Dist (with `extras`)
+    reaches, directly or through their requirements, at versions those requirements accept; returns dest.
+
+    Why: resolving and unpacking pyspark, pyarrow, pandas... into a fresh venv from the index costs about 45 s a run,
+    most of it the index lookups. A venv that sees these links (a .pth file) holds only what the wheel declares (a
+    module the package imports without declaring it is not there), and pip still resolves every declared requirement
+    against it: what is missing here or at a version a requirement refuses, pip installs from the index. pip never
+    uninstalls through the links: dest is outside the venv, which pip treats as another environment."""
+    import importlib.metadata as md
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    with zipfile.ZipFile(wheel) as z:
+        meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+
+    def wanted(requires: list[str], extras: set[str]) -> list[Requirement]:
+        reqs = map(Requirement, requires)
+        return [r for r in reqs if r.marker is None or any(r.marker.evaluate({"extra": x}) for x in extras | {""})]
+
+    todo = wanted([line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Requires-Dist:")], extras)
+    seen: set[tuple[str, frozenset[str]]] = set()
+    dest.mkdir()
+    while todo:
+        req = todo.pop()
+        key = (canonicalize_name(req.name), frozenset(req.extras))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            dist = md.distribution(req.name)
+        except md.PackageNotFoundError:
+            continue  # pip installs it
+        if not req.specifier.contains(dist.version, prereleases=True) or dist.files is None:
+            continue
+        site = Path(str(dist.locate_file("")))
+        for top in {f.parts[0] for f in dist.files if f.parts[0] not in ("..", "__pycache__")}:
+            if not (dest / top).exists() and (site / top).exists():
+                (dest / top).symlink_to(site / top)
+        todo += wanted(dist.requires or [], set(req.extras))
+    return dest
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh virtual environment with the wheel installed as `pip install '.[spark,s3]'` would (dependencies from
-    pip's cache where the test environment was installed); returns its bin folder."""
+    """A fresh virtual environment with the wheel installed as `pip install '.[spark,s3]'` would: pip resolves the
+    wheel's requirements against the dependencies this interpreter has (linked, _linked_dependencies) and installs
+    the rest from the index; returns its bin folder."""
     tmp = tmp_path_factory.mktemp("installed")
     wheel = build_wheel(tmp / "dist")
     venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    r = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", f"{wheel}[spark,s3]"], capture_output=True, text=True, timeout=1200)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "zz_deps.pth").write_text(f"{_linked_dependencies(wheel, {'spark', 's3'}, tmp / 'deps')}\n", encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", f"{wheel}[spark,s3]"],
+                       capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]
+    isolated = "import importlib.util as u; print([m for m in ('moto', 'pytest', 'hypothesis') if u.find_spec(m)])"
+    extra = subprocess.run([str(venv / "bin" / "python"), "-c", isolated], capture_output=True, text=True, check=True)
+    assert extra.stdout.strip() == "[]", f"the venv sees the test environment's own packages: {extra.stdout}"
     return venv / "bin"
 
 

@@ -1,4 +1,4 @@
-"""The README's examples run as written, in order, on one root, and show rows; also from a fresh clone.
+"""The README's examples run as written, in order, on one root, and show rows: from a fresh clone, as a user runs them.
 
 Spark's Python workers run `PYSPARK_PYTHON` (default: the `python3` on PATH). The fresh-clone
 tests make PATH's `python3` a bare virtual environment without flinkstate or PySpark, as it
@@ -7,8 +7,6 @@ is for a user who runs `.venv/bin/python script.py` without activating the venv.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import re
 import shlex
@@ -17,7 +15,6 @@ import subprocess
 import sys
 import venv
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -64,37 +61,6 @@ def test_readme_example_runs(marker: str, tmp_path: Path) -> None:
     assert fs.open(tmp_path / "job").checkpoints()
 
 
-def run_readme(root: Path, spark: Any = None) -> str:
-    """Run every python and sql block of the README in order on `root`; returns what they printed."""
-    out = io.StringIO()
-    namespace: dict[str, Any] = {}
-    with contextlib.redirect_stdout(out):
-        for i, (lang, code) in enumerate(readme_blocks(README.read_text())):
-            code = _on(code, root)
-            if lang == "python":
-                exec(compile(code, f"README.md block {i}", "exec"), namespace)  # noqa: S102 - our own docs
-            else:
-                for stmt in filter(str.strip, code.split(";")):
-                    df = namespace["spark"].sql(stmt)
-                    if stmt.strip().upper().startswith("SELECT"):
-                        df.show()
-    return out.getvalue()
-
-
-@pytest.mark.spark
-def test_readme_blocks_run_in_order_on_one_root_and_show_rows(spark: Any, tmp_path: Path) -> None:
-    text = README.read_text()
-    shows = sum(code.count(".show()") for _, code in readme_blocks(text)) + text.count("```sql\n")
-    printed = run_readme(tmp_path / "job")
-    tables = shown_tables(printed)
-    assert len(tables) == shows, printed
-    assert all(n > 0 for n in tables), printed
-    import flinkstate as fs
-
-    store = fs.open(tmp_path / "job")
-    assert store.read_state("sessions", "clicks").num_rows == 1
-
-
 ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
@@ -124,9 +90,9 @@ def user_env(clone: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     return env
 
 
-def _run(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _run(script: str, cwd: Path, env: dict[str, str], *flags: str) -> subprocess.CompletedProcess[str]:
     (cwd / "script.py").write_text(script)
-    return subprocess.run([sys.executable, "script.py"], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, *flags, "script.py"], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.slow
@@ -153,9 +119,13 @@ def test_workers_without_flinkstate_get_an_error_naming_their_interpreter(clone:
 @pytest.mark.slow
 @pytest.mark.spark
 def test_readme_blocks_run_from_a_fresh_clone_the_documented_way(clone: Path, user_env: dict[str, str], tmp_path: Path) -> None:
+    # every python and sql block, in document order, on one root, in one process started as a user starts it (this
+    # also shows what an in-process run of the blocks on the test session's SparkSession did: one table with rows per
+    # show() and SQL block, the state the blocks leave, and no warning: the driver runs with -W error)
+    text = (clone / "README.md").read_text()
     root = tmp_path / "job"
     parts = []
-    for lang, code in readme_blocks((clone / "README.md").read_text()):
+    for lang, code in readme_blocks(text):
         code = code.replace('"/tmp/job"', repr(str(root))).replace("'/tmp/job'", f"'{root}'")
         if lang == "python":
             parts.append(code)
@@ -163,10 +133,14 @@ def test_readme_blocks_run_from_a_fresh_clone_the_documented_way(clone: Path, us
             parts += [f"spark.sql({s.strip()!r})" + (".show()" if s.strip().upper().startswith("SELECT") else "")
                       for s in code.split(";") if s.strip()]
     # the README's way: PYSPARK_PYTHON names the venv's interpreter (or the venv is activated)
-    r = _run("\n".join(parts), tmp_path, {**user_env, "PYSPARK_PYTHON": sys.executable})
+    r = _run("\n".join(parts), tmp_path, {**user_env, "PYSPARK_PYTHON": sys.executable}, "-W", "error")
     assert r.returncode == 0, r.stderr[-3000:]
     tables = shown_tables(r.stdout)
-    assert tables and all(n > 0 for n in tables), r.stdout
+    shows = sum(code.count(".show()") for _, code in readme_blocks(text)) + text.count("```sql\n")
+    assert len(tables) == shows and all(n > 0 for n in tables), r.stdout
+    import flinkstate as fs
+
+    assert fs.open(root).read_state("sessions", "clicks").num_rows == 1
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:

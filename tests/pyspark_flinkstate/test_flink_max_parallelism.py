@@ -1,8 +1,9 @@
 """A real Flink savepoint whose operators have max parallelism 128, 256 and 4096: import, change through Spark,
 export, and real Flink restores it at other parallelisms with exactly that change.
 
-flinkjobs/src/MaxParallelismJob.java runs on Flink 2.3: "derived" (parallelism 2, Flink derives 128),
-"derived256" (parallelism 86, Flink derives 256) and "explicit" (setMaxParallelism(4096)). Its savepoint is
+flinkjobs/src/MaxParallelismJob.java ran on Flink 2.3: "derived" (parallelism 2, Flink derives 128),
+"derived256" (parallelism 86, Flink derives 256) and "explicit" (setMaxParallelism(4096)). Its savepoint is checked in
+(tests/fixtures/flink-2.3-maxp, `python tests/fixtures/make_flink_fixture.py maxp` writes it again with real Flink) and
 imported (each operator keeps its own max parallelism), one state is changed with `df.write.format("flinkstate")`
 (operator "explicit", state "count": key 5 upserted, key 1000 added), the root is exported, and Flink restores
 the export at parallelism 3 / 5 / 4 with RocksDB (the original restores at 1 / 3 / 2 with the HashMap backend as
@@ -12,6 +13,7 @@ reports the max parallelism it had.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,7 @@ from flinkstate.core.keygroups import assign_key_groups
 pytestmark = [pytest.mark.flink, pytest.mark.slow, pytest.mark.spark]
 
 MAXP = {"derived": 128, "derived256": 256, "explicit": 4096}
+SAVEPOINT = Path(__file__).resolve().parent.parent / "fixtures" / "flink-2.3-maxp" / "savepoint"  # make_flink_fixture.py maxp
 
 
 def _with_change(baseline: list[str]) -> list[str]:
@@ -37,7 +40,7 @@ def test_three_max_parallelisms_import_change_export_restore(spark, tmp_path: Pa
     import pyarrow as pa
 
     harness = flink_harness()
-    savepoint = harness.max_parallelism_savepoint(tmp_path / "gen")
+    savepoint = Path(shutil.copytree(SAVEPOINT, tmp_path / "savepoint"))
     meta = read_metadata(str(savepoint))
     assert {op.uid: (op.parallelism, op.max_parallelism) for op in meta.operators if op.uid in MAXP} == {
         "derived": (2, 128), "derived256": (86, 256), "explicit": (2, 4096)}

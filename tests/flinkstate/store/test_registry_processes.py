@@ -22,7 +22,7 @@ from flinkstate.format import constants as C
 from flinkstate.store.verify import verify_store
 
 SEEDS = range(20)  # local disk: every seed in every run of the suite
-S3_SEEDS = range(4)  # moto is slower: four in the suite (about 30 s each), twenty with FLINKSTATE_STRESS=1 (and bench/stress_concurrency.py)
+S3_SEEDS = range(2)  # moto is slower: two in the suite (about 25 s each), twenty with FLINKSTATE_STRESS=1 (and bench/stress_concurrency.py)
 PROCESSES = 4
 ROUNDS = 12
 
