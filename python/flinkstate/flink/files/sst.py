@@ -36,6 +36,7 @@ _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 RECORDS = pa.schema([("key", pa.large_binary()), ("seq", pa.int64()), ("kind", pa.uint8()), ("value", pa.large_binary())])
 KEYS = pa.schema(list(RECORDS)[:3])  # what SstFile.keys holds: its values are views (SstFile.values)
+_SNAPPY_MAX_RATIO = 32  # a snappy copy of 64 bytes takes 2 bytes at least: no block decompresses to more
 
 
 @dataclass
@@ -101,6 +102,11 @@ class _Batch:
             return self.array, at, at + sizes
         lengths, _ = varints(self.array, at, self.where)  # the snappy preamble; within the file: the 5-byte trailer follows
         lengths[kinds == 0] = sizes[kinds == 0]
+        over = lengths > _SNAPPY_MAX_RATIO * sizes + 64  # a corrupt preamble: refused before the buffer is allocated
+        if over.any():
+            i = int(np.argmax(over))
+            raise CorruptFileError(f"{self.where}: bad snappy block at {int(offsets[i])}: its preamble says {int(lengths[i])} "
+                                   f"bytes, more than {int(sizes[i])} compressed bytes can hold")
         ends = np.cumsum(lengths)
         out = np.zeros(int(ends[-1]) + PAD, np.uint8)  # every block decompressed in place: no buffer per block, no join
         src, dst = memoryview(self.data), memoryview(out)

@@ -252,6 +252,17 @@ def test_a_corrupt_snappy_block_is_named() -> None:
             read()
 
 
+def test_a_snappy_preamble_claiming_more_than_its_block_can_hold_is_refused() -> None:
+    """The first block's length preamble (2 bytes: 1,641) rewritten to the most its bytes say (16,383) for a block of 484
+    compressed bytes, which no snappy stream expands 32-fold: refused by size before the blocks' buffer is allocated."""
+    data = bytearray(write_sst(sample(200), snappy=True))
+    at = _varint(bytes(data), 0)[1]
+    assert at == 2
+    data[:at] = b"\xff\x7f"
+    with pytest.raises(CorruptFileError, match=r"^broken\.sst: bad snappy block at 0: its preamble says 16383 bytes, more than 484"):
+        read_ssts([(bytes(data), "broken.sst"), (write_sst(sample(10)), "good.sst")])
+
+
 def test_block_shorter_than_its_restart_count() -> None:
     _corrupt(lambda b: b[:3], "shorter than its restart count")
 
