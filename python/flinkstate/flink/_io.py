@@ -15,7 +15,7 @@ import cramjam
 
 from flinkstate.flink.errors import CorruptFileError
 
-__all__ = ["DataReader", "FlinkFiles", "snappy_block", "snappy_block_into", "snappy_unframe"]
+__all__ = ["DataReader", "FlinkFiles", "snappy_block", "snappy_block_into", "snappy_fits", "snappy_unframe"]
 
 _I16 = struct.Struct(">h")
 _U16 = struct.Struct(">H")
@@ -98,9 +98,21 @@ def _modified_utf8(raw: bytes) -> str:
     return text.encode("utf-16", "surrogatepass").decode("utf-16")
 
 
-def snappy_block(src: bytes | memoryview, where: str) -> bytes | memoryview:
+_SNAPPY_MAX_RATIO = 32  # a snappy copy of 64 bytes takes 2 bytes at least (3 in fact): no block decompresses to more
+
+
+def snappy_fits(claimed: Any, compressed: Any) -> Any:
+    """Whether a raw snappy block of `compressed` bytes can decompress to the `claimed` bytes of its length preamble
+    (ints or numpy arrays, elementwise): a corrupt preamble is refused before its length is allocated (up to 4 GiB)."""
+    return claimed <= _SNAPPY_MAX_RATIO * compressed + 64
+
+
+def snappy_block(src: bytes | memoryview, where: str) -> memoryview:
     """One raw snappy block (its decompressed length in a varint preamble) decompressed; corrupt: CorruptFileError."""
     try:
+        claimed = cramjam.snappy.decompress_raw_len(src)
+        if not snappy_fits(claimed, len(src)):
+            raise CorruptFileError(f"{where}: its preamble says {claimed} bytes, more than {len(src)} compressed bytes can hold")
         return memoryview(cramjam.snappy.decompress_raw(src))
     except cramjam.DecompressionError as e:
         raise CorruptFileError(f"{where}: {e}") from e

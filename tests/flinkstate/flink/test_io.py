@@ -40,6 +40,14 @@ def test_a_corrupt_compressed_chunk_is_named_with_its_offset() -> None:
         snappy_unframe(bytes(bad), "state.bin key group 7")
 
 
+def test_a_chunk_whose_preamble_claims_gigabytes_is_refused_before_allocating() -> None:
+    """A compressed chunk of 10 bytes whose length preamble says 4 GiB - 1: refused by size, with its offset."""
+    data = _chunk(0xFF, b"sNaPpY") + _chunk(0x00, b"\0\0\0\0" + b"\xff\xff\xff\xff\x0f" + b"\x00" * 5)
+    with pytest.raises(CorruptFileError, match=r"^state\.bin: bad snappy chunk at offset 10: its preamble says 4294967295 bytes, "
+                                               r"more than 10 compressed bytes can hold"):
+        snappy_unframe(data, "state.bin")
+
+
 @pytest.mark.parametrize(("cut", "message"), [(3, "truncated snappy chunk header"), (-1, "truncated snappy chunk at offset")])
 def test_a_truncated_stream_is_named(cut: int, message: str) -> None:
     data = _framed([(True, b"x" * 1000)])

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from flinkstate.flink._io import snappy_block, snappy_block_into
+from flinkstate.flink._io import snappy_block, snappy_block_into, snappy_fits
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
 from flinkstate.flink.files.sst_blocks import PAD, Entries, parse_blocks, varints
 from flinkstate.flink.files.views import Views
@@ -36,7 +36,6 @@ _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 RECORDS = pa.schema([("key", pa.large_binary()), ("seq", pa.int64()), ("kind", pa.uint8()), ("value", pa.large_binary())])
 KEYS = pa.schema(list(RECORDS)[:3])  # what SstFile.keys holds: its values are views (SstFile.values)
-_SNAPPY_MAX_RATIO = 32  # a snappy copy of 64 bytes takes 2 bytes at least: no block decompresses to more
 
 
 @dataclass
@@ -102,7 +101,7 @@ class _Batch:
             return self.array, at, at + sizes
         lengths, _ = varints(self.array, at, self.where)  # the snappy preamble; within the file: the 5-byte trailer follows
         lengths[kinds == 0] = sizes[kinds == 0]
-        over = lengths > _SNAPPY_MAX_RATIO * sizes + 64  # a corrupt preamble: refused before the buffer is allocated
+        over = ~snappy_fits(lengths, sizes)  # a corrupt preamble: refused before the buffer is allocated
         if over.any():
             i = int(np.argmax(over))
             raise CorruptFileError(f"{self.where}: bad snappy block at {int(offsets[i])}: its preamble says {int(lengths[i])} "
