@@ -164,45 +164,6 @@ def test_backend_checkpoint_future_completes_and_the_next_one_builds_on_it(
 
 # ------------------------------------------------------------------ storage calls that fail
 
-@pytest.fixture
-def failing_log_write(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
-    """Make the next write of the checkpoint log fail with an OSError, after (`landed=True`) or before its row lands;
-    `unreadable=True`: from that failure on, reads of the log fail too, until `heal()`."""
-    import deltalake
-
-    real_write = deltalake.write_deltalake
-    real_records = DeltaCatalog.records
-    state: dict[str, Any] = {}
-
-    def write(table: Any, data: Any, *args: Any, **kwargs: Any) -> Any:
-        if "fail" in state and "event" in data.schema.names:
-            landed = state.pop("fail")
-            if landed:
-                real_write(table, data, *args, **kwargs)
-            state["unreadable"] = state.pop("then_unreadable")
-            raise OSError("connection reset by peer (injected)")
-        return real_write(table, data, *args, **kwargs)
-
-    def records(self: DeltaCatalog, *args: Any, **kwargs: Any) -> Any:
-        if state.get("unreadable"):
-            raise OSError("the log cannot be read (injected)")
-        return real_records(self, *args, **kwargs)
-
-    monkeypatch.setattr(deltalake, "write_deltalake", write)
-    monkeypatch.setattr(DeltaCatalog, "records", records)
-    monkeypatch.setattr("flinkstate.store.writer._OUTCOME_READS", (0.0, 0.0))
-
-    def fail(*, landed: bool, unreadable: bool = False) -> None:
-        state["fail"] = landed
-        state["then_unreadable"] = unreadable
-
-    def heal() -> None:
-        state.clear()
-
-    fail.heal = heal  # type: ignore[attr-defined]
-    return fail
-
-
 def _delta(store: fs.CheckpointStore) -> Any:
     w = store.begin()
     w.put_state(OP, COUNT, pa.table({"key": ["c"], "value": [3], "ttl_timestamp": [10**13], "tombstone": [False]}), mode="delta")
