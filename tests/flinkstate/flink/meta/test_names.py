@@ -110,8 +110,10 @@ def test_an_imported_root_reads_an_operator_by_uid_and_by_operator_id(version: s
         got = store.read_state(by, "count")
         assert got.sort_by("key").equals(expected.sort_by("key")), by
         assert store.checkpoint().name_of(by) == (UID if version == "2.3" else OP_ID)
-    assert store.read_timers(UID, next(iter(store.checkpoint().operator(UID).timer_services))).num_rows >= 0
-    with pytest.raises(fs.OperatorNotFoundError, match=f"operator 'no-such-uid' is not in checkpoint 1; operators: .*"):
+    listed = store.read_state(UID, "ttl_list", flatten=False)  # another state kind, by uid: as in place
+    assert listed.num_rows > 0
+    assert listed.sort_by("key").equals(fs.open(str(SAVEPOINTS[version])).read_state(UID, "ttl_list", flatten=False).sort_by("key"))
+    with pytest.raises(fs.OperatorNotFoundError, match="operator .no-such-uid. is not in checkpoint 1; operators: .*"):
         store.read_state("no-such-uid", "count")
 
 
