@@ -580,7 +580,7 @@ class CheckpointWriter:
             else:
                 self._release_savepoint_files()
         except CorruptFileError as e:
-            self._conflict_if_collected(self.store.catalog.log_version(), e)  # damage only if no collection explains it
+            self.conflict_if_collected(self.store.catalog.log_version(), e)  # damage only if no collection explains it
             raise
         self.store.catalog.append_manifest(self.checkpoint_id, self.attempt_id, self._entries)
         now = dt.datetime.now(dt.timezone.utc)
@@ -662,10 +662,10 @@ class CheckpointWriter:
                 raise CommitConflictError(
                     f"checkpoint {self.checkpoint_id}: checkpoint {r.checkpoint_id} completed first at {self.store.root} "
                     "and subsumes this pending checkpoint")
-        self._conflict_if_collected(version)
+        self.conflict_if_collected(version)
         return True
 
-    def _conflict_if_collected(self, version: int | None, cause: BaseException | None = None) -> None:
+    def conflict_if_collected(self, version: int | None, cause: BaseException | None = None) -> None:
         """CommitConflictError when a garbage collection announced after this write was planned may delete a file
         it references (FORMAT.md section 14): its base discarded, a reused file, its own savepoint folder."""
         for c in self.store.catalog.collections(version):

@@ -33,17 +33,22 @@ _SECOND_PROCESS = textwrap.dedent("""
     import pyarrow as pa
     import flinkstate as fs
     store = fs.open(sys.argv[1])
-    with store.begin() as w:  # a newer checkpoint of another operator, then retain(1): the one before it is discarded
-        w.put_operator_state("other", fs.OperatorStateDescriptor(name="offsets", value_type=pa.int64()),
-                             pa.table({"subtask": pa.array([0], pa.int32()), "value": [7]}))
+    with store.begin() as w:  # a newer checkpoint, then retain(1): the one before it is discarded
+        if sys.argv[2] == "full":  # the state rewritten in full: the files of the one before are used no more
+            w.put_state("op", fs.ValueStateDescriptor(name="count", value_type=pa.int64(), ttl=fs.StateTtlConfig(ttl_ms=1000)),
+                        pa.table({"key": ["z"], "value": [26], "ttl_timestamp": [10**13]}))
+        else:  # another operator's state
+            w.put_operator_state("other", fs.OperatorStateDescriptor(name="offsets", value_type=pa.int64()),
+                                 pa.table({"subtask": pa.array([0], pa.int32()), "value": [7]}))
     store.retain(1)
     print(w.checkpoint_id)
 """)
 
 
-def _second_process(root: str) -> int:
-    """Another process (spawned, sharing nothing but the root) commits a newer checkpoint and runs retain(1)."""
-    done = subprocess.run([sys.executable, "-c", _SECOND_PROCESS, root], capture_output=True, text=True, timeout=300,
+def _second_process(root: str, change: str = "other") -> int:
+    """Another process (spawned, sharing nothing but the root) commits a newer checkpoint and runs retain(1); with
+    change="full" the checkpoint rewrites op/count in full, so retain deletes the files of the one before."""
+    done = subprocess.run([sys.executable, "-c", _SECOND_PROCESS, root, change], capture_output=True, text=True, timeout=300,
                           env=dict(os.environ))
     assert done.returncode == 0, done.stderr
     return int(done.stdout.strip().splitlines()[-1])
@@ -239,3 +244,31 @@ def test_backend_resolves_an_unknown_outcome_from_the_log_at_its_next_checkpoint
     info = be.checkpoint(store, OP).result(timeout=120)  # the log tells: 2 landed, so 3 is a delta on top of it
     assert info.checkpoint_id == 3 and info.base_checkpoint_id == 2 and be.base_checkpoint_id == 3
     assert _keys(store) == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("what", ["compact", "expire"])
+def test_maintenance_whose_base_another_process_collects_mid_read_is_a_conflict(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str) -> None:
+    """Found by 200 seeds of the model: a compaction reading its base while another process's retain(1) deleted the
+    base's files raised CorruptFileError (damage, not retried); the collection explains it: CommitConflictError."""
+    from flinkstate.store import maintenance
+
+    root = str(tmp_path / "job")
+    store = _first(root)
+    with store.begin() as w:
+        w.put_state(OP, COUNT, pa.table({"key": ["c"], "value": [3], "ttl_timestamp": [10**13], "tombstone": [False]}), mode="delta")
+    real = maintenance.run_local
+
+    def run_local(jobs: Any) -> Any:  # planned on checkpoint 2: another process collects it before the ranges are read
+        ran.append(_second_process(root, "full"))
+        return real(jobs)
+
+    ran: list[int] = []
+    monkeypatch.setattr(maintenance, "run_local", run_local)
+    with pytest.raises(fs.CommitConflictError, match="garbage collection .* may delete files of its base checkpoint 2"):
+        store.compact() if what == "compact" else store.expire(at=5000)
+    assert ran == [3] and [c.checkpoint_id for c in store.checkpoints()] == [3]
+    assert _keys(store) == ["z"]
+    monkeypatch.setattr(maintenance, "run_local", real)
+    res = store.compact() if what == "compact" else store.expire(at=5000)  # the retry plans on checkpoint 3
+    assert res.base_checkpoint_id == 3 and res.checkpoint_id is None  # one full file, nothing expired: nothing to do
