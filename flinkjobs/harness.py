@@ -348,6 +348,93 @@ def production_restore(savepoint: Path, out_file: Path, backend: str, parallelis
     return Path(out_file).read_text(encoding="utf-8").splitlines()
 
 
+SOURCES_DIR = HERE / "sources"
+KAFKA_DIR = HERE / "kafka"
+# flink-connector-kafka with kafka-clients, from a package that redistributes Flink's connector jars (connector 4.0.1-2.0,
+# built for Flink 2.0; its serializers write the same bytes on 2.x). Only these two jars are kept.
+KAFKA_PACKAGE = "shigawire-apache-flink-libraries==2.0.0.post1"
+KAFKA_JARS = ("flink-connector-kafka.jar", "kafka-clients.jar")
+
+
+def _compile(sources: list[Path], cp: list[Path], name: str, version: str, marker: str) -> Path:
+    """javac sources against cp into a cache folder named by their hash (shared by processes)."""
+    digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()[:16]
+    classes = cache_dir(version) / f"{name}-{digest}"
+    if not (classes / marker).exists():
+        tmp = classes.with_name(classes.name + f".tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        proc = subprocess.run(["javac", "-nowarn", "-cp", os.pathsep.join(map(str, cp)), "-d", str(tmp), *map(str, sources)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"javac of {name} against Flink {version} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        try:
+            tmp.rename(classes)
+        except OSError:  # another process compiled the same sources first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return classes
+
+
+def sources_classpath(version: str | None = None) -> list[Path]:
+    """flink-dist, flink-connector-files and log4j: what the FileSource job runs on."""
+    lib = flink_lib(version)
+    return classpath(lib) + sorted(lib.glob("flink-connector-files-*.jar"))
+
+
+def run_source_job(args: list[str], version: str | None = None, timeout: float = 600) -> str:
+    """Run flinkjobs/sources/FileSourceJob.java on Flink `version` with args; its standard output."""
+    version = resolve(version)
+    cp = sources_classpath(version)
+    classes = _compile(sorted(SOURCES_DIR.glob("*.java")), cp, "sources-classes", version, "FileSourceJob.class")
+    cmd = ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", "-cp", os.pathsep.join(map(str, [classes, *cp])), "FileSourceJob", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"Flink {version} FileSourceJob {args[0]} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc.stdout
+
+
+def kafka_lib() -> Path:
+    """The Kafka connector and kafka-clients jars, downloaded once with pip into the cache (only those two kept)."""
+    env = os.environ.get("FLINKSTATE_FLINK_CACHE")
+    lib = (Path(env) if env else Path.home() / ".cache" / "flinkstate") / "kafka-connector" / "lib"
+    if all((lib / j).exists() for j in KAFKA_JARS):
+        return lib
+    dl = lib.parent / "download"
+    dl.mkdir(parents=True, exist_ok=True)
+    if not any(dl.glob("*.whl")):
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(dl), KAFKA_PACKAGE], check=True)
+    lib.mkdir(parents=True, exist_ok=True)
+    for wheel in dl.glob("*.whl"):
+        with zipfile.ZipFile(wheel) as z:
+            for name in z.namelist():
+                base = name.rpartition("/")[2]
+                if name.startswith("pyflink/lib/") and base in KAFKA_JARS and not (lib / base).exists():
+                    (lib / (base + ".tmp")).write_bytes(z.read(name))
+                    (lib / (base + ".tmp")).rename(lib / base)
+    shutil.rmtree(dl)
+    missing = [j for j in KAFKA_JARS if not (lib / j).exists()]
+    if missing:
+        raise RuntimeError(f"{KAFKA_PACKAGE} holds no {missing}")
+    return lib
+
+
+def run_kafka_serde(args: list[str], extra_classes: Path | None = None, timeout: float = 300) -> str:
+    """Run flinkjobs/kafka/KafkaSerde.java (the Kafka connector's own serializers) on Flink 2.3's flink-dist; its output.
+
+    extra_classes: a folder of classes put before the connector jar (a newer connector's serializers compiled from its
+    source, `tests/fixtures/make_source_fixture.py --kafka-source`)."""
+    version = resolve(None)
+    kafka = kafka_lib()
+    cp = classpath(flink_lib(version)) + [kafka / j for j in KAFKA_JARS]
+    classes = _compile(sorted(KAFKA_DIR.glob("*.java")), cp, "kafka-classes", version, "KafkaSerde.class")
+    full = [classes, *([extra_classes] if extra_classes else []), *cp]
+    cmd = ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", "-cp", os.pathsep.join(map(str, full)), "KafkaSerde", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"KafkaSerde {args[:1]} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc.stdout
+
+
 def main(argv: list[str]) -> int:
     """Command line: OUT_DIR [N] [variants...] [name=value job properties]."""
     if not argv:
