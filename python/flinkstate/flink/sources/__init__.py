@@ -11,9 +11,11 @@ from flinkstate.flink.sources.codec import READER_STATE, decode_source, encode_s
 from flinkstate.flink.sources.edits import (
     AddPartition,
     DropPartition,
+    DropSplit,
     DropTopic,
     Edit,
     ForgetPath,
+    MarkProcessed,
     RereadFile,
     SetOffset,
     SetSequence,
@@ -33,6 +35,6 @@ from flinkstate.flink.sources.model import (
     UnknownSourceError,
 )
 
-__all__ = ["KINDS", "READER_STATE", "AddPartition", "DropPartition", "DropTopic", "Edit", "EnumEntry", "EnumeratorState", "ForgetPath",
+__all__ = ["KINDS", "READER_STATE", "AddPartition", "DropPartition", "DropSplit", "DropTopic", "Edit", "EnumEntry", "EnumeratorState", "ForgetPath", "MarkProcessed",
            "ReaderSplit", "RereadFile", "SetOffset", "SetSequence", "SourceKind", "SourceState", "SourceStateError", "Split",
            "SplitNotFoundError", "UnknownSourceError", "apply_edits", "decode_source", "encode_source", "parse_edit"]

@@ -30,7 +30,7 @@ from flinkstate.flink.sources.model import (
     UnknownSourceError,
 )
 
-__all__ = ["COORDINATOR_VERSIONS", "READER_STATE", "decode_source", "encode_reader_split", "encode_source", "new_split_version", "split_codec"]
+__all__ = ["COORDINATOR_VERSIONS", "READER_STATE", "decode_source", "encode_reader_split", "encode_source", "new_split_version", "split_codec", "unframe_element"]
 
 READER_STATE = "SourceReaderState"
 COORDINATOR_VERSIONS = (0, 1)
@@ -43,7 +43,8 @@ def split_codec(kind: SourceKind):  # noqa: ANN201 - a module
     return _CODECS[kind]
 
 
-def _unframe_element(data: bytes, where: str) -> tuple[int, bytes]:
+def unframe_element(data: bytes, where: str) -> tuple[int, bytes]:
+    """A SourceReaderState element's (split serializer version, split bytes)."""
     r = DataReader(data, where=where)
     version, n = r.i32(), r.i32()
     if n != r.remaining():
@@ -85,7 +86,7 @@ def decode_source(operator: str, elements: Sequence[tuple[int, bytes]], coordina
     where = f"operator {operator!r} source state"
     if kind is not None and kind not in KINDS:
         raise UnknownSourceError(f"operator {operator!r}: {kind!r} is not a source kind flinkstate knows ({', '.join(KINDS)})")
-    framed = [(sub, *_unframe_element(data, f"{where} subtask {sub}")) for sub, data in elements]
+    framed = [(sub, *unframe_element(data, f"{where} subtask {sub}")) for sub, data in elements]
     coord = _unframe_coordinator(coordinator, f"{where} coordinator") if coordinator is not None else None
     subs = tuple(sorted(set(subtasks) | {s for s, _ in elements}))
     if kind is not None:

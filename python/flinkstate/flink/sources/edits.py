@@ -23,7 +23,7 @@ from flinkstate.flink.sources.codec import new_split_version
 from flinkstate.flink.sources.kafka import MARKERS, kafka_split, split_owner
 from flinkstate.flink.sources.model import EnumEntry, ReaderSplit, SourceState, Split, SplitNotFoundError
 
-__all__ = ["AddPartition", "DropPartition", "DropTopic", "Edit", "ForgetPath", "RereadFile", "SetOffset", "SetSequence", "apply_edits",
+__all__ = ["AddPartition", "DropPartition", "DropSplit", "DropTopic", "Edit", "ForgetPath", "MarkProcessed", "RereadFile", "SetOffset", "SetSequence", "apply_edits",
            "kafka_offset", "parse_edit"]
 
 
@@ -85,9 +85,26 @@ class SetSequence:
     next: int
 
 
-Edit = SetOffset | DropTopic | DropPartition | AddPartition | RereadFile | ForgetPath | SetSequence
+@dataclass(frozen=True)
+class MarkProcessed:
+    """Files: record `path` as already enumerated, so a continuously monitoring source never reads it (skip a file)."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class DropSplit:
+    """Any source: drop split `split_id` from the readers (of `subtask`, or all) and the enumerator, or from the
+    enumerator alone (its unassigned or pending splits)."""
+
+    split_id: str
+    subtask: int | None = None
+    enumerator_only: bool = False
+
+
+Edit = SetOffset | DropTopic | DropPartition | AddPartition | RereadFile | ForgetPath | SetSequence | MarkProcessed | DropSplit
 _KIND = {SetOffset: "kafka", DropTopic: "kafka", DropPartition: "kafka", AddPartition: "kafka", RereadFile: "file",
-         ForgetPath: "file", SetSequence: "number_sequence"}
+         ForgetPath: "file", SetSequence: "number_sequence", MarkProcessed: "file", DropSplit: None}
 
 
 def kafka_offset(value: int | str, what: str) -> int:
@@ -122,10 +139,10 @@ def apply_edits(state: SourceState, edits: Sequence[Edit], parallelism: int | No
     parallelism: the readers' count (for AddPartition's owner); default the subtasks the reader state has."""
     out = state.copy()
     for edit in edits:
-        kind = _KIND.get(type(edit))
-        if kind is None:
+        if type(edit) not in _KIND:
             raise InvalidArgumentError(f"operator {state.operator!r}: {edit!r} is not a source edit")
-        if kind != out.kind:
+        kind = _KIND[type(edit)]
+        if kind is not None and kind != out.kind:
             raise InvalidArgumentError(f"operator {state.operator!r} is a {out.kind} source: {type(edit).__name__} applies to {kind} sources")
         _apply(out, edit, parallelism)
     return out
@@ -192,6 +209,13 @@ def _apply(out: SourceState, edit: Edit, parallelism: int | None) -> None:
         _reread(out, edit)
     elif isinstance(edit, ForgetPath):
         _forget(out, edit.path)
+    elif isinstance(edit, MarkProcessed):
+        if enum is None:
+            raise SplitNotFoundError(f"operator {op!r} has no enumerator state to record path {edit.path!r} in")
+        if not _processed(enum.processed_paths, edit.path):
+            enum.processed_paths.append(edit.path)
+    elif isinstance(edit, DropSplit):
+        _drop_split(out, edit)
     elif isinstance(edit, SetSequence):
         if edit.next < 0:
             raise InvalidArgumentError(f"operator {op!r}: sequence position {edit.next} is below zero")
@@ -208,6 +232,20 @@ def _apply(out: SourceState, edit: Edit, parallelism: int | None) -> None:
         if not hit:
             held = [rs.split.split_id for rs in out.splits] + ([e.split.split_id for e in enum.entries] if enum else [])
             raise SplitNotFoundError(f"operator {op!r}: the source state holds no sequence split {edit.split_id!r} (it holds {_listing(held)})")
+
+
+def _drop_split(out: SourceState, edit: DropSplit) -> None:
+    enum, n = out.enumerator, len(out.splits) + (len(out.enumerator.entries) if out.enumerator else 0)
+    if not edit.enumerator_only:
+        out.splits = [rs for rs in out.splits if not (rs.split.split_id == edit.split_id and edit.subtask in (None, rs.subtask))]
+    if enum is not None:
+        keep = ("assigned",) if edit.enumerator_only else ()
+        enum.entries = [e for e in enum.entries if not (e.split.split_id == edit.split_id and e.status not in keep)]
+    if n == len(out.splits) + (len(enum.entries) if enum else 0):
+        held = [rs.split.split_id for rs in out.splits] + ([e.split.split_id for e in enum.entries] if enum else [])
+        where = "unassigned or pending split" if edit.enumerator_only else "split"
+        sub = f" of subtask {edit.subtask}" if edit.subtask is not None else ""
+        raise SplitNotFoundError(f"operator {out.operator!r}: the source state holds no {where} {edit.split_id!r}{sub} (it holds {_listing(held)})")
 
 
 def _position(edit: RereadFile, op: str) -> tuple[int | None, int | None]:
