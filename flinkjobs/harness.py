@@ -153,26 +153,29 @@ def compile_job(version: str | None = None) -> Path:
     return classes
 
 
-def compile_sql_job(version: str | None = None) -> Path:
-    """Compile flinkjobs/sql/*.java against the version's flink-dist and table jars (cached by the sources' hash)."""
-    version = resolve(version)
-    lib = flink_lib(version)
-    sources = sorted(SQL_DIR.glob("*.java"))
+def _compile(sources: list[Path], cp: list[Path], name: str, version: str, marker: str) -> Path:
+    """javac sources against cp into a cache folder named by their hash (shared by processes)."""
     digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()[:16]
-    classes = cache_dir(version) / f"sql-classes-{digest}"
-    if not (classes / "SqlJob.class").exists():
+    classes = cache_dir(version) / f"{name}-{digest}"
+    if not (classes / marker).exists():
         tmp = classes.with_name(classes.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        cp = os.pathsep.join(str(p) for p in sql_classpath(lib))
-        proc = subprocess.run(["javac", "-nowarn", "-cp", cp, "-d", str(tmp), *map(str, sources)], capture_output=True, text=True)
+        proc = subprocess.run(["javac", "-nowarn", "-cp", os.pathsep.join(map(str, cp)), "-d", str(tmp), *map(str, sources)],
+                              capture_output=True, text=True)
         if proc.returncode != 0:
-            raise RuntimeError(f"javac of the SQL jobs against Flink {version} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+            raise RuntimeError(f"javac of {name} against Flink {version} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
         try:
             tmp.rename(classes)
         except OSError:  # another process compiled the same sources first
             shutil.rmtree(tmp, ignore_errors=True)
     return classes
+
+
+def compile_sql_job(version: str | None = None) -> Path:
+    """Compile flinkjobs/sql/*.java against the version's flink-dist and table jars (cached by the sources' hash)."""
+    version = resolve(version)
+    return _compile(sorted(SQL_DIR.glob("*.java")), sql_classpath(flink_lib(version)), "sql-classes", version, "SqlJob.class")
 
 
 def sql_classpath(lib: Path) -> list[Path]:
@@ -354,25 +357,6 @@ KAFKA_DIR = HERE / "kafka"
 # built for Flink 2.0; its serializers write the same bytes on 2.x). Only these two jars are kept.
 KAFKA_PACKAGE = "shigawire-apache-flink-libraries==2.0.0.post1"
 KAFKA_JARS = ("flink-connector-kafka.jar", "kafka-clients.jar")
-
-
-def _compile(sources: list[Path], cp: list[Path], name: str, version: str, marker: str) -> Path:
-    """javac sources against cp into a cache folder named by their hash (shared by processes)."""
-    digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()[:16]
-    classes = cache_dir(version) / f"{name}-{digest}"
-    if not (classes / marker).exists():
-        tmp = classes.with_name(classes.name + f".tmp{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        proc = subprocess.run(["javac", "-nowarn", "-cp", os.pathsep.join(map(str, cp)), "-d", str(tmp), *map(str, sources)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"javac of {name} against Flink {version} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-        try:
-            tmp.rename(classes)
-        except OSError:  # another process compiled the same sources first
-            shutil.rmtree(tmp, ignore_errors=True)
-    return classes
 
 
 def sources_classpath(version: str | None = None) -> list[Path]:

@@ -30,12 +30,14 @@ from flinkstate.flink.bridge.store_export import export_savepoint
 from flinkstate.flink.sources import (
     AddPartition,
     DropPartition,
+    DropTopic,
     ForgetPath,
     RereadFile,
     SetOffset,
     SetSequence,
     SplitNotFoundError,
     UnknownSourceError,
+    apply_edits,
     decode_source,
     encode_source,
 )
@@ -210,14 +212,15 @@ def test_unknown_source_stays_bytes(tmp_path: Path) -> None:
 
 # ---- Kafka: the connector's own serializers (no broker) ----------------------------------------------------------------
 
-def _kafka_lines(state, offsets: bool, unassigned: str) -> list[str]:
-    """What KafkaSerde read prints for a decoded state (offsets: connector 5.x lists enumerator splits with offsets)."""
-    out = [f"split {rs.subtask} {rs.split.topic} {rs.split.partition} {rs.split.starting_offset} {rs.split.stopping_offset}"
-           for rs in state.splits]
-    return out
+def _kafka_lines(state) -> list[str]:  # noqa: ANN001
+    """The split lines KafkaSerde read prints, for a decoded state."""
+    return [f"split {rs.subtask} {rs.split.topic} {rs.split.partition} {rs.split.starting_offset} {rs.split.stopping_offset}"
+            for rs in state.splits]
 
 
-def _enum_lines(enum, offsets: bool, unassigned: str) -> list[str]:
+def _enum_lines(enum, offsets: bool, unassigned: str) -> list[str]:  # noqa: ANN001
+    """The enumerator lines KafkaSerde read prints (offsets: connector 5.x lists the enumerator's splits with offsets;
+    unassigned: the name its AssignmentStatus gives status 1)."""
     v = enum.version
     rows = []
     for e in enum.entries:
@@ -244,7 +247,7 @@ def _java_view(folder: Path, offsets: bool, unassigned: str) -> list[str]:
         state = decode_source("kafka", elements, coord)
         assert state.kind == "kafka" and state.enumerator is not None and state.enumerator.version == v
         if not lines:
-            lines += _kafka_lines(state, offsets, unassigned)
+            lines += _kafka_lines(state)
         lines += _enum_lines(state.enumerator, offsets, unassigned)
         assert encode_source(state) == (elements, coord)  # written back byte for byte
     return lines
@@ -300,8 +303,6 @@ def test_kafka_connector_classes_read_what_flinkstate_writes(tmp_path: Path) -> 
     rewound_dir = tmp_path / "rewound"
     new_enums = {}
     for v, coord in enums.items():
-        from flinkstate.flink.sources import apply_edits
-
         state = apply_edits(decode_source("kafka", elements, coord), KAFKA_EDITS, parallelism=3)
         new_elements, new_enums[v] = encode_source(state)
     _write_dir(rewound_dir, new_elements, new_enums)
@@ -347,3 +348,53 @@ def test_sequence_rewind_round_trip(tmp_path: Path) -> None:
     store = fs.open(root)
     rewind_root(store, {"source": [SetSequence("1", 5)]})
     assert source_splits(store.checkpoint(), "source").column("number_from").to_pylist() == [5]
+
+
+def test_cli_sources_and_rewind(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's commands: `sources` on a savepoint, `rewind` into a new savepoint and on a root; bad input exits 2
+    naming what is wrong, and writes nothing."""
+    import json
+
+    from flinkstate.cli import main
+
+    src = FIXTURES / "sources-files-2.3" / "savepoint"
+    assert main(["sources", str(src), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    half = doc["splits"][0]["path"]
+    done = next(r["path"] for r in doc["enumerator"] if r["entry"] == "processed_path" and r["path"] not in
+                {s["path"] for s in doc["splits"]} | {e["path"] for e in doc["enumerator"] if e["entry"] == "split"})
+    assert main(["rewind", str(src), str(tmp_path / "bad"), "--operator", "files", "--reread-file", "/nope.txt"]) == 2
+    assert "SplitNotFoundError" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+    assert main(["rewind", str(src), str(tmp_path / "out"), "--operator", "files", "--reread-file", half.removeprefix("file:"),
+                 "--forget-path", done]) == 0
+    assert "rewound source files (2 changes)" in capsys.readouterr().out
+    out = fs.open(tmp_path / "out").checkpoint()
+    assert {r["path"]: r["records_to_skip"] for r in source_splits(out).to_pylist()}[half] is None
+    assert done not in source_enumerator(out).column("path").to_pylist()
+    root = tmp_path / "root"
+    import_savepoint(FIXTURES / "flink-2.3-canonical" / "files" / "savepoint", root)
+    assert main(["rewind", str(root), "--operator", "source", "--sequence", "1:7"]) == 0
+    assert main(["rewind", str(root), "--operator", "source", "--offset", "t:0:-1"]) == 2
+    assert "InvalidArgumentError" in capsys.readouterr().err
+    assert main(["describe", str(root)]) == 0
+    assert "source source: number_sequence, 1 splits" in capsys.readouterr().out
+    assert source_splits(fs.open(root).checkpoint()).column("number_from").to_pylist() == [7]
+    assert len(fs.open(root).checkpoints()) == 2
+
+
+def test_kafka_bad_edits() -> None:
+    folder = FIXTURES / "sources-kafka-5.0"
+    elements, enums = _decode_dir(folder)
+    state = decode_source("kafka", elements, enums[3])
+    with pytest.raises(fs.InvalidArgumentError, match="offset -4 is below zero"):
+        apply_edits(state, [SetOffset("orders", 0, -4)])
+    with pytest.raises(SplitNotFoundError, match="no partition orders-5 .*it holds orders-0"):
+        apply_edits(state, [SetOffset("orders", 5, 10)])
+    with pytest.raises(SplitNotFoundError, match="no topic 'gone'"):
+        apply_edits(state, [DropTopic("gone")])
+    with pytest.raises(fs.InvalidArgumentError, match="already holds partition orders-1"):
+        apply_edits(state, [AddPartition("orders", 1, 0)])
+    moved = apply_edits(state, [SetOffset("orders", 9, "committed")])  # only the enumerator holds it (unassigned, v3 keeps offsets)
+    assert [e.split.starting_offset for e in moved.enumerator.entries if e.split.partition == 9] == [-3]  # type: ignore[union-attr]
+    assert state.enumerator is not None and [e.split.starting_offset for e in state.enumerator.entries if e.split.partition == 9] == [-2]
+

@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from flinkstate.core.descriptors import OperatorStateDescriptor
-from flinkstate.core.errors import InvalidArgumentError, OperatorNotFoundError
+from flinkstate.core.errors import FlinkStateError, InvalidArgumentError, OperatorNotFoundError
 from flinkstate.flink.sources import (
     READER_STATE,
     Edit,
@@ -39,7 +39,7 @@ from flinkstate.flink.sources.kafka import COMMITTED, EARLIEST, LATEST, NO_STOPP
 from flinkstate.flink.sources.model import Split
 
 __all__ = ["ENUMERATOR_SCHEMA", "SPLITS_SCHEMA", "load_source", "rewind_root", "rewind_savepoint", "source_enumerator", "source_operators",
-           "source_splits", "write_enumerator", "write_splits"]
+           "source_splits", "source_summary", "write_enumerator", "write_splits"]
 
 _SPLIT_FIELDS = [
     pa.field("split_id", pa.string()), pa.field("topic", pa.string()), pa.field("partition", pa.int32()),
@@ -142,6 +142,28 @@ def source_enumerator(ck: Any, operator: str | None = None, kinds: Mapping[str, 
         for p in e.processed_paths:
             rows.append({**base, "entry": "processed_path", "path": p})
     return pa.Table.from_pylist(rows, ENUMERATOR_SCHEMA)
+
+
+def source_summary(ck: Any, kinds: Mapping[str, SourceKind] | None = None) -> list[dict[str, Any]]:
+    """Per source operator (for `describe`): its kind (or "unknown" and why), splits, and the enumerator's entries by status."""
+    out = []
+    for name in source_operators(ck):
+        try:
+            state = load_source(ck, name, (kinds or {}).get(name))
+        except FlinkStateError as e:  # a source that cannot be read stays with its own line: describe goes on
+            out.append({"operator": name, "kind": "unknown", "why": f"{type(e).__name__}: {e}"})
+            continue
+        doc: dict[str, Any] = {"operator": name, "kind": state.kind, "splits": len(state.splits),
+                               "subtasks": len({rs.subtask for rs in state.splits})}
+        e = state.enumerator
+        if e is not None:
+            by: dict[str, int] = {}
+            for entry in e.entries:
+                by[entry.status] = by.get(entry.status, 0) + 1
+            doc["enumerator"] = {"coordinator_version": e.coordinator_version, "version": e.version, "splits": by,
+                                 "processed_paths": len(e.processed_paths)}
+        out.append(doc)
+    return out
 
 
 def _commit(store: Any, changed: Mapping[str, SourceState], ck: Any) -> Any:
