@@ -27,7 +27,7 @@ import org.apache.kafka.common.TopicPartition;
 /**
  * The Kafka connector's own serializers, for the tests: no broker, only the bytes KafkaSource keeps in a savepoint.
  *
- * write DIR: splits.txt ("subtask hex" per SourceReaderState element: SimpleVersionedSerialization of
+ * write DIR: prints "owner TOPIC PARTITION READERS SUBTASK" (KafkaSourceEnumerator.getSplitOwner) for a few partitions; writes splits.txt ("subtask hex" per SourceReaderState element: SimpleVersionedSerialization of
  * KafkaPartitionSplitSerializer, the way SourceOperator stores them) and enum-V.hex, the coordinator state of an
  * enumerator checkpoint of version V (SourceCoordinator's framing: int 1, int V, int length, bytes): v0 by
  * SerdeUtils.serializeSplitAssignments (what connectors up to 3.0 wrote), v1 by serializeTopicPartitions, v2 by
@@ -74,6 +74,15 @@ public class KafkaSerde {
         }
         Files.write(dir.resolve("splits.txt"), lines, StandardCharsets.UTF_8);
 
+        Method owner = hidden(Class.forName("org.apache.flink.connector.kafka.source.enumerator.KafkaSourceEnumerator"), "getSplitOwner",
+                              TopicPartition.class, int.class);
+        for (String topic : List.of("orders", "payments", "pay\u00e9\u20ac", "a-much-longer-topic-name.v2")) {
+            for (int n : new int[] {1, 3, 7, 128}) {
+                for (int partition : new int[] {0, 5, 1000}) {
+                    System.out.println("owner " + topic + " " + partition + " " + n + " " + owner.invoke(null, new TopicPartition(topic, partition), n));
+                }
+            }
+        }
         Map<Integer, Set<KafkaPartitionSplit>> assignments = new LinkedHashMap<>();
         readers.forEach((k, v) -> assignments.put(k, new LinkedHashSet<>(v)));
         write(dir, 0, SerdeUtils.serializeSplitAssignments(assignments, SPLITS));

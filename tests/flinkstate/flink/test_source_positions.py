@@ -42,6 +42,7 @@ from flinkstate.flink.sources import (
     encode_source,
 )
 from flinkstate.flink.sources.codec import unframe_element
+from flinkstate.flink.sources.kafka import split_owner
 from fsc_helpers import flink_harness
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -295,7 +296,10 @@ def test_kafka_connector_classes_read_what_flinkstate_writes(tmp_path: Path) -> 
     h = flink_harness()
     written = tmp_path / "written"
     written.mkdir()
-    assert "v3 missing" in h.run_kafka_serde(["write", str(written)])
+    printed = h.run_kafka_serde(["write", str(written)]).splitlines()
+    assert "v3 missing" in printed
+    owners = [x.split()[1:] for x in printed if x.startswith("owner ")]
+    assert len(owners) == 48 and all(split_owner(t, int(p), int(n)) == int(s) for t, p, n, s in owners)  # the reader a new partition gets
     java = h.run_kafka_serde(["read", str(written)]).splitlines()
     assert _java_view(written, offsets=False, unassigned="unassigned_initial") == java
 
