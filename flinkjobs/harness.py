@@ -365,16 +365,32 @@ def sources_classpath(version: str | None = None) -> list[Path]:
     return classpath(lib) + sorted(lib.glob("flink-connector-files-*.jar"))
 
 
+def _run_main(main: str, classpath_: list[Path], args: list[str], what: str, timeout: float) -> str:
+    """Run class main on classpath_ with args; its standard output, or RuntimeError with the end of its output."""
+    cmd = ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", "-cp", os.pathsep.join(map(str, classpath_)), main, *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} {main} {args[:1]} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc.stdout
+
+
 def run_source_job(args: list[str], version: str | None = None, timeout: float = 600) -> str:
     """Run flinkjobs/sources/FileSourceJob.java on Flink `version` with args; its standard output."""
     version = resolve(version)
     cp = sources_classpath(version)
     classes = _compile(sorted(SOURCES_DIR.glob("*.java")), cp, "sources-classes", version, "FileSourceJob.class")
-    cmd = ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", "-cp", os.pathsep.join(map(str, [classes, *cp])), "FileSourceJob", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        raise RuntimeError(f"Flink {version} FileSourceJob {args[0]} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-    return proc.stdout
+    return _run_main("FileSourceJob", [classes, *cp], args, f"Flink {version}", timeout)
+
+
+LEGACY_KAFKA_DIR = HERE / "legacykafka"
+
+
+def run_legacy_kafka_job(args: list[str], version: str = "1.20", timeout: float = 600) -> str:
+    """Run flinkjobs/legacykafka/LegacyKafkaJob.java (the legacy FlinkKafkaConsumer's union state, Flink 1.x) with args."""
+    version = resolve(version)
+    cp = classpath(flink_lib(version))
+    classes = _compile(sorted(LEGACY_KAFKA_DIR.glob("*.java")), cp, "legacykafka-classes", version, "LegacyKafkaJob.class")
+    return _run_main("LegacyKafkaJob", [classes, *cp], args, f"Flink {version}", timeout)
 
 
 def kafka_lib() -> Path:
@@ -406,17 +422,12 @@ def run_kafka_serde(args: list[str], extra_classes: Path | None = None, timeout:
     """Run flinkjobs/kafka/KafkaSerde.java (the Kafka connector's own serializers) on Flink 2.3's flink-dist; its output.
 
     extra_classes: a folder of classes put before the connector jar (a newer connector's serializers compiled from its
-    source, `tests/fixtures/make_source_fixture.py --kafka-source`)."""
+    source, `tests/fixtures/make_source_fixture.py kafka5`)."""
     version = resolve(None)
     kafka = kafka_lib()
     cp = classpath(flink_lib(version)) + [kafka / j for j in KAFKA_JARS]
     classes = _compile(sorted(KAFKA_DIR.glob("*.java")), cp, "kafka-classes", version, "KafkaSerde.class")
-    full = [classes, *([extra_classes] if extra_classes else []), *cp]
-    cmd = ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", "-cp", os.pathsep.join(map(str, full)), "KafkaSerde", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        raise RuntimeError(f"KafkaSerde {args[:1]} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-    return proc.stdout
+    return _run_main("KafkaSerde", [classes, *([extra_classes] if extra_classes else []), *cp], args, "Kafka connector", timeout)
 
 
 def main(argv: list[str]) -> int:

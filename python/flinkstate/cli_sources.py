@@ -20,6 +20,7 @@ _SPLIT_COLUMNS = {
     "kafka": ["subtask", "split_id", "starting_offset", "starting_marker", "stopping_offset", "stopping_marker"],
     "file": ["subtask", "split_id", "path", "offset", "length", "reader_offset", "records_to_skip"],
     "number_sequence": ["subtask", "split_id", "number_from", "number_to"],
+    "kafka_legacy": ["subtask", "split_id", "starting_offset", "starting_marker"],
     "unknown": ["subtask", "split_version", "split_bytes"],
 }
 _ENUM_COLUMNS = {

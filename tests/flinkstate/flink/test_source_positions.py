@@ -402,3 +402,48 @@ def test_kafka_bad_edits() -> None:
     assert [e.split.starting_offset for e in moved.enumerator.entries if e.split.partition == 9] == [-3]  # type: ignore[union-attr]
     assert state.enumerator is not None and [e.split.starting_offset for e in state.enumerator.entries if e.split.partition == 9] == [-2]
 
+
+
+# ---- the legacy FlinkKafkaConsumer (Flink 1.x): union state topic-partition-offset-states -------------------------------
+
+LEGACY = FIXTURES / "sources-kafka-legacy-1.20"
+
+
+def test_legacy_kafka_consumer_offsets_in_place() -> None:
+    """Every partition's offset as Flink 1.20 restores it (restored.txt), read in place; elements written back byte for byte."""
+    from flinkstate.flink.bridge.source_positions import legacy_elements
+    from flinkstate.flink.sources.kafka_legacy import SENTINELS, decode_element, encode_element
+
+    ck = fs.open(LEGACY / "savepoint", uids=["kafka-legacy"]).checkpoint()
+    rows = source_splits(ck, "kafka-legacy").to_pylist()
+    assert {r["source_kind"] for r in rows} == {"kafka_legacy"}
+    restored = sorted(x.split(" ") for x in (LEGACY / "restored.txt").read_text(encoding="utf-8").splitlines())
+    stored = {v: k for k, v in SENTINELS.items()}
+    got = sorted([r["topic"], str(r["partition"]), str(stored[r["starting_marker"]] if r["starting_marker"] else r["starting_offset"] - 1)]
+                 for r in rows)
+    assert got == [x[:3] for x in restored]
+    for _, data in legacy_elements(ck, "kafka-legacy"):
+        assert encode_element(decode_element(data, "t")) == data
+    with pytest.raises(UnknownSourceError, match="legacy FlinkKafkaConsumer"):
+        load_source(ck, "kafka-legacy")
+    assert source_enumerator(ck, "kafka-legacy").num_rows == 0
+
+
+@pytest.mark.flink
+def test_legacy_kafka_elements_flinkstate_writes_are_read_by_flink(tmp_path: Path) -> None:
+    """Elements flinkstate writes (other offsets, sentinels, a new partition, a non-ASCII and a 70-character topic) are what
+    Flink 1.20's TupleSerializer of KryoSerializer<KafkaTopicPartition> reads, cachedHash included."""
+    import dataclasses
+
+    from flinkstate.flink.bridge.source_positions import legacy_elements
+    from flinkstate.flink.sources.kafka_legacy import decode_element, encode_element, java_hash
+
+    ck = fs.open(LEGACY / "savepoint", uids=["kafka-legacy"]).checkpoint()
+    base = decode_element(legacy_elements(ck, "kafka-legacy")[0][1], "t")
+    entries = [dataclasses.replace(base, offset=999), dataclasses.replace(base, partition=17, offset=-915623761774),
+               dataclasses.replace(base, topic="p\u00e9\u20ac\U0001f600", partition=2, offset=5),
+               dataclasses.replace(base, topic="t" * 70, partition=2_000_000, offset=0)]
+    (tmp_path / "elements.hex").write_text("".join(encode_element(e).hex() + "\n" for e in entries))
+    got = flink_harness().run_legacy_kafka_job(["decode", str(tmp_path / "elements.hex")]).splitlines()
+    assert got == [f"{e.topic} {e.partition} {e.offset} {(31 * java_hash(e.topic) + e.partition + (1 << 31)) % (1 << 32) - (1 << 31)}"
+                   for e in entries]

@@ -4,7 +4,9 @@ flinkstate root (an imported one keeps the reader state as `SourceReaderState` b
 
 A source operator is one with operator state `SourceReaderState` (FLIP-27 `SourceOperator`). Its kind is told by its
 bytes (`flink.sources.codec`) or declared (`kinds`: operator -> "kafka" | "file" | "number_sequence"); a source of no
-known kind is listed with `source_kind` "unknown" and its split bytes, never guessed. Rewrites (`rewind_root`,
+known kind is listed with `source_kind` "unknown" and its split bytes, never guessed. The legacy FlinkKafkaConsumer's union
+state `topic-partition-offset-states` (told by that name and its serializer) is listed as "kafka_legacy", read in place on
+a Flink savepoint (`starting_offset`: the next offset, the stored one + 1); it is not rewound. Rewrites (`rewind_root`,
 `write_splits`, `write_enumerator`) decode, apply every change to readers and enumerator together, and commit one new
 checkpoint with both; any change the state cannot take is a typed error and nothing is written. On a Flink savepoint,
 `rewind_savepoint` imports it into a temporary root, rewinds there and exports a new savepoint for the release that
@@ -36,10 +38,11 @@ from flinkstate.flink.sources import (
 from flinkstate.flink.sources.codec import unframe_element
 from flinkstate.flink.sources.edits import DropSplit, ForgetPath, MarkProcessed, RereadFile, SetOffset, SetSequence, AddPartition
 from flinkstate.flink.sources.kafka import COMMITTED, EARLIEST, LATEST, NO_STOPPING_OFFSET
+from flinkstate.flink.sources.kafka_legacy import LEGACY_STATE, SENTINELS, decode_element, is_legacy_serializer
 from flinkstate.flink.sources.model import Split
 
 __all__ = ["ENUMERATOR_SCHEMA", "SPLITS_SCHEMA", "load_source", "rewind_root", "rewind_savepoint", "source_enumerator", "source_operators",
-           "source_splits", "source_summary", "write_enumerator", "write_splits"]
+           "legacy_elements", "source_splits", "source_summary", "write_enumerator", "write_splits"]
 
 _SPLIT_FIELDS = [
     pa.field("split_id", pa.string()), pa.field("topic", pa.string()), pa.field("partition", pa.int32()),
@@ -60,18 +63,67 @@ _STOP = {LATEST: "latest", COMMITTED: "committed", NO_STOPPING_OFFSET: "none"}
 
 
 def source_operators(ck: Any) -> list[str]:
-    """The operators of a checkpoint that have a FLIP-27 source's reader state, by their name there."""
-    return sorted(name for name, om in ck.operators.items() if READER_STATE in om.operator_states)
+    """The operators of a checkpoint that have a FLIP-27 source's reader state, or the legacy FlinkKafkaConsumer's offsets."""
+    return sorted(name for name, om in ck.operators.items() if READER_STATE in om.operator_states or LEGACY_STATE in om.operator_states)
 
 
 def _operator(ck: Any, operator: str) -> str:
     name = ck.name_of(operator) if hasattr(ck, "name_of") else operator
     if name not in ck.operators:
         ck.operator(operator)  # the typed error listing the operators
-    if READER_STATE not in ck.operators[name].operator_states:
-        raise OperatorNotFoundError(f"operator {operator!r} is not a FLIP-27 source (no {READER_STATE} state); sources here: "
-                                    f"{source_operators(ck) or 'none'}")
+    if name not in source_operators(ck):
+        raise OperatorNotFoundError(f"operator {operator!r} is not a FLIP-27 source (no {READER_STATE} state) nor a legacy "
+                                    f"FlinkKafkaConsumer; sources here: {source_operators(ck) or 'none'}")
     return name
+
+
+def _legacy(ck: Any, name: str) -> bool:
+    return READER_STATE not in ck.operators[name].operator_states
+
+
+def legacy_elements(ck: Any, operator: str) -> list[tuple[int, bytes]]:
+    """The legacy FlinkKafkaConsumer's union-state elements (subtask, bytes) of a Flink savepoint read in place: each element
+    as its handle's offsets delimit it (its Kryo-serialized KafkaTopicPartition cannot be read by the state's serializer
+    here), after checking the state's serializer is the consumer's."""
+    from flinkstate.flink._io import DataReader, snappy_unframe
+    from flinkstate.flink.files.operator_state import operator_state_headers
+    from flinkstate.flink.serde.serializers import read_operator_header
+
+    name = _operator(ck, operator)
+    meta = getattr(ck, "meta", None)
+    if meta is None:
+        raise UnknownSourceError(f"operator {operator!r}: the legacy FlinkKafkaConsumer's offsets are read from a Flink savepoint "
+                                 f"in place (an import does not keep this Kryo-serialized state yet)")
+    op = meta.operator(ck.uids[name])
+    node = operator_state_headers(meta, op.operator_id)[LEGACY_STATE].serializers["VALUE_SERIALIZER"]
+    if not is_legacy_serializer(node):
+        raise UnknownSourceError(f"operator {operator!r}: state {LEGACY_STATE!r} is not of the legacy FlinkKafkaConsumer's serializer "
+                                 f"(Tuple2 of KryoSerializer<KafkaTopicPartition> and Long): {node.cls}")
+    out: list[tuple[int, bytes]] = []
+    for sub in op.subtasks:
+        h = sub.managed_operator
+        if h is None or LEGACY_STATE not in h.states:
+            continue
+        data = h.stream.read(meta.directory)
+        where = f"operator {operator!r} subtask {sub.index} state {LEGACY_STATE!r}"
+        starts = sorted(int(o) for _, offs in h.states.values() for o in offs)
+        compressed, _, _ = read_operator_header(DataReader(data, where=where), where, min(starts, default=len(data)))
+        for off in (int(o) for o in h.states[LEGACY_STATE][1]):
+            end = next((x for x in starts if x > off), len(data))
+            raw = bytes(data[off:end])
+            out.append((sub.index, bytes(snappy_unframe(raw, where)) if compressed else raw))
+    return out
+
+
+def _legacy_rows(ck: Any, name: str) -> list[dict[str, Any]]:
+    rows = []
+    for sub, data in legacy_elements(ck, name):
+        e = decode_element(data, f"operator {name!r} subtask {sub} state {LEGACY_STATE!r}")
+        marker = SENTINELS.get(e.offset)
+        rows.append({"operator": name, "subtask": sub, "source_kind": "kafka_legacy", "split_id": f"{e.topic}-{e.partition}",
+                     "topic": e.topic, "partition": e.partition, "starting_offset": None if marker else e.next_offset,
+                     "starting_marker": marker, "split_bytes": data})
+    return rows
 
 
 def _raw(ck: Any, name: str) -> tuple[list[tuple[int, bytes]], bytes | None, tuple[int, ...]]:
@@ -88,6 +140,9 @@ def _raw(ck: Any, name: str) -> tuple[list[tuple[int, bytes]], bytes | None, tup
 def load_source(ck: Any, operator: str, kind: SourceKind | None = None) -> SourceState:
     """One source operator's decoded state (kind declared, or told by its bytes: UnknownSourceError otherwise)."""
     name = _operator(ck, operator)
+    if _legacy(ck, name):
+        raise UnknownSourceError(f"operator {operator!r} is a legacy FlinkKafkaConsumer: its offsets read (sourceSplits) but are not "
+                                 f"rewound here (import and export do not carry its Kryo-serialized state yet)")
     elements, coordinator, subtasks = _raw(ck, name)
     return decode_source(name, elements, coordinator, kind=kind, subtasks=subtasks)
 
@@ -109,6 +164,9 @@ def source_splits(ck: Any, operator: str | None = None, kinds: Mapping[str, Sour
     """One row per split per reader subtask of every source operator (or one): the table `sourceSplits`."""
     rows: list[dict[str, Any]] = []
     for name in _selected(ck, operator):
+        if _legacy(ck, name):
+            rows += _legacy_rows(ck, name)
+            continue
         elements, coordinator, subtasks = _raw(ck, name)
         try:
             state = decode_source(name, elements, coordinator, kind=(kinds or {}).get(name), subtasks=subtasks)
@@ -128,6 +186,8 @@ def source_enumerator(ck: Any, operator: str | None = None, kinds: Mapping[str, 
     A source of no known kind has none here (its coordinator bytes stay in the coordinator table)."""
     rows: list[dict[str, Any]] = []
     for name in _selected(ck, operator):
+        if _legacy(ck, name):
+            continue  # the legacy consumer has no enumerator
         try:
             state = load_source(ck, name, (kinds or {}).get(name))
         except UnknownSourceError:
@@ -149,6 +209,10 @@ def source_summary(ck: Any, kinds: Mapping[str, SourceKind] | None = None) -> li
     out = []
     for name in source_operators(ck):
         try:
+            if _legacy(ck, name):
+                out.append({"operator": name, "kind": "kafka_legacy", "splits": len(legacy_elements(ck, name)),
+                            "subtasks": len({s for s, _ in legacy_elements(ck, name)})})
+                continue
             state = load_source(ck, name, (kinds or {}).get(name))
         except FlinkStateError as e:  # a source that cannot be read stays with its own line: describe goes on
             out.append({"operator": name, "kind": "unknown", "why": f"{type(e).__name__}: {e}"})
