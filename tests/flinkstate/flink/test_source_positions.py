@@ -29,7 +29,6 @@ from flinkstate.flink.bridge.source_positions import (
 from flinkstate.flink.bridge.store_export import export_savepoint
 from flinkstate.flink.sources import (
     AddPartition,
-    DropPartition,
     DropTopic,
     ForgetPath,
     RereadFile,
@@ -254,11 +253,21 @@ def _java_view(folder: Path, offsets: bool, unassigned: str) -> list[str]:
     return lines
 
 
-def test_kafka_enumerator_v3_of_connector_5() -> None:
+def test_kafka_enumerator_v3_of_connector_5(tmp_path: Path) -> None:
     """Splits and enumerator states v0-v3 written by connector 5.0's classes (make_source_fixture.py kafka5): decoded as
-    those classes read them, and written back byte for byte."""
+    those classes read them, and written back byte for byte; after KAFKA_EDITS flinkstate writes the very bytes that
+    connector 5.0's classes read (when the fixture was made) to exactly the rewound offsets."""
     folder = FIXTURES / "sources-kafka-5.0"
-    assert _java_view(folder, offsets=True, unassigned="unassigned") == (folder / "expected.txt").read_text(encoding="utf-8").splitlines()
+    java = (folder / "expected.txt").read_text(encoding="utf-8").splitlines()
+    assert _java_view(folder, offsets=True, unassigned="unassigned") == java
+    msf.write_rewound(folder, tmp_path / "rewound")
+    for p in sorted((folder / "rewound").iterdir()):
+        assert (tmp_path / "rewound" / p.name).read_text() == p.read_text(), p.name
+    read = (folder / "rewound-expected.txt").read_text(encoding="utf-8").splitlines()
+    want = _rewound_expectation([x for x in java if x.startswith("split ")])
+    assert [x for x in read if x.startswith("split ")] == want + ["split 2 orders 7 55 -9223372036854775808"]
+    assert "enum 3 assigned orders 0 1000 -9223372036854775808" in read and "enum 3 assigned orders 7 55 -9223372036854775808" in read
+    assert not any(" orders 2 " in x for x in read)
 
 
 def _write_dir(folder: Path, elements: list[tuple[int, bytes]], enums: dict[int, bytes]) -> None:
@@ -268,8 +277,7 @@ def _write_dir(folder: Path, elements: list[tuple[int, bytes]], enums: dict[int,
         (folder / f"enum-{v}.hex").write_text(b.hex())
 
 
-KAFKA_EDITS = [SetOffset("orders", 0, 1000), SetOffset("orders", 1, "latest"), DropPartition("orders", 2),
-               AddPartition("orders", 7, 55, subtask=2)]
+KAFKA_EDITS = msf.kafka_edits()
 
 
 def _rewound_expectation(java: list[str]) -> list[str]:
