@@ -105,14 +105,20 @@ def _describe(r: dict) -> str:
             f"hosts={','.join(r['hosts'])} position={pos}")
 
 
+def _input_dir(line: str) -> Path:
+    """The folder the fixture's job read, as its savepoint records it (the files' paths are absolute)."""
+    ck = fs.open(FIXTURES / f"sources-files-{line}" / "savepoint").checkpoint()
+    return Path(source_enumerator(ck).column("path")[0].as_py().removeprefix("file:")).parent
+
+
 @pytest.fixture()
 def inputs(tmp_path: Path) -> Iterator[None]:
-    """The fixtures' input folders written again (their savepoints name them), one test at a time on this machine."""
-    with open(Path(msf.input_dir("2.3")).parent.parent / "flinkstate-source-fixture.lock", "w") as lock:
+    """The fixtures' input folders written again where their savepoints name them, one test at a time on this machine."""
+    with open(_input_dir("2.3").parent.parent / "flinkstate-source-fixture.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         for line in ("2.3", "1.20"):
-            shutil.rmtree(msf.input_dir(line), ignore_errors=True)
-            msf.write_inputs(msf.input_dir(line))
+            shutil.rmtree(_input_dir(line), ignore_errors=True)
+            msf.write_inputs(_input_dir(line))
         yield
 
 
@@ -142,7 +148,7 @@ def test_rewound_file_is_read_again_by_flink(line: str, tmp_path: Path, inputs: 
         write_enumerator(store, pa.table({"operator": ["files"], "entry": ["processed_path"], "path": [forgotten]}), delete=True)
         export_savepoint(store, dest, flink_version=line)
     after = tmp_path / "after.txt"
-    h.run_source_job(["restore", str(msf.input_dir(line)), str(dest), str(after)], version=line)
+    h.run_source_job(["restore", str(_input_dir(line)), str(dest), str(after)], version=line)
     got = {f: int(n) for f, n in (x.split() for x in after.read_text().splitlines())}
     want = {f"f{i}": msf.LINES - counts.get(f"f{i}", 0) for i in range(msf.FILES)}
     want[_name(rewound["path"])] = msf.LINES
