@@ -16,19 +16,22 @@ from flinkstate.core.errors import InvalidArgumentError
 
 __all__ = [
     "READ_OPTIONS",
+    "SOURCE_TABLES",
     "WRITE_OPTIONS",
     "TABLES",
     "ReadOptions",
     "WriteOptions",
     "parse_read_options",
     "parse_write_options",
+    "source_kinds",
     "storage_options_from",
 ]
 
 TABLES = ("state", "timers", "operatorState", "checkpoints", "files", "states", "operators", "changes",
-          "keyGroups", "subtasks", "topKeys", "ttlExpiry", "history")
+          "keyGroups", "subtasks", "topKeys", "ttlExpiry", "history", "sourceSplits", "sourceEnumerator")
 METADATA_TABLES = ("checkpoints", "files", "states", "operators")
-INSIGHT_TABLES = ("keyGroups", "subtasks", "topKeys", "ttlExpiry", "history")  # read.insight: latest (or given) checkpoint; history: all
+SOURCE_TABLES = ("sourceSplits", "sourceEnumerator")  # flink.bridge.source_positions: the sources' splits and enumerators
+INSIGHT_TABLES = ("keyGroups", "subtasks", "topKeys", "ttlExpiry", "history", *SOURCE_TABLES)  # latest (or given) checkpoint; history: all
 STATE_KINDS = ("value", "list", "map")
 OPERATIONS = ("upsert", "delete")
 LIST_MODES = ("append", "overwrite")
@@ -45,10 +48,11 @@ READ_OPTIONS = (
     "ttl",  # Flink savepoints: TTL durations per "operator/state" (or "state"), "op/state=ms;state=ms"
     "sqlRows", "sqlPlan",  # Flink SQL jobs' savepoints: RowData as columns (default) or bytes; the compiled plan naming them
     "topN", "ttlBucket", "parallelism",  # insight tables: keys per state (topKeys), hour|day (ttlExpiry), subtasks at (subtasks)
+    "sourceKinds",  # sourceSplits / sourceEnumerator: "OP=KIND;OP=KIND" where a source's bytes fit more than one kind
 )
 WRITE_OPTIONS = (
     "path", "operator", "state", "checkpointId", "savepoint", "operation", "maxParallelism",
-    "stateKind", "storageOptions", "ttlMs", "listMode", "table", "timerService", "timeDomain",
+    "stateKind", "storageOptions", "ttlMs", "listMode", "table", "timerService", "timeDomain", "sourceKinds",
 )
 STORAGE_PREFIX = "storage."
 
@@ -153,6 +157,7 @@ class ReadOptions:
     top_n: int = 10
     ttl_bucket: str = "hour"
     parallelism: int | None = None
+    source_kinds: dict[str, str] = field(default_factory=dict)
 
     def flink_options(self) -> dict[str, Any]:
         """The options a Flink savepoint opens with (none given: none, so a flinkstate root opens as usual)."""
@@ -208,7 +213,20 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
         top_n=_int(opts, "topN", low=1) or 10,
         ttl_bucket=_choice(opts, "ttlBucket", ("hour", "day"), "hour") or "hour",
         parallelism=_int(opts, "parallelism", low=1),
+        source_kinds=source_kinds(opts.get("sourcekinds")),
     )
+
+
+def source_kinds(raw: str | None) -> dict[str, str]:
+    """The sourceKinds option ("OP=KIND;OP=KIND") as a mapping."""
+    out: dict[str, str] = {}
+    for item in (raw or "").split(";"):
+        if item.strip():
+            op, sep, kind = item.partition("=")
+            if not sep or not op.strip() or not kind.strip():
+                raise InvalidArgumentError(f"option 'sourceKinds': {item!r} is not OPERATOR=KIND")
+            out[op.strip()] = kind.strip()
+    return out
 
 
 def _checked(opts: dict[str, str], name: str) -> str | None:

@@ -146,7 +146,10 @@ def describe(store: CheckpointStore, checkpoint_id: int | None) -> dict[str, Any
 
 def _describe_flink(src: Any, args: argparse.Namespace, out: TextIO) -> int:
     """`describe` of a Flink savepoint or checkpoint: operators, their ids and parallelism, and states by kind."""
+    from flinkstate.cli_sources import describe_sources
+
     doc = src.describe(args.checkpoint)
+    doc["sources"] = describe_sources(src.checkpoint(args.checkpoint), None)
     if args.json:
         json.dump(doc, out, indent=2, default=str)
         out.write("\n")
@@ -171,6 +174,7 @@ def _describe_flink(src: Any, args: argparse.Namespace, out: TextIO) -> int:
               "RocksDB sizes are the column families' SSTs)\n")
     if doc["ttl_unknown"]:
         out.write("TTL states (a savepoint does not hold their TTL duration: ttl unknown): " + ", ".join(doc["ttl_unknown"]) + "\n")
+    describe_sources(src.checkpoint(args.checkpoint), out)
     return 0
 
 
@@ -197,7 +201,10 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
 
             store = FlinkSource(store.path, uids=args.uid, storage_options=_storage_options(args))
         return _describe_flink(store, args, out)
+    from flinkstate.cli_sources import describe_sources
+
     doc = describe(store, args.checkpoint)
+    doc["sources"] = describe_sources(store.checkpoint(args.checkpoint), None)
     if args.json:
         json.dump(doc, out, indent=2)
         out.write("\n")
@@ -218,6 +225,7 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
                          str(s["deltas"]), _fmt_bytes(s["bytes"])])
         _table(rows, ["state", "kind", "key", "value", "ttl", "full rows", "delta rows", "files", "deltas", "size"], out)
     out.write("\nfull rows: entries in full files; delta rows: upserts and tombstones in delta files; size: all files\n")
+    describe_sources(store.checkpoint(args.checkpoint), out)
     return 0
 
 
@@ -435,9 +443,11 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--json", action="store_true", help="print JSON for scripts")
         sp.add_argument("--storage-option", action="append", metavar="KEY=VALUE", help="fsspec/s3fs option (repeatable), e.g. endpoint_url=http://127.0.0.1:9000")
 
+    from flinkstate.cli_sources import add_commands as add_source_commands
     from flinkstate.report import add_commands
 
     add_commands(sub, common)
+    add_source_commands(sub, common, _open_existing, _table)
 
     sp = sub.add_parser("checkpoints", help="list committed checkpoints and savepoints")
     common(sp)
