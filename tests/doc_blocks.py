@@ -51,7 +51,7 @@ def shown_tables(text: str) -> list[int]:
 
 def expected_tables(blocks: list[tuple[str, str]]) -> int:
     """How many tables the blocks print with `show()`: one per `.show()` and per SELECT of a sql block."""
-    return sum(code.count(".show()") for lang, code in blocks if lang == "python") + sum(
+    return sum(code.count(".show(") for lang, code in blocks if lang == "python") + sum(
         1 for lang, code in blocks if lang == "sql" for s in code.split(";") if s.strip().upper().startswith("SELECT"))
 
 
