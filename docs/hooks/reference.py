@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import os
 import pkgutil
 import re
 import sys
@@ -93,16 +94,30 @@ def _flag(a: argparse.Action) -> str:
     return f"`{names} [{meta}]`" if a.nargs == "?" else f"`{names} {meta}`"
 
 
+def _usage(parser: argparse.ArgumentParser) -> str:
+    """The usage lines without "usage: ", wrapped at 100 columns whatever the terminal."""
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"
+    try:
+        lines = parser.format_usage().strip().splitlines()
+    finally:
+        if old is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = old
+    return "\n".join([lines[0].removeprefix("usage: "), *(line.removeprefix(" " * len("usage: ")) for line in lines[1:])])
+
+
 def cli_reference() -> str:
     """Every command: its usage, what it does, its arguments and flags with defaults; anchors are the command names."""
     parser, commands, helps = _parser_commands()
-    out = ["```text", parser.format_usage().strip().replace("usage: ", ""), "```", ""]
+    out = ["```text", _usage(parser), "```", ""]
     out += ["| command | what it does |", "|---|---|"]
     out += [f"| [`{n}`](#{n}) | {_cell(helps[n])} |" for n in commands]
     out.append("")
     for name, sp in commands.items():
         out += [f"## `flinkstate {name}` {{#{name}}}", "", _cell(sp.description or helps[name]), ""]
-        out += ["```text", sp.format_usage().strip().replace("usage: ", ""), "```", ""]
+        out += ["```text", _usage(sp), "```", ""]
         rows = []
         for a in sp._actions:  # noqa: SLF001
             if isinstance(a, argparse._HelpAction):  # noqa: SLF001
