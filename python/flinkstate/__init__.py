@@ -48,7 +48,10 @@ from flinkstate.core.policy import CompactionPolicy
 from flinkstate.core.ttl import CompactionCleanup, IncrementalCleanup, StateTtlConfig
 from flinkstate.flink.bridge.source import open_store as open
 from flinkstate.flink.errors import (
+    SourceStateError,
+    SplitNotFoundError,
     StateAccountingError,
+    UnknownSourceError,
     UnsupportedFlinkFormatError,
     UnsupportedSerializerError,
 )
@@ -108,4 +111,7 @@ __all__ = [
     "StateAccountingError",
     "UnsupportedFlinkFormatError",
     "UnsupportedSerializerError",
+    "SourceStateError",
+    "SplitNotFoundError",
+    "UnknownSourceError",
 ]

@@ -19,7 +19,17 @@ from flinkstate.format.filekind import FileKind
 if TYPE_CHECKING:
     from flinkstate.store.store import CheckpointStore
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "docs_link", "DOCS_URL_ENV"]
+
+DOCS_URL_ENV = "FLINKSTATE_DOCS_URL"  # a built site's address (its pages are <base>/<page>.html); unset: docs paths of the source tree
+
+
+def docs_link(page: str, anchor: str = "") -> str:
+    """Where `page` of the documentation (a path under docs/, e.g. "reference/cli.md") is: `docs/<page>` in a clone, or
+    the built page under $FLINKSTATE_DOCS_URL. Every command's --help ends with the link to its section."""
+    base = os.environ.get(DOCS_URL_ENV, "").strip()
+    where = f"{base.rstrip('/')}/{page.removesuffix('.md')}.html" if base else f"docs/{page}"
+    return f"{where}#{anchor}" if anchor else where
 
 
 def _fmt_bytes(n: int) -> str:
@@ -553,6 +563,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "or one an earlier demo wrote (only its _flinkstate/ and shared/ are replaced); any other non-empty folder is refused")
     sp.add_argument("--no-sql", action="store_true", help="skip the Spark SQL part")
     sp.set_defaults(func=cmd_demo)
+
+    p.epilog = f"docs: {docs_link('index.md')} (every command and flag: {docs_link('reference/cli.md')})"
+    for name, cmd in sub.choices.items():  # every command, those other modules add included: its reference section
+        cmd.epilog = "\n".join(filter(None, [cmd.epilog, f"docs: {docs_link('reference/cli.md', name)}"]))
     return p
 
 

@@ -1,20 +1,22 @@
-"""The public errors: every error class the README names is importable from `flinkstate` and is a FlinkStateError."""
+"""The public errors: every error class the README or the docs site names is importable from `flinkstate` and is a FlinkStateError."""
 
 from __future__ import annotations
 
+import builtins
 import re
 from pathlib import Path
 
 import flinkstate as fs
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+ROOT = Path(__file__).resolve().parents[3]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
-def test_every_error_the_readme_names_is_exported_and_typed() -> None:
-    named = set(re.findall(r"\b([A-Z][A-Za-z]+Error)\b", README.read_text()))
+def test_every_error_the_docs_name_is_exported_and_typed() -> None:
+    named = set(re.findall(r"\b([A-Z][A-Za-z]+Error)\b", "\n".join(p.read_text() for p in DOCS))) - set(dir(builtins))
     assert {"StorageError", "CommitOutcomeUnknownError", "UnsupportedSerializerError"} <= named
     missing = sorted(n for n in named if not isinstance(getattr(fs, n, None), type))
-    assert not missing, f"named in README.md but not exported by flinkstate: {missing}"
+    assert not missing, f"named in README.md or docs/ but not exported by flinkstate: {missing}"
     assert all(issubclass(getattr(fs, n), fs.FlinkStateError) for n in named)
     assert named <= set(fs.__all__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from flinkstate.core.errors import FlinkStateError, InvalidArgumentError
+from flinkstate.flink.errors import SourceStateError, SplitNotFoundError, UnknownSourceError
 
 __all__ = ["KINDS", "EnumEntry", "EnumeratorState", "ReaderSplit", "SourceKind", "SourceState", "SourceStateError",
            "Split", "SplitNotFoundError", "UnknownSourceError"]
@@ -18,18 +18,6 @@ __all__ = ["KINDS", "EnumEntry", "EnumeratorState", "ReaderSplit", "SourceKind",
 SourceKind = Literal["kafka", "file", "number_sequence"]
 KINDS: tuple[SourceKind, ...] = ("kafka", "file", "number_sequence")
 Status = Literal["assigned", "unassigned", "pending"]
-
-
-class SourceStateError(FlinkStateError):
-    """A source's reader or enumerator state that cannot be decoded or changed as asked (names operator and what)."""
-
-
-class UnknownSourceError(SourceStateError, InvalidArgumentError):
-    """A source whose state matches no known split/enumerator format, or more than one (names the operator)."""
-
-
-class SplitNotFoundError(SourceStateError, LookupError):
-    """A partition, split or file path the source's state does not hold (named, with what it holds)."""
 
 
 @dataclass(frozen=True)
