@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from flinkstate.core.errors import CorruptFileError, FlinkStateError
+from flinkstate.core.errors import CorruptFileError, FlinkStateError, SchemaMismatchError
 
-__all__ = ["CorruptFileError", "StateAccountingError", "UnsupportedFlinkFormatError", "UnsupportedSerializerError"]
+__all__ = ["CorruptFileError", "IncompatibleReleaseError", "SerializerMismatchError", "StateAccountingError", "UnsupportedFlinkFormatError",
+           "UnsupportedSerializerError"]
 
 
 class UnsupportedFlinkFormatError(FlinkStateError, NotImplementedError):
@@ -17,3 +18,14 @@ class UnsupportedSerializerError(FlinkStateError, NotImplementedError):
 
 class StateAccountingError(CorruptFileError):
     """What a state's files hold and what was read from them differ (names operator, state and files): never fewer rows silently."""
+
+
+class SerializerMismatchError(SchemaMismatchError):
+    """A state's values no longer have the type of the Flink serializer it was imported with, so an export cannot write
+    them with it (names operator, state, column, serializer class and both types); nothing is written."""
+
+
+class IncompatibleReleaseError(UnsupportedSerializerError):
+    """A state holds bytes that the target Flink release would read differently than the release that wrote them (Kryo 2
+    bytes of Flink 1.x read by Kryo 5 of Flink 2.x): an export for that release is refused, naming operator, state,
+    serializer and both releases; nothing is written."""
