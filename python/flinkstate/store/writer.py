@@ -261,6 +261,34 @@ class CheckpointWriter:
         self.add_state_files(operator, descriptor, entries, mode=mode, key_group_range=key_group_range, allow_schema_change=True)
         return entries
 
+    def delete(self, operator: str, name: str, keys: pa.Table) -> list[FileEntry]:
+        """Delete entries of a keyed state (a delta): a row of `keys` with a `key` alone removes that key's whole entry
+        (every user key of a map state, a list state's list, in every namespace); `namespace` and `user_key` columns
+        narrow it to those. The entries are found in the checkpoint as this writer has it (its base and what it wrote)."""
+        from flinkstate.core.keygroups import assign_key_groups, is_supported_key_type
+        from flinkstate.format.deletes import deleted_columns, named_entries, needs_stored_entries, tombstones
+        from flinkstate.format.merge import read_range
+        from flinkstate.format.schemas import as_table, primary_key_columns
+
+        op = self._op(operator, create=False)
+        desc = op.keyed_states.get(name)
+        if desc is None:
+            raise StateNotFoundError(f"cannot delete from operator {operator!r} state {name!r}: it does not exist; keyed states: {sorted(op.keyed_states)}")
+        what = f"operator {operator!r} state {name!r}"
+        keys = as_table(keys, what)
+        given = deleted_columns(desc, keys.column_names, what)
+        if needs_stored_entries(desc, given):
+            maxp = self.max_parallelism_of(operator)
+            mine = [e for e in self._entries if e.operator == operator and FileKind(e.kind).scope.value == "keyed" and e.state == name]
+            kgs = None
+            if keys.num_rows and is_supported_key_type(desc.key_type):  # only the deleted keys' key groups are read
+                kgs = sorted(set(assign_key_groups(keys.column(C.COL_KEY).cast(desc.key_type), maxp).to_pylist()))
+            stored = read_range(self.io, mine, primary_key_columns(desc), maxp, (0, maxp - 1), key_groups=kgs, descriptor=desc) if mine else None
+            entries = named_entries(stored, keys.select(given), desc) if stored is not None else keys.select(given).slice(0, 0)
+        else:
+            entries = keys.select(given)
+        return self.put_state(operator, desc, tombstones(entries, desc), mode="delta")
+
     def add_state_files(
         self,
         operator: str,
