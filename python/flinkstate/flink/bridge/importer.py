@@ -40,6 +40,7 @@ from flinkstate.flink.bridge.mapping import (
 from flinkstate.flink.bridge.serializer_json import (
     IMPORT_CHECKPOINT_PROPERTY,
     OPERATOR_ID_PROPERTY,
+    OPERATOR_NAME_PROPERTY,
     OPERATOR_STATE_PREFIX,
     SERIALIZERS_PROPERTY,
     SOURCE_RELEASE_PROPERTY,
@@ -226,6 +227,8 @@ def _finish_operator(w: CheckpointWriter, meta: CheckpointMetadata, op: Operator
     if counts or op.coordinator_state is not None or ranges:
         w.set_parallelism(name, op.parallelism)
         w.set_property(OPERATOR_ID_PROPERTY + name, op.operator_id)
+        if op.name:
+            w.set_property(OPERATOR_NAME_PROPERTY + name, op.name)
         w.set_property(SOURCE_RELEASE_PROPERTY + name, releases)
         w.set_property(IMPORT_CHECKPOINT_PROPERTY + name, str(w.checkpoint_id))
         if serializers:

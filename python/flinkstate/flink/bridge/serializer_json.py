@@ -11,11 +11,13 @@ from typing import Any
 
 from flinkstate.flink.serde.serializers import TypeNode
 
-__all__ = ["IMPORT_CHECKPOINT_PROPERTY", "OPERATOR_ID_PROPERTY", "OPERATOR_STATE_PREFIX", "SERIALIZERS_PROPERTY", "SOURCE_RELEASE_PROPERTY",
+__all__ = ["IMPORT_CHECKPOINT_PROPERTY", "OPERATOR_ID_PROPERTY", "OPERATOR_NAME_PROPERTY", "OPERATOR_STATE_PREFIX", "SERIALIZERS_PROPERTY", "SOURCE_RELEASE_PROPERTY",
            "node_from_json", "node_to_json"]
 
 #: checkpoint property holding the Flink operator id (hex) of an imported operator, so export keeps it
 OPERATOR_ID_PROPERTY = "flink.operator-id."
+#: checkpoint property holding the name Flink's `_metadata` (2.x) gave an imported operator, which export writes back
+OPERATOR_NAME_PROPERTY = "flink.operator-name."
 #: checkpoint property holding an imported operator's serializer snapshots (JSON), so export writes them back
 SERIALIZERS_PROPERTY = "flink.serializers."
 #: in an operator's serializers: the entry of an operator (list, union or broadcast) state, "_operator_state/<name>"

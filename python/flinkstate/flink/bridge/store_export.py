@@ -8,7 +8,6 @@ renames the temporary folder into place (`run_export`).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flinkstate.core.errors import InvalidArgumentError, StateNotFoundError
+from flinkstate.core.errors import StateNotFoundError
 from flinkstate.flink.bridge.export_task import ExportRunner, RangeExport, run_local
 from flinkstate.flink.bridge.export_meta import (
     Recorded,
@@ -28,6 +27,7 @@ from flinkstate.flink.bridge.export_meta import (
 from flinkstate.flink.bridge.export_check import check_changes
 from flinkstate.flink.bridge.serializer_json import (
     OPERATOR_ID_PROPERTY,
+    OPERATOR_NAME_PROPERTY,
     SOURCE_RELEASE_PROPERTY,
 )
 from flinkstate.flink.bridge.source import open_store
@@ -131,7 +131,8 @@ def plan_export(
             continue
         releases = tuple(r for r in meta.properties.get(SOURCE_RELEASE_PROPERTY + uid, "").split(",") if r)
         ops.append(OperatorExport(uid, op.parallelism or 1, ck.max_parallelism_of(uid), keyed, states, coordinator_state=coordinator,
-                                  operator_id=flink_id, source_releases=releases))  # each operator its own max parallelism, as Flink checks on restore
+                                  operator_id=flink_id, source_releases=releases,
+                                  name=meta.properties.get(OPERATOR_NAME_PROPERTY + uid) if flink_id is not None else None))  # each operator its own max parallelism, as Flink checks on restore
     if pojo_classes:
         raise StateNotFoundError(f"POJO classes given for keyed states that checkpoint {cid} does not have: {sorted(pojo_classes)}")
     check_target_release(ops, flink_version)  # bytes the target release would read differently: refused before anything is written

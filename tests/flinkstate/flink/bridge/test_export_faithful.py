@@ -20,6 +20,7 @@ from flinkstate.core.errors import InvalidArgumentError
 from flinkstate.flink.bridge.importer import import_savepoint
 from flinkstate.flink.bridge.store_export import export_savepoint, plan_export
 from flinkstate.flink.errors import IncompatibleReleaseError, SerializerMismatchError
+from flinkstate.flink.meta.metadata import read_metadata
 from flinkstate.flink.write.export import rewrite_flink_savepoint
 
 from savepoint_bytes import SavepointBytes, read_savepoint_bytes
@@ -65,6 +66,12 @@ def test_untouched_import_exports_every_state_byte_for_byte(cell: str, tmp_path:
     assert len(a.records) == 15 and sum(len(r) for x in a.records.values() for r in x.values()) == 238
     assert {k[1] for k in a.operator_serializers} == {"pairs", "marks", "rules", "SourceReaderState"}
     assert_same_bytes(a, b, in_order=cell.endswith("rocksdb"))  # RocksDB writes records sorted by their bytes, as export does
+
+    def operators(path: str) -> dict:
+        return {op.operator_id: (op.name, op.uid, op.parallelism, op.max_parallelism) for op in read_metadata(path).operators
+                if any(s.managed_keyed or s.managed_operator for s in op.subtasks) or op.coordinator_state is not None}
+
+    assert operators(dest) == operators(savepoint(cell))  # ids, 2.x names and uids, parallelism, max parallelism
 
 
 def test_rewrite_of_a_flink_savepoint_is_byte_for_byte(tmp_path: Path) -> None:
