@@ -3,7 +3,8 @@
 - keyed: per (operator id, state) the serializer snapshots' bytes as the header holds them, and per key group the
   records (key bytes without the flag, value bytes) in the file's order (FLINK_FORMAT.md section 3);
 - operator: per (operator id, state) the serializer snapshots' bytes and per subtask its elements' bytes (list and union
-  state: each element, from its offset to the next offset; broadcast: the entry count and entries at its offset);
+  state: each element, from its offset to the next offset; broadcast: the entry count and entries at its offset;
+  uncompressed when the snapshot was);
 - coordinator: per operator id its bytes.
 Only the handle layout (`read_metadata`) and the snapshot framing (`read_type`, for where a snapshot ends) come from
 flinkstate; the records are cut here from the file's bytes.
@@ -113,8 +114,9 @@ def _keyed(out: SavepointBytes, op: str, h: KeyGroupsHandle, data: bytes, maxp: 
 
 def _operator(out: SavepointBytes, op: str, index: int, h, data: bytes) -> None:
     r = DataReader(data)
-    assert r.i32() in (5, 6)
-    assert not r.bool(), "compressed operator state: not cut here"
+    version = r.i32()
+    assert version in (5, 6)
+    compressed = r.bool() if version >= 6 else False
     for _ in range(2):
         for _ in range(r.i16()):
             name, sers = _meta(r)
@@ -122,6 +124,8 @@ def _operator(out: SavepointBytes, op: str, index: int, h, data: bytes) -> None:
     offsets = np.sort(np.concatenate([o for _, o in h.states.values()] + [np.array([len(data)], np.int64)]))
     for name, (mode, offs) in h.states.items():
         got = out.elements.setdefault((op, name), {}).setdefault(index, [])
+        assert not compressed or len(set(offs.tolist())) == len(offs), "Flink 1.18's one compressed stream per state: not cut here"
         for off in offs.tolist():
             end = int(offsets[np.searchsorted(offsets, off, side="right")])
-            got.append(bytes(data[off:end]))
+            # with snapshot compression each element (a broadcast state's entries) is a snappy framed stream of its own
+            got.append(snappy_unframe(memoryview(data)[off:end], "element") if compressed else bytes(data[off:end]))
