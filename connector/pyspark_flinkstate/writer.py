@@ -364,15 +364,15 @@ def _named_entries(plan: WritePlan, desc: Any, deletes: pa.Table) -> pa.Table:
     """The stored entries (their primary-key columns) that deletes by fewer columns name, in the planned base checkpoint:
     a key alone names its whole map or list (every namespace); namespace and user_key narrow it."""
     import flinkstate
-    from flinkstate.core.keygroups import is_supported_key_type
+    from flinkstate.core.keygroups import assign_key_groups, is_supported_key_type
     from flinkstate.format.deletes import deleted_columns, named_entries
 
     given = deleted_columns(desc, deletes.column_names, f"operator {plan.operator!r} state {desc.name!r}")
-    keys = None
+    kgs = None
     if is_supported_key_type(desc.key_type):  # only the deleted keys' key groups are read
-        keys = pc.unique(deletes.column(C.COL_KEY).cast(desc.key_type)).to_pylist()
-    store = flinkstate.open(plan.io.root, plan.io.storage_options or None)
-    stored = store.read_state(plan.operator, desc.name, plan.base_checkpoint_id, keys=keys, raw=True)
+        kgs = sorted(set(assign_key_groups(deletes.column(C.COL_KEY).cast(desc.key_type), plan.max_parallelism).to_pylist()))
+    ck = flinkstate.open(plan.io.root, plan.io.storage_options or None).checkpoint(plan.base_checkpoint_id)
+    stored = ck.scan(plan.operator, desc.name, key_groups=kgs, raw=True).to_arrow()
     return named_entries(stored, deletes.select(given), desc)
 
 

@@ -55,6 +55,7 @@ from flinkstate.store.registry import pinned, track_writer, untrack_writer
 
 if TYPE_CHECKING:
     from flinkstate.format.logrows import Collection
+    from flinkstate.read.checkpoint import StoreCheckpoint
     from flinkstate.store.root import StoreRoot
 
 __all__ = ["CheckpointWriter"]
@@ -267,8 +268,7 @@ class CheckpointWriter:
         narrow it to those. The entries are found in the checkpoint as this writer has it (its base and what it wrote)."""
         from flinkstate.core.keygroups import assign_key_groups, is_supported_key_type
         from flinkstate.format.deletes import deleted_columns, named_entries, needs_stored_entries, tombstones
-        from flinkstate.format.merge import read_range
-        from flinkstate.format.schemas import as_table, primary_key_columns
+        from flinkstate.format.schemas import as_table
 
         op = self._op(operator, create=False)
         desc = op.keyed_states.get(name)
@@ -277,17 +277,32 @@ class CheckpointWriter:
         what = f"operator {operator!r} state {name!r}"
         keys = as_table(keys, what)
         given = deleted_columns(desc, keys.column_names, what)
+        entries = keys.select(given)
         if needs_stored_entries(desc, given):
-            maxp = self.max_parallelism_of(operator)
-            mine = [e for e in self._entries if e.operator == operator and FileKind(e.kind).scope.value == "keyed" and e.state == name]
-            kgs = None
-            if keys.num_rows and is_supported_key_type(desc.key_type):  # only the deleted keys' key groups are read
-                kgs = sorted(set(assign_key_groups(keys.column(C.COL_KEY).cast(desc.key_type), maxp).to_pylist()))
-            stored = read_range(self.io, mine, primary_key_columns(desc), maxp, (0, maxp - 1), key_groups=kgs, descriptor=desc) if mine else None
-            entries = named_entries(stored, keys.select(given), desc) if stored is not None else keys.select(given).slice(0, 0)
-        else:
-            entries = keys.select(given)
+            kgs = None  # only the deleted keys' key groups are read, where keys hash
+            if is_supported_key_type(desc.key_type):
+                kgs = sorted(set(assign_key_groups(keys.column(C.COL_KEY).cast(desc.key_type), self.max_parallelism_of(operator)).to_pylist()))
+            stored = self.view().scan(operator, name, key_groups=kgs, raw=True).to_arrow()
+            entries = named_entries(stored, entries, desc)
         return self.put_state(operator, desc, tombstones(entries, desc), mode="delta")
+
+    def view(self) -> StoreCheckpoint:
+        """The checkpoint this writer is building, pinned as a StoreCheckpoint (its operators and files so far) to scan."""
+        from flinkstate.format.manifest import LogRecord
+        from flinkstate.format.merge import order_entries
+        from flinkstate.format.metadata import CheckpointInfo
+        from flinkstate.read.checkpoint import StoreCheckpoint
+
+        entries = tuple(order_entries(self.entries()))
+        created = dt.datetime.now(dt.timezone.utc)
+        base = None if self.base is None else self.base.checkpoint_id
+        rec = LogRecord(self.checkpoint_id, self.attempt_id, self.kind, C.STATUS_COMPLETED, created, self.max_parallelism, C.FORMAT_VERSION,
+                        base, len(entries), 0, sum(e.bytes for e in entries), {})
+        info = CheckpointInfo(checkpoint_id=self.checkpoint_id, kind=self.kind, status=C.STATUS_COMPLETED, created_at=created,
+                              max_parallelism=self.max_parallelism, files=len(entries), rows=0, bytes=rec.bytes, base_checkpoint_id=base,
+                              format_version=C.FORMAT_VERSION)
+        return StoreCheckpoint(self.io, rec, CheckpointMetadata(info=info, operators=dict(self.operators), properties=dict(self.properties)),
+                               entries, committed=False)
 
     def add_state_files(
         self,
