@@ -1,6 +1,8 @@
 """Export a flinkstate checkpoint as a canonical Flink savepoint through the store's public read API.
 
-The driver plans (`plan_export`: every type mapped, the destination checked, nothing written), one job per subtask
+The driver plans (`plan_export`: every state's serializers chosen, `export_meta`: an imported state's own, snapshots byte
+for byte; the changes since the import encoded once with them, `export_check`; Kryo bytes the target release reads
+differently refused, `write.releases`; the destination checked; nothing written), one job per subtask
 of every operator with keyed state reads that subtask's key-group range and writes its keyed file
 (`export_task.export_range`, here one after the other or as Spark tasks), and the driver writes `_metadata` and
 renames the temporary folder into place (`run_export`).
@@ -90,8 +92,10 @@ def plan_export(
     storage_options: dict | None = None,
     flink_version: str = DEFAULT_FLINK_VERSION,
 ) -> ExportPlan:
-    """Check an export (the arguments of `export_savepoint`) and map every state's type: an unsupported target, a
-    destination holding a savepoint, a type without a Flink serializer, a POJO class for no state are refused here."""
+    """Check an export (the arguments of `export_savepoint`) and choose every state's serializers: an unsupported target,
+    a destination holding a savepoint, a type without a Flink serializer, a POJO class for no state, an imported state
+    whose types changed (SerializerMismatchError), a changed value its serializer cannot hold, Kryo bytes of the other
+    major release (IncompatibleReleaseError) are refused here."""
     metadata_version_for(flink_version)  # an unsupported target is refused before anything is read
     dest = check_destination(os.fspath(dest))
     pojo_classes = dict(pojo_classes or {})
@@ -171,12 +175,14 @@ def export_savepoint(
     in this process (`plan_export`, then `run_export` with the subtasks' keyed files one after the other;
     `pyspark_flinkstate.flink_jobs.export_savepoint` writes them as Spark tasks).
 
-    Every state's type is mapped before any file is written (UnsupportedSerializerError names state and type);
-    dest holding a savepoint is refused (SavepointExistsError). Returns the savepoint directory.
+    Every state's serializers are chosen before any file is written: a state imported from Flink keeps the ones Flink
+    wrote it with (snapshots byte for byte; a state nobody changed comes back as Flink wrote it), others are mapped from
+    their Arrow types (UnsupportedSerializerError names state and type); what `plan_export` refuses is refused before
+    anything is written; dest holding a savepoint is refused (SavepointExistsError). Returns the savepoint directory.
     flink_version is the Flink release that will restore it ("1.18" ... "2.3", default the newest); others are
     refused by name (UnsupportedFlinkVersionError).
     pojo_classes maps "operator/state" to a Java class name: that state's struct values are written as that POJO
-    (Flink's PojoSerializer, fields by name) instead of a Row.
+    (Flink's PojoSerializer, fields by name) instead of a Row (or instead of the serializer it was imported with).
     """
     return run_export(plan_export(store_or_root, dest, checkpoint_id=checkpoint_id, compression=compression, pojo_classes=pojo_classes,
                                   storage_options=storage_options, flink_version=flink_version))
