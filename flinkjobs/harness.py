@@ -26,7 +26,7 @@ FLINK_VERSIONS = {"1.18": "1.18.1", "1.19": "1.19.3", "1.20": "1.20.5", "2.0": "
 HERE = Path(__file__).resolve().parent
 JOB_SOURCE = HERE / "src" / "StateGenJob.java"
 # The jobs every version compiles (with its compat/ shim); the newest version compiles every src/*.java.
-MATRIX_SOURCES = ("StateGenJob.java", "RestoreDumpJob.java", "ProductionJob.java")
+MATRIX_SOURCES = ("StateGenJob.java", "RestoreDumpJob.java", "ProductionJob.java", "ShapesJob.java")
 VARIANTS = ("files", "inline", "snappy")
 NATIVE_VARIANTS = ("native", "checkpoint")
 ROCKSDB_VARIANTS = ("rocksdb", "rocksdb-checkpoint")
@@ -428,6 +428,25 @@ def run_kafka_serde(args: list[str], extra_classes: Path | None = None, timeout:
     cp = classpath(flink_lib(version)) + [kafka / j for j in KAFKA_JARS]
     classes = _compile(sorted(KAFKA_DIR.glob("*.java")), cp, "kafka-classes", version, "KafkaSerde.class")
     return _run_main("KafkaSerde", [classes, *([extra_classes] if extra_classes else []), *cp], args, "Kafka connector", timeout)
+
+
+def shapes_run(out: Path, n: int, backend: str, snapshots: tuple[str, ...] = ("canonical",), version: str | None = None,
+               timeout: float = 900) -> Path:
+    """ShapesJob (flinkjobs/src/ShapesJob.java: Tuple, POJO, enum, Row and Kryo values in keyed, operator, union and
+    broadcast state) on `backend` (hashmap, rocksdb): OUT/<snapshot>/savepoint for snapshots canonical and native, and
+    OUT/dump.txt (the state the job held, as lines)."""
+    out = Path(out).resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    _run_java("ShapesJob", ["gen", str(out), str(n), backend, *snapshots], "shapes job", timeout, version)
+    return out
+
+
+def shapes_restore(savepoint: Path, out_file: Path, backend: str = "hashmap", parallelism: int = 2, version: str | None = None,
+                   timeout: float = 900) -> list[str]:
+    """Restore ShapesJob's operators from savepoint at parallelism on backend; the dump's lines (sorted)."""
+    args = ["restore", str(Path(savepoint).resolve()), str(Path(out_file).resolve()), backend, str(parallelism)]
+    _run_java("ShapesJob", args, "shapes restore", timeout, version)
+    return Path(out_file).read_text(encoding="utf-8").splitlines()
 
 
 def main(argv: list[str]) -> int:

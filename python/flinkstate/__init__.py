@@ -48,6 +48,8 @@ from flinkstate.core.policy import CompactionPolicy
 from flinkstate.core.ttl import CompactionCleanup, IncrementalCleanup, StateTtlConfig
 from flinkstate.flink.bridge.source import open_store as open
 from flinkstate.flink.errors import (
+    IncompatibleReleaseError,
+    SerializerMismatchError,
     SourceStateError,
     SplitNotFoundError,
     StateAccountingError,
@@ -114,4 +116,6 @@ __all__ = [
     "SourceStateError",
     "SplitNotFoundError",
     "UnknownSourceError",
+    "SerializerMismatchError",
+    "IncompatibleReleaseError",
 ]

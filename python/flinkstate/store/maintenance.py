@@ -12,7 +12,6 @@ TTL timestamps, timers and every other state are carried over unchanged.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -189,19 +188,7 @@ def run_local(jobs: list[RangeJob]) -> list[RangeResult]:
 # ------------------------------------------------------------------ planning (driver)
 def writer_view(w: CheckpointWriter) -> StoreCheckpoint:
     """The checkpoint a writer is building, pinned as a StoreCheckpoint (its operators and files so far) to scan."""
-    from flinkstate.format.manifest import LogRecord
-    from flinkstate.format.metadata import CheckpointInfo, CheckpointMetadata
-    from flinkstate.read.checkpoint import StoreCheckpoint
-
-    entries = tuple(order_entries(w.entries()))
-    created = dt.datetime.now(dt.timezone.utc)
-    rec = LogRecord(w.checkpoint_id, w.attempt_id, w.kind, C.STATUS_COMPLETED, created, w.max_parallelism, C.FORMAT_VERSION,
-                    None if w.base is None else w.base.checkpoint_id, len(entries), 0, sum(e.bytes for e in entries), {})
-    info = CheckpointInfo(checkpoint_id=w.checkpoint_id, kind=w.kind, status=C.STATUS_COMPLETED, created_at=created,
-                          max_parallelism=w.max_parallelism, files=len(entries), rows=0, bytes=rec.bytes,
-                          base_checkpoint_id=rec.base_checkpoint_id, format_version=C.FORMAT_VERSION)
-    return StoreCheckpoint(w.io, rec, CheckpointMetadata(info=info, operators=dict(w.operators), properties=dict(w.properties)), entries,
-                           committed=False)
+    return w.view()
 
 
 def _targets(ck: StoreCheckpoint, operator: str | None, state: str | None, ttl_only: bool) -> list[tuple[str, str, str]]:

@@ -59,6 +59,7 @@ from flinkstate.store.registry import pinned, track_writer, untrack_writer
 
 if TYPE_CHECKING:
     from flinkstate.format.logrows import Collection
+    from flinkstate.read.checkpoint import StoreCheckpoint
     from flinkstate.store.root import StoreRoot
 
 __all__ = ["CheckpointWriter"]
@@ -270,6 +271,48 @@ class CheckpointWriter:
         )
         self.add_state_files(operator, descriptor, entries, mode=mode, key_group_range=key_group_range, allow_schema_change=True)
         return entries
+
+    def delete(self, operator: str, name: str, keys: pa.Table) -> list[FileEntry]:
+        """Delete entries of a keyed state (a delta): a row of `keys` with a `key` alone removes that key's whole entry
+        (every user key of a map state, a list state's list, in every namespace); `namespace` and `user_key` columns
+        narrow it to those. The entries are found in the checkpoint as this writer has it (its base and what it wrote)."""
+        from flinkstate.core.keygroups import assign_key_groups, is_supported_key_type
+        from flinkstate.format.deletes import deleted_columns, named_entries, needs_stored_entries, tombstones
+        from flinkstate.format.schemas import as_table
+
+        op = self._op(operator, create=False)
+        desc = op.keyed_states.get(name)
+        if desc is None:
+            raise StateNotFoundError(f"cannot delete from operator {operator!r} state {name!r}: it does not exist; keyed states: {sorted(op.keyed_states)}")
+        what = f"operator {operator!r} state {name!r}"
+        keys = as_table(keys, what)
+        given = deleted_columns(desc, keys.column_names, what)
+        entries = keys.select(given)
+        if needs_stored_entries(desc, given):
+            kgs = None  # only the deleted keys' key groups are read, where keys hash
+            if is_supported_key_type(desc.key_type):
+                kgs = sorted(set(assign_key_groups(keys.column(C.COL_KEY).cast(desc.key_type), self.max_parallelism_of(operator)).to_pylist()))
+            stored = self.view().scan(operator, name, key_groups=kgs, raw=True).to_arrow()
+            entries = named_entries(stored, entries, desc)
+        return self.put_state(operator, desc, tombstones(entries, desc), mode="delta")
+
+    def view(self) -> StoreCheckpoint:
+        """The checkpoint this writer is building, pinned as a StoreCheckpoint (its operators and files so far) to scan."""
+        from flinkstate.format.manifest import LogRecord
+        from flinkstate.format.merge import order_entries
+        from flinkstate.format.metadata import CheckpointInfo
+        from flinkstate.read.checkpoint import StoreCheckpoint
+
+        entries = tuple(order_entries(self.entries()))
+        created = dt.datetime.now(dt.timezone.utc)
+        base = None if self.base is None else self.base.checkpoint_id
+        rec = LogRecord(self.checkpoint_id, self.attempt_id, self.kind, C.STATUS_COMPLETED, created, self.max_parallelism, C.FORMAT_VERSION,
+                        base, len(entries), 0, sum(e.bytes for e in entries), {})
+        info = CheckpointInfo(checkpoint_id=self.checkpoint_id, kind=self.kind, status=C.STATUS_COMPLETED, created_at=created,
+                              max_parallelism=self.max_parallelism, files=len(entries), rows=0, bytes=rec.bytes, base_checkpoint_id=base,
+                              format_version=C.FORMAT_VERSION)
+        return StoreCheckpoint(self.io, rec, CheckpointMetadata(info=info, operators=dict(self.operators), properties=dict(self.properties)),
+                               entries, committed=False)
 
     def add_state_files(
         self,

@@ -130,7 +130,7 @@ class TypeNode:
     legacy_row: bool = False
     payload: bytes = b""  # an opaque (Kryo/Avro) snapshot's payload, kept to write it back unchanged
     logical: tuple[str, ...] = ()  # table runtime: the SQL types of a RowData's fields (or an array's element)
-    snapshot: bytes = b""  # the whole versioned snapshot as read (table runtime, unknown classes): written back verbatim
+    snapshot: bytes = b""  # the whole versioned snapshot as read (table runtime, unknown classes, and every state's top-level serializer): written back verbatim
     params: tuple[int, ...] = ()  # precision (and scale) of table-runtime timestamps and decimals
     sql: tuple[SqlType, ...] = ()  # table runtime: the SQL types of a RowData's fields (or an array's element)
 
@@ -325,8 +325,16 @@ def read_state_meta(r: DataReader, ctx: str) -> StateMeta:
         k = r.utf()
         if r.i32() != 2:
             raise UnsupportedFlinkFormatError(f"{r.where}: {ctx}: state {name!r}: serializer snapshot proxy version is not 2")
-        sers[k] = read_type(r, f"{ctx}, state {name!r} ({k})")
+        sers[k] = _with_bytes(r, f"{ctx}, state {name!r} ({k})")
     return StateMeta(name, _BACKEND_TYPES[bt], options, sers)
+
+
+def _with_bytes(r: DataReader, ctx: str) -> TypeNode:
+    """read_type of a state's (or the key's) serializer, with its versioned snapshot's bytes as read (`TypeNode.snapshot`):
+    an export writes an unchanged state's serializer back with exactly these bytes."""
+    start = r.pos
+    node = read_type(r, ctx)
+    return node if node.snapshot else dataclasses.replace(node, snapshot=bytes(r.buf[start : r.pos]))
 
 
 # a resync tries this many continuations at most before it gives up
@@ -394,7 +402,7 @@ def _keyed_header(r: DataReader, ctx: str) -> tuple[bool, TypeNode, list[StateMe
     compressed = r.bool()
     if r.i32() != 2:
         raise UnsupportedFlinkFormatError(f"{r.where}: {ctx}: key serializer snapshot proxy version is not 2")
-    key_type = read_type(r, f"{ctx} (key serializer)")
+    key_type = _with_bytes(r, f"{ctx} (key serializer)")
     n = r.i16()
     return compressed, key_type, [read_state_meta(r, ctx) for _ in range(n)]
 
