@@ -156,23 +156,64 @@ def compile_job(version: str | None = None) -> Path:
 def compile_sql_job(version: str | None = None) -> Path:
     """Compile flinkjobs/sql/*.java against the version's flink-dist and table jars (cached by the sources' hash)."""
     version = resolve(version)
-    lib = flink_lib(version)
-    sources = sorted(SQL_DIR.glob("*.java"))
+    return _compile_dir(SQL_DIR, "sql-classes", "SqlJob", sql_classpath(flink_lib(version)), version)
+
+
+def _compile_dir(src: Path, prefix: str, main: str, cp: list[Path], version: str) -> Path:
+    """javac src/*.java against cp into the version's cache (prefix-<hash of the sources>), once; the classes folder."""
+    sources = sorted(src.glob("*.java"))
     digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()[:16]
-    classes = cache_dir(version) / f"sql-classes-{digest}"
-    if not (classes / "SqlJob.class").exists():
+    classes = cache_dir(version) / f"{prefix}-{digest}"
+    if not (classes / f"{main}.class").exists():
         tmp = classes.with_name(classes.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        cp = os.pathsep.join(str(p) for p in sql_classpath(lib))
-        proc = subprocess.run(["javac", "-nowarn", "-cp", cp, "-d", str(tmp), *map(str, sources)], capture_output=True, text=True)
+        proc = subprocess.run(["javac", "-nowarn", "-cp", os.pathsep.join(map(str, cp)), "-d", str(tmp), *map(str, sources)],
+                              capture_output=True, text=True)
         if proc.returncode != 0:
-            raise RuntimeError(f"javac of the SQL jobs against Flink {version} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+            raise RuntimeError(f"javac of {src.name}/ against Flink {version} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
         try:
             tmp.rename(classes)
         except OSError:  # another process compiled the same sources first
             shutil.rmtree(tmp, ignore_errors=True)
     return classes
+
+
+KRYO_DIR = HERE / "kryo"
+
+
+def kryo_wire(out: Path, version: str | None = None, timeout: float = 300) -> Path:
+    """flinkjobs/kryo/KryoWire.java on Flink `version`: every Kryo wire form flinkstate decodes, serialized by that
+    version's own KryoSerializer (Kryo 2.24 in 1.x, 5.6 in 2.x), one JSON line each with its bytes and the value
+    (and per group the serializer's snapshot), written to out."""
+    version = resolve(version)
+    cp = classpath(flink_lib(version))
+    classes = _compile_dir(KRYO_DIR, "kryo-classes", "KryoWire", cp, version)
+    out = Path(out).resolve()
+    cmd = ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", "-cp", os.pathsep.join([str(classes), *map(str, cp)]), "KryoWire", "gen", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"Flink {version} KryoWire failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return out
+
+
+def kryo_read(lines: list[tuple[str, str, bytes]], version: str | None = None, timeout: float = 300) -> list[str]:
+    """What Flink `version`'s own KryoSerializer reads from bytes: per (group, name, bytes) of KryoWire's groups, the value
+    rendered as KryoWire renders it ("... LEFT n" when n bytes were not read, "ERROR: ..." when it fails)."""
+    import tempfile
+
+    version = resolve(version)
+    cp = classpath(flink_lib(version))
+    classes = _compile_dir(KRYO_DIR, "kryo-classes", "KryoWire", cp, version)
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "in.tsv", Path(tmp) / "out.tsv"
+        src.write_text("".join(f"{g}\t{n}\t{b.hex()}\n" for g, n, b in lines), encoding="utf-8")
+        cmd = ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", "-cp", os.pathsep.join([str(classes), *map(str, cp)]), "KryoWire", "read",
+               str(src), str(dst)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise RuntimeError(f"Flink {version} KryoWire read failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        return [line.split("\t", 2)[2] for line in dst.read_text(encoding="utf-8").splitlines()]
 
 
 def sql_classpath(lib: Path) -> list[Path]:
