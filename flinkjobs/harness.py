@@ -159,9 +159,10 @@ def compile_sql_job(version: str | None = None) -> Path:
     return _compile_dir(SQL_DIR, "sql-classes", "SqlJob", sql_classpath(flink_lib(version)), version)
 
 
-def _compile_dir(src: Path, prefix: str, main: str, cp: list[Path], version: str) -> Path:
-    """javac src/*.java against cp into the version's cache (prefix-<hash of the sources>), once; the classes folder."""
-    sources = sorted(src.glob("*.java"))
+def _compile_dir(src: Path, prefix: str, main: str, cp: list[Path], version: str, extra: tuple[Path, ...] = ()) -> Path:
+    """javac src/*.java (and extra sources) against cp into the version's cache (prefix-<hash of the sources>), once; the
+    classes folder."""
+    sources = sorted(src.glob("*.java")) + list(extra)
     digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()[:16]
     classes = cache_dir(version) / f"{prefix}-{digest}"
     if not (classes / f"{main}.class").exists():
@@ -182,18 +183,49 @@ def _compile_dir(src: Path, prefix: str, main: str, cp: list[Path], version: str
 KRYO_DIR = HERE / "kryo"
 
 
+def _kryo_classes(version: str) -> Path:
+    """flinkjobs/kryo/*.java (KryoWire, KryoUpgradeJob) compiled with the version's compat/ shim."""
+    return _compile_dir(KRYO_DIR, "kryo-classes", "KryoWire", classpath(flink_lib(version)), version,
+                        tuple(sorted(compat_dir(version).glob("*.java"))))
+
+
+def _run_kryo(main: str, args: list[str], what: str, version: str, timeout: float) -> str:
+    cp = classpath(flink_lib(version))
+    cmd = ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", "-cp", os.pathsep.join([str(_kryo_classes(version)), *map(str, cp)]), main, *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"Flink {version} {what} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc.stdout
+
+
+def kryo_upgrade_savepoint(out: Path, n: int = 60, backend: str = "hashmap", version: str | None = None,
+                           timeout: float = 900) -> Path:
+    """flinkjobs/kryo/KryoUpgradeJob.java on Flink `version` (default 1.20: state Flink 1.x gives to Kryo 2) and `backend`:
+    records 0..n-1, then a CANONICAL savepoint; returns out, holding savepoint/ and dump.txt (the state the job held)."""
+    version = resolve(version or "1.20")
+    out = Path(out).resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    _run_kryo("KryoUpgradeJob", ["gen", str(out), str(n), backend], "Kryo upgrade job", version, timeout)
+    return out
+
+
+def kryo_upgrade_restore(savepoint: Path, out_file: Path, backend: str = "hashmap", version: str | None = None,
+                         states: tuple[str, ...] = (), timeout: float = 900) -> list[str]:
+    """Restore KryoUpgradeJob (its states, or only `states`) from savepoint on Flink `version` (default 2.3) and dump every
+    key's state as the job's gen wrote dump.txt; the dump's lines (a RuntimeError with Flink's output when it fails)."""
+    version = resolve(version)
+    args = ["restore", str(Path(savepoint).resolve()), str(Path(out_file).resolve()), backend, *states]
+    _run_kryo("KryoUpgradeJob", args, "Kryo upgrade restore", version, timeout)
+    return Path(out_file).read_text(encoding="utf-8").splitlines()
+
+
 def kryo_wire(out: Path, version: str | None = None, timeout: float = 300) -> Path:
     """flinkjobs/kryo/KryoWire.java on Flink `version`: every Kryo wire form flinkstate decodes, serialized by that
     version's own KryoSerializer (Kryo 2.24 in 1.x, 5.6 in 2.x), one JSON line each with its bytes and the value
     (and per group the serializer's snapshot), written to out."""
     version = resolve(version)
-    cp = classpath(flink_lib(version))
-    classes = _compile_dir(KRYO_DIR, "kryo-classes", "KryoWire", cp, version)
     out = Path(out).resolve()
-    cmd = ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", "-cp", os.pathsep.join([str(classes), *map(str, cp)]), "KryoWire", "gen", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        raise RuntimeError(f"Flink {version} KryoWire failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    _run_kryo("KryoWire", ["gen", str(out)], "KryoWire", version, timeout)
     return out
 
 
@@ -203,16 +235,10 @@ def kryo_read(lines: list[tuple[str, str, bytes]], version: str | None = None, t
     import tempfile
 
     version = resolve(version)
-    cp = classpath(flink_lib(version))
-    classes = _compile_dir(KRYO_DIR, "kryo-classes", "KryoWire", cp, version)
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "in.tsv", Path(tmp) / "out.tsv"
         src.write_text("".join(f"{g}\t{n}\t{b.hex()}\n" for g, n, b in lines), encoding="utf-8")
-        cmd = ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", "-cp", os.pathsep.join([str(classes), *map(str, cp)]), "KryoWire", "read",
-               str(src), str(dst)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        if proc.returncode != 0:
-            raise RuntimeError(f"Flink {version} KryoWire read failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        _run_kryo("KryoWire", ["read", str(src), str(dst)], "KryoWire read", version, timeout)
         return [line.split("\t", 2)[2] for line in dst.read_text(encoding="utf-8").splitlines()]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flinkstate.core.errors import CorruptFileError, FlinkStateError
 
-__all__ = ["CorruptFileError", "StateAccountingError", "UnsupportedFlinkFormatError", "UnsupportedSerializerError"]
+__all__ = ["CorruptFileError", "KryoDecodeError", "StateAccountingError", "UnsupportedFlinkFormatError", "UnsupportedSerializerError"]
 
 
 class UnsupportedFlinkFormatError(FlinkStateError, NotImplementedError):
@@ -13,6 +13,15 @@ class UnsupportedFlinkFormatError(FlinkStateError, NotImplementedError):
 
 class UnsupportedSerializerError(FlinkStateError, NotImplementedError):
     """A serializer (Kryo, Avro, user-defined...) whose bytes cannot be decoded: names operator, state, class."""
+
+
+class KryoDecodeError(UnsupportedSerializerError):
+    """A Kryo value that cannot be read or written as its state declares: bytes that are not the declared class, an
+    unknown registration id, a class without a schema, a value outside the state's type; `cls` names the Java class."""
+
+    def __init__(self, message: str, cls: str) -> None:
+        super().__init__(message)
+        self.cls = cls
 
 
 class StateAccountingError(CorruptFileError):

@@ -25,6 +25,7 @@ from flinkstate.flink.serde.serializers import (
     arrow_type,
     opaque_part,
 )
+from flinkstate.flink.serde.kryo.bind import KryoOptions, bind_state, learnt, settle, with_shapes
 from flinkstate.flink.serde.values import Reader, make_reader, read_rest
 
 __all__ = ["KeyGroupCorrupt", "StateDecoder"]
@@ -51,7 +52,10 @@ def _type_of(node: TypeNode) -> str:
 class StateDecoder:
     """Accumulates the decoded entries of one state across key groups."""
 
-    def __init__(self, meta: StateMeta, key_type: TypeNode, prefix: int, ctx: str) -> None:
+    def __init__(self, meta: StateMeta, key_type: TypeNode, prefix: int, ctx: str, kryo: KryoOptions | None = None,
+                 op_id: str = "") -> None:
+        self.header_meta = meta  # as the file's header declares it (subtasks' headers are compared by it)
+        meta, key_type = bind_state(meta, key_type, kryo, op_id)  # Kryo serializers read by the Kryo that wrote them
         self.meta = meta
         self.ctx = ctx
         self.prefix = prefix
@@ -79,18 +83,22 @@ class StateDecoder:
         self.user_key_reader: Reader | None = None
         self.ttl = False
         elem = self.value_node
+        self.elem_path = "VALUE_SERIALIZER"  # where elem_node is in the state's serializers (Kryo types are kept by path)
         if self.kind == "MAP":
             self.rows["user_key"] = []
             self.user_key_reader = make_reader(elem.children[0], ctx)
             elem = elem.children[1]
+            self.elem_path += "/1"
         elif self.kind == "LIST":
             elem = elem.children[0]
+            self.elem_path += "/0"
         if elem is not None:
             self.elem_reader = make_reader(elem, ctx)  # a TTL wrapper reads (timestamp, value)
             self.rows["value"] = []
         if elem is not None and elem.kind == "ttl":
             self.ttl = True
             elem = elem.children[1]
+            self.elem_path += "/1"
         self.elem_node = elem
         if self.ttl:
             self.rows["ttl_last_access"] = []
@@ -284,12 +292,54 @@ class StateDecoder:
         else:
             rows["value"].append(v)
 
+    def _parts(self) -> list[tuple[str, str, TypeNode | None]]:
+        """(rows column, path in the state's serializers, serializer) of the parts a row holds."""
+        if self.timer:
+            return [("key", "VALUE_SERIALIZER/0", self.key_node), ("namespace", "VALUE_SERIALIZER/1", self.ns_node)]
+        parts = [("key", "KEY", self.key_node), ("namespace", "NAMESPACE_SERIALIZER", self.ns_node),
+                 ("value", self.elem_path, self.elem_node)]
+        if self.kind == "MAP":
+            parts.append(("user_key", "VALUE_SERIALIZER/0", self.value_node.children[0]))
+        return parts
+
+    def _settle_kryo(self) -> None:
+        """Kryo values read without a known type: typed by the values read (`kryo.bind.settle`), the serializers with
+        their shapes (`kryo_shapes`)."""
+        shapes: dict[str, TypeNode] = {}
+        for col, path, node in self._parts():
+            if node is None or col not in self.rows:
+                continue
+            typed, self.rows[col] = settle(node, self.rows[col], self.ctx)
+            shapes.update(learnt(typed, path))
+        if not shapes:
+            return
+        self.meta, self.key_node = with_shapes(self.meta, self.key_node, shapes)
+        if self.timer:
+            self.key_node, self.ns_node = self.meta.serializers["VALUE_SERIALIZER"].children
+            return
+        self.ns_node = self.meta.serializers["NAMESPACE_SERIALIZER"]
+        self.value_node = self.meta.serializers["VALUE_SERIALIZER"]
+        elem = self.value_node
+        for i in self.elem_path.split("/")[1:]:
+            elem = elem.children[int(i)]
+        self.elem_node = elem
+
+    def kryo_shapes(self) -> dict[str, TypeNode]:
+        """The types of this state's Kryo values (by path in its serializers), as far as the values read tell."""
+        if self.unreadable is None:
+            self._settle_kryo()
+        out: dict[str, TypeNode] = {}
+        for role, node in [("KEY", self.key_node), *self.meta.serializers.items()]:
+            out.update(learnt(node, role))
+        return out
+
     def table(self, raw_values: bool = False) -> pa.Table:
         """The decoded entries as an Arrow table (Kryo/Avro values as raw bytes only when raw_values is set)."""
         if self.unreadable is not None:
             raise UnsupportedSerializerError(self.unreadable)
         if self.raw_error is not None and not raw_values:
             raise UnsupportedSerializerError(self.raw_error)
+        self._settle_kryo()
         types = {"key_group": pa.int32(), "key": arrow_type(self.key_node), "timestamp": pa.int64(), "ttl_last_access": pa.int64()}
         if "namespace" in self.rows:
             types["namespace"] = arrow_type(self.ns_node)

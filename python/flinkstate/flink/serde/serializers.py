@@ -103,6 +103,11 @@ _COMPOSITE = {
     "org.apache.flink.api.java.typeutils.runtime.TupleSerializerSnapshot": ("tuple", "utf"),
     "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot": ("ttl", None),
     "org.apache.flink.streaming.api.operators.TimerSerializerSnapshot": ("timer", None),
+    # Flink 2.x: SetSerializer (i32 n, then per element a null flag and the element) and NullableSerializer (a null flag,
+    # then the value, or nullPaddingLength bytes for a null; outer payload: i32 nullPaddingLength), which POJO fields and
+    # states declared List<T>, Map<K, V> or Set<T> get (NullableListTypeInfo & co.)
+    _BASE + "SetSerializerSnapshot": ("set", None),
+    "org.apache.flink.api.java.typeutils.runtime.NullableSerializer$NullableSerializerSnapshot": ("nullable", "int"),
 }
 _POJO = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
 # The table runtime's serializers (SQL and Table API jobs: RowData keys and values, InternalTypeInfo).
@@ -255,12 +260,16 @@ def _composite(r: DataReader, ctx: str, cls: str, kind: str, outer: str | None) 
         legacy = outer_version < 3 or (outer_version > 3 and not r.bool())
     elif outer == "utf":
         outer_class = r.utf()
+    elif outer == "int":
+        params: tuple[int, ...] = (r.i32(),)
     children = _nested(r, ctx)
     names: tuple[str, ...] = ()
     if kind in ("row", "tuple"):
         names = tuple(f"f{i}" for i in range(len(children)))
     elif kind == "garray":
         names = (outer_class,)  # the component class
+    elif kind == "nullable":
+        return TypeNode(kind, cls, children, params=params)  # params: the null padding's length
     return TypeNode(kind, cls, children, names, legacy)
 
 
@@ -448,8 +457,10 @@ def arrow_type(node: TypeNode) -> pa.DataType:
         return _ARROW[node.kind]
     if node.kind in ("row", "tuple", "pojo"):
         return pa.struct([pa.field(n, arrow_type(c)) for n, c in zip(node.names, node.children, strict=True)])
-    if node.kind in ("list", "parray", "sarray", "garray"):
+    if node.kind in ("list", "parray", "sarray", "garray", "set"):
         return pa.list_(arrow_type(node.children[0]))
+    if node.kind == "nullable":
+        return arrow_type(node.children[0])
     if node.kind == "enum":
         return pa.string()  # the constant's name
     if node.kind in ("opaque", "unknown", "rowdata", "arraydata"):
@@ -466,4 +477,8 @@ def arrow_type(node: TypeNode) -> pa.DataType:
         return pa.map_(arrow_type(node.children[0]), arrow_type(node.children[1]))
     if node.kind == "ttl":
         return arrow_type(node.children[1])
+    if node.kind == "kryo":  # a Kryo serializer bound to a read (serde.kryo): the type of the values it holds
+        from flinkstate.flink.serde.kryo.bind import kryo_arrow_type
+
+        return kryo_arrow_type(node)
     raise UnsupportedSerializerError(f"serializer {node.cls} ({node.kind}) has no Arrow type")

@@ -1,0 +1,97 @@
+"""The column types of a savepoint's Kryo values, learnt when it is opened: one type per state for every read of it.
+
+A Kryo serializer snapshot names only the declared class (`java.util.ArrayList`, `java.util.List` for a POJO field):
+what the values hold (`ArrayList<Long>`) is in the bytes, each element with its class. Opening a savepoint reads the
+first values of each state with Kryo parts (up to `SAMPLE_VALUES` entries, a few key groups at a time, every subtask
+until then) and keeps their shapes per operator, state and serializer (`KryoOptions.shapes`), so descriptors, Spark
+schemas and every task agree. A class without a schema (or a custom Kryo serializer) among those values keeps the
+state's Kryo values as their bytes (named; where framed) instead. A later value that does not fit is an error naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from flinkstate.core.errors import FlinkStateError
+from flinkstate.flink.bridge.mapping import decode_subtask, subtask_range, subtask_states
+from flinkstate.flink.errors import KryoDecodeError
+from flinkstate.flink.meta.metadata import CheckpointMetadata, OperatorState
+from flinkstate.flink.serde.kryo.bind import KryoOptions, generation_for, kryo_paths
+from flinkstate.flink.serde.kryo.schema import Schemas
+from flinkstate.flink.serde.kryo.shapes import NULL_SHAPE, ShapeError, merge
+from flinkstate.flink.serde.serializers import TypeNode
+
+__all__ = ["SAMPLE_VALUES", "with_kryo_types"]
+
+SAMPLE_VALUES = 10_000
+
+
+def _kryo_parts(dec: Any) -> list[str]:
+    """Paths of the Kryo serializers a decoder's state has that no type is known for yet."""
+    nodes = [("KEY", dec.key_node), *getattr(dec, "meta").serializers.items()]
+    return [path for role, node in nodes for path, n in kryo_paths(node, role) if n.kind == "kryo" and not n.children]
+
+
+def _windows(rng: tuple[int, int]) -> list[list[int]]:
+    """A subtask's key groups in growing windows (8, 16, 32, ...): a sample reads few when the first hold enough values."""
+    out, start, size = [], rng[0], 8
+    while start <= rng[1]:
+        out.append(list(range(start, min(rng[1], start + size - 1) + 1)))
+        start += size
+        size *= 2
+    return out
+
+
+def _learn(meta: CheckpointMetadata, op: OperatorState, state: str, paths: list[str]) -> tuple[dict[str, TypeNode], str | None]:
+    """The shapes of a state's Kryo parts from its first values, or why its Kryo values stay bytes."""
+    shapes: dict[str, TypeNode] = dict.fromkeys(paths, NULL_SHAPE)
+    seen = 0
+    for sub in op.subtasks:
+        rng = subtask_range(sub)
+        if rng is None:
+            continue
+        for kgs in _windows(rng):
+            try:
+                dec = decode_subtask(meta, op, sub, key_groups=kgs, states=[state]).get(state)
+                if dec is None or not hasattr(dec, "kryo_shapes"):
+                    return shapes, None
+                for path, shape in dec.kryo_shapes().items():
+                    if path in shapes:
+                        shapes[path] = merge(shapes[path], shape)
+                seen += dec.row_count()
+            except KryoDecodeError as e:
+                return {}, str(e)
+            except ShapeError as e:
+                return {}, f"operator {op.label}, state {state!r}: its Kryo values do not make one column type: {e}"
+            except FlinkStateError:
+                return shapes, None  # not a Kryo matter: the read of the state says what (the types stay as learnt)
+            if seen >= SAMPLE_VALUES:
+                return shapes, None
+    return shapes, None
+
+
+def with_kryo_types(meta: CheckpointMetadata, schemas: Schemas) -> CheckpointMetadata:
+    """meta whose operators read Kryo values with these class schemas and the types their first values have."""
+    ops = []
+    for op in meta.operators:
+        op = dataclasses.replace(op, kryo=KryoOptions(gen=generation_for(meta.version), schemas=schemas))
+        first = next((s for s in op.subtasks if subtask_range(s) is not None), None)
+        if first is None:
+            ops.append(op)
+            continue
+        shapes: dict[tuple[str, str, str], TypeNode] = {}
+        as_bytes: dict[tuple[str, str, str], str] = {}
+        for name, dec in subtask_states(meta, op, first).items():
+            paths = _kryo_parts(dec)
+            if not paths:
+                continue
+            learnt, why = _learn(meta, op, name, paths)
+            for path in paths:
+                if why is not None:
+                    as_bytes[(op.operator_id, name, path)] = why
+                else:
+                    shapes[(op.operator_id, name, path)] = learnt.get(path, NULL_SHAPE)
+        assert op.kryo is not None
+        ops.append(dataclasses.replace(op, kryo=dataclasses.replace(op.kryo, shapes=shapes, as_bytes=as_bytes)))
+    return dataclasses.replace(meta, operators=type(meta.operators)(ops))
