@@ -175,9 +175,9 @@ public class KryoUpgradeJob {
 
     /** After restore: every key's state of the declared states, on the broadcast trigger. */
     public static class Dumper extends KeyedBroadcastProcessFunction<Long, Long, Long, Long> {
-        final List<String> only;
+        final ArrayList<String> only;
 
-        Dumper(List<String> only) { this.only = only; }
+        Dumper(List<String> only) { this.only = new ArrayList<>(only); }
 
         @Override
         public void processElement(Long v, ReadOnlyContext ctx, Collector<Long> out) {}
@@ -265,7 +265,7 @@ public class KryoUpgradeJob {
             gen(Paths.get(args[1]).toAbsolutePath(), Long.parseLong(args[2]), args[3]);
         } else {
             restore(Paths.get(args[1]).toAbsolutePath().toUri().toString(), Paths.get(args[2]).toAbsolutePath(), args[3],
-                List.of(args).subList(4, args.length));
+                new ArrayList<>(List.of(args).subList(4, args.length)));
         }
         System.exit(0);
     }

@@ -192,10 +192,10 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate describe PATH [--checkpoint ID]`: operators and states of one checkpoint."""
     store = _open_existing(args)
     if not hasattr(store, "catalog"):
-        if args.uid:
+        if args.uid or args.kryo_class:
             from flinkstate.flink.bridge.source import FlinkSource
 
-            store = FlinkSource(store.path, uids=args.uid, storage_options=_storage_options(args))
+            store = FlinkSource(store.path, uids=args.uid or (), storage_options=_storage_options(args), kryo_classes=args.kryo_class)
         return _describe_flink(store, args, out)
     doc = describe(store, args.checkpoint)
     if args.json:
@@ -275,7 +275,8 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     from flinkstate.flink.bridge.mapping import parse_ttl
 
     plan = plan_import(args.flink_path, args.path, flink_checkpoint_id=args.flink_checkpoint, ttl=parse_ttl(args.ttl or ()),
-                       storage_options=_storage_options(args), uids=args.uid or (), raw_values=args.raw_values)
+                       storage_options=_storage_options(args), uids=args.uid or (), raw_values=args.raw_values,
+                       kryo_classes=args.kryo_class)
     report = run_import(plan) if args.spark is None else run_import(plan, _spark_runner("import", args.spark or None))
     if args.json:
         json.dump({"root": args.path, "checkpoint_id": report.checkpoint_id, "flink_checkpoint": os.path.dirname(report.source),
@@ -439,11 +440,18 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--all", action="store_true", help="include discarded checkpoints")
     sp.set_defaults(func=cmd_checkpoints)
 
+    def kryo_class(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--kryo-class", action="append", metavar="[final ]CLASS=FIELD:TYPE,...",
+                        help="the fields of a user class in Kryo values, as its Java declares them (Kryo writes them by "
+                             "name order without names or types): com.acme.Order=id:String,qty:int,tags:List<String>; "
+                             "'final ' for a final class; com.acme.Color=enum:RED,GREEN for an enum (repeatable)")
+
     sp = sub.add_parser("describe", help="operators, states, types, TTL, rows, bytes and files of a checkpoint")
     common(sp)
     sp.add_argument("--checkpoint", type=int, default=None, metavar="ID", help="checkpoint id (default: the latest)")
     sp.add_argument("--uid", action="append", metavar="UID", help="(Flink savepoints) an operator uid of the job: names the "
                     "operator that Flink 1.x metadata records only by id (repeatable)")
+    kryo_class(sp)
     sp.set_defaults(func=cmd_describe)
 
     sp = sub.add_parser("verify", help="read and check every file checkpoints use; print what is damaged (exit status 1 if anything is)")
@@ -492,6 +500,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="keep values the decoders cannot type (Kryo, Avro, custom, SQL RowData) as their serialized bytes (the default)")
     sp.add_argument("--refuse-undecodable", dest="raw_values", action="store_false",
                     help="refuse states whose values the decoders cannot type instead of keeping their bytes")
+    kryo_class(sp)
     spark_job(sp, "each task decodes one subtask handle and writes that range's files; the driver commits once")
     sp.set_defaults(func=cmd_import)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,8 +24,10 @@ from flinkstate.flink.bridge.serializer_json import (
     node_from_json,
 )
 from flinkstate.flink.bridge.source import open_store
+from flinkstate.flink.errors import UnsupportedSerializerError
 from flinkstate.flink.files.canonical import KeyedState
 from flinkstate.flink.serde.encode import _COMP_CLS, type_for_arrow
+from flinkstate.flink.serde.kryo.migrate import Migration, migrate_state
 from flinkstate.flink.serde.serializers import StateMeta, TypeNode, arrow_type
 from flinkstate.flink.write.savepoint_folder import discard, publish, temp_folder
 from flinkstate.flink.write.savepoint_writer import (
@@ -70,7 +72,13 @@ def _keyed_meta(desc, ctx: str) -> StateMeta:
 
 
 def _sig(n: TypeNode) -> object:
-    """What a serializer means for the data: wrappers by kind, everything else by its Arrow type."""
+    """What a serializer means for the data: wrappers by kind, everything else by its Arrow type (a Kryo value as the
+    serializer an Arrow type of its type maps to: an imported Kryo list stays Kryo)."""
+    if n.kind == "kryo":
+        try:
+            return _sig(type_for_arrow(arrow_type(n), "Kryo"))
+        except UnsupportedSerializerError:
+            return str(arrow_type(n))
     if n.kind in ("ttl", "list", "map", "timer", "void"):
         return (n.kind, tuple(_sig(c) for c in n.children))
     return str(arrow_type(n))
@@ -110,6 +118,7 @@ class ExportPlan:
     lists: dict[str, frozenset[str]]  # uid -> its list states
     compression: bool = False
     flink_version: str = DEFAULT_FLINK_VERSION
+    migrations: dict[str, list[Migration]] = field(default_factory=dict)  # "operator/state" -> Kryo 2 parts migrated for 2.x
 
     def jobs(self, folder: str) -> list[RangeExport]:
         """One job per subtask of every operator with keyed state, writing into folder: the store's scan tasks of
@@ -197,7 +206,28 @@ def plan_export(
                                   operator_id=flink_id))  # each operator its own max parallelism, as Flink checks on restore
     if pojo_classes:
         raise StateNotFoundError(f"POJO classes given for keyed states that checkpoint {cid} does not have: {sorted(pojo_classes)}")
-    return ExportPlan(ck, dest, ops, reads, lists, compression, flink_version)
+    ops, migrations = _migrated(ops, flink_version)  # Kryo 2 (Flink 1.x) states, as Flink 2.x reads them
+    return ExportPlan(ck, dest, ops, reads, lists, compression, flink_version, migrations)
+
+
+def _migrated(ops: list[OperatorExport], flink_version: str) -> tuple[list[OperatorExport], dict[str, list[Migration]]]:
+    """For a Flink 2.x target, every keyed state that Flink 1.x's Kryo 2 serialized with the serializers Flink 2.x gives
+    the same Java types (`serde.kryo.migrate`): per "operator/state" what was migrated and how. A state that cannot be
+    is a KryoMigrationError naming it, before anything is written; 1.x targets keep their serializers."""
+    if int(flink_version.split(".")[0]) < 2:
+        return ops, {}
+    out: dict[str, list[Migration]] = {}
+    for op in ops:
+        if op.keyed is None:
+            continue
+        key = op.keyed.key_type
+        for name, m in list(op.keyed.meta.items()):
+            new, key, done = migrate_state(m, key, f"operator {op.uid!r}, state {name!r}")
+            if done:
+                op.keyed.meta[name] = new
+                out[f"{op.uid}/{name}"] = done
+        op.keyed.key_type = key
+    return ops, out
 
 
 def run_export(plan: ExportPlan, run: ExportRunner = run_local) -> str:

@@ -103,8 +103,11 @@ def bind_state(meta: StateMeta, key_type: TypeNode, options: KryoOptions | None,
 
     def bind(state: str) -> Callable[[str, TypeNode], TypeNode]:
         def fn(path: str, node: TypeNode) -> TypeNode:
-            if node.kind == "kryo" or (op_id, state, path) in options.as_bytes:
+            if node.kind == "kryo":
                 return node
+            why = options.as_bytes.get((op_id, state, path))
+            if why is not None:  # its values stay bytes: the node says why (messages, migration)
+                return dataclasses.replace(node, logical=(why,))
             return _bound(node, options.gen, specs, options.shapes.get((op_id, state, path)))
         return fn
 
