@@ -49,7 +49,8 @@ import org.apache.flink.util.Collector;
  * - "history": ValueState<ArrayList<Long>> (a TypeHint): Kryo in both (Kryo 2 in 1.x, Kryo 5 in 2.x);
  * - "totals": MapState<String, HashMap<String, Long>>: Kryo map values in both;
  * - "items": ListState<Item>, Item a class with no default constructor (not a POJO), registered with Kryo: Kryo in both,
- *   by registration id.
+ *   by registration id;
+ * - "note": ValueState<Note>, Note not a POJO and not registered: Kryo in both, its class written by name.
  *
  * gen OUT N BACKEND: records 0..N-1 on BACKEND (hashmap | rocksdb); a CANONICAL savepoint in OUT/savepoint and OUT/dump.txt,
  * the state the job holds (read back from Flink after every update).
@@ -95,6 +96,17 @@ public class KryoUpgradeJob {
         public String toString() { return "Item(" + sku + "," + qty + "," + price + ")"; }
     }
 
+    /** Not a POJO and not registered with Kryo: its values carry its class name. */
+    public static class Note {
+        private final String text;
+        private final long at;
+        Note(String text, long at) { this.text = text; this.at = at; }
+
+        @Override
+        public String toString() { return "Note(" + text + "," + at + ")"; }
+    }
+
+    static ValueStateDescriptor<Note> note() { return new ValueStateDescriptor<>("note", Note.class); }
     static ValueStateDescriptor<Order> order() { return new ValueStateDescriptor<>("order", Order.class); }
     static ValueStateDescriptor<ArrayList<Long>> history() {
         return new ValueStateDescriptor<>("history", TypeInformation.of(new TypeHint<ArrayList<Long>>() {}));
@@ -106,7 +118,7 @@ public class KryoUpgradeJob {
 
     static List<StateDescriptor<?, ?>> states(List<String> only) {
         List<StateDescriptor<?, ?>> l = new ArrayList<>();
-        for (StateDescriptor<?, ?> d : List.of(order(), history(), totals(), items())) {
+        for (StateDescriptor<?, ?> d : List.of(order(), history(), totals(), items(), note())) {
             if (only.isEmpty() || only.contains(d.getName())) l.add(d);
         }
         return l;
@@ -121,6 +133,7 @@ public class KryoUpgradeJob {
         transient ValueState<ArrayList<Long>> history;
         transient MapState<String, HashMap<String, Long>> totals;
         transient ListState<Item> items;
+        transient ValueState<Note> note;
 
         @Override
         public void processElement(Long v, Context ctx, Collector<Long> out) throws Exception {
@@ -129,6 +142,7 @@ public class KryoUpgradeJob {
                 history = getRuntimeContext().getState(history());
                 totals = getRuntimeContext().getMapState(totals());
                 items = getRuntimeContext().getListState(items());
+                note = getRuntimeContext().getState(note());
             }
             long key = ctx.getCurrentKey();
             Order o = order.value();
@@ -169,6 +183,8 @@ public class KryoUpgradeJob {
                 for (Item i : items.get()) all.add(i);
                 MODEL.put("items " + key, line("items", key, all));
             }
+            note.update(new Note(v % 3 == 0 ? "note-" + v : "n" + v, v));
+            MODEL.put("note " + key, line("note", key, note.value()));
             DONE.incrementAndGet();
         }
     }

@@ -195,6 +195,10 @@ class FlinkSource(ReadApi):
                "ttl_unknown": list(ck.ttl_unknown)}
         if ck.meta.relocated:
             out["relocated"] = dict(sorted(ck.meta.relocated.items()))  # recorded folder -> copied folder read instead
+        if ck.meta.version <= 4:  # Flink 1.x: what an upgrade to 2.x does with the state Kryo 2 serialized
+            from flinkstate.flink.bridge.kryo_types import upgrade_report
+
+            out["upgrade_to_2x"] = upgrade_report(ck.meta, dict(ck.uids))
         return out
 
 

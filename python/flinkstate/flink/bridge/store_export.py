@@ -27,7 +27,7 @@ from flinkstate.flink.bridge.source import open_store
 from flinkstate.flink.errors import UnsupportedSerializerError
 from flinkstate.flink.files.canonical import KeyedState
 from flinkstate.flink.serde.encode import _COMP_CLS, type_for_arrow
-from flinkstate.flink.serde.kryo.migrate import Migration, migrate_state
+from flinkstate.flink.serde.kryo.migrate import KryoMigrationError, Migration, migrate_state
 from flinkstate.flink.serde.serializers import StateMeta, TypeNode, arrow_type
 from flinkstate.flink.write.savepoint_folder import discard, publish, temp_folder
 from flinkstate.flink.write.savepoint_writer import (
@@ -217,16 +217,29 @@ def _migrated(ops: list[OperatorExport], flink_version: str) -> tuple[list[Opera
     if int(flink_version.split(".")[0]) < 2:
         return ops, {}
     out: dict[str, list[Migration]] = {}
+    failed: list[KryoMigrationError] = []
+    rows: list[dict[str, str]] = []
     for op in ops:
         if op.keyed is None:
             continue
         key = op.keyed.key_type
         for name, m in list(op.keyed.meta.items()):
-            new, key, done = migrate_state(m, key, f"operator {op.uid!r}, state {name!r}")
+            try:
+                new, key, done = migrate_state(m, key, f"operator {op.uid!r}, state {name!r}")
+            except KryoMigrationError as e:
+                failed.append(e)
+                rows.append({"operator": op.uid, "state": name, "path": "", "declared": "", "migrated_to": "", "without_migration": "",
+                             "error": str(e)})
+                continue
             if done:
                 op.keyed.meta[name] = new
                 out[f"{op.uid}/{name}"] = done
+                rows += [{"operator": op.uid, "state": name, **{k: v for k, v in d.to_dict().items() if k != "written"},
+                          "migrated_to": d.written, "without_migration": d.without, "error": ""} for d in done]
         op.keyed.key_type = key
+    if failed:
+        head = f"{len(failed)} state(s) cannot be written for Flink {flink_version}: " if len(failed) > 1 else ""
+        raise KryoMigrationError(head + "; ".join(map(str, failed)), rows) from failed[0]
     return ops, out
 
 

@@ -45,8 +45,10 @@ class KeyGroupCorrupt(ValueError):
 
 
 def _type_of(node: TypeNode) -> str:
-    """" (type <class>)" of a Kryo/Avro serializer, "" where the snapshot does not name it."""
-    return f" (type {node.names[0]})" if node.names else ""
+    """" (type <class>)" of a Kryo/Avro serializer, "" where the snapshot does not name it, and why a Kryo serializer's
+    values stay bytes (a class without a schema among them: `kryo.bind`)."""
+    why = f"; {node.logical[0]}" if node.kind == "opaque" and node.logical else ""
+    return (f" (type {node.names[0]})" if node.names else "") + why
 
 
 class StateDecoder:
@@ -143,7 +145,8 @@ class StateDecoder:
             if node is None:
                 return
             if node.kind in ("opaque", "unknown", "rowdata", "arraydata") and node.cls not in found:
-                found.append(node.cls + (f" ({node.names[0]})" if node.kind == "opaque" and node.names else ""))
+                found.append(node.cls + (f" ({node.names[0]})" if node.kind == "opaque" and node.names else "")
+                             + (f": {node.logical[0]}" if node.kind == "opaque" and node.logical else ""))
                 return
             for c in node.children:
                 walk(c)

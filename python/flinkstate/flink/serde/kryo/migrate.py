@@ -42,12 +42,17 @@ _KRYO_ELEMENTS = frozenset({"java.time.LocalDate", "java.time.LocalTime", "java.
                             "java.util.UUID"})
 _INTERFACES = {"java.util.List": "list", "java.util.Set": "set", "java.util.Map": "map"}
 _OPTIONAL_MAP_HEADER = 0x4F2C69A3D70
-REFUSED = "refused by Flink 2.x (an incompatible serializer: RocksDB's StateMigrationException, a HashMap restore failing)"
-MISREAD = "read by Flink 2.x without an error but wrong (Kryo 5 reading Kryo 2 bytes)"
+REFUSED = "refused: an incompatible serializer (StateMigrationException; a HashMap restore fails)"
+MISREAD = "misread: no error, wrong values (Kryo 5 reads the Kryo 2 bytes)"
 
 
 class KryoMigrationError(UnsupportedSerializerError):
-    """A Kryo 2 state that cannot be written for Flink 2.x: named by operator, state and class, with why."""
+    """Kryo 2 state that cannot be written for Flink 2.x: named by operator, state and class, with why. `report` holds,
+    where an export planned several states, every state's migration or failure (rows as `upgrade_report` gives)."""
+
+    def __init__(self, message: str, report: list[dict[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.report = report or []
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,7 @@ class Migration:
     without: str
 
     def to_dict(self) -> dict[str, str]:
+        """As JSON: path, declared, written, without."""
         return dataclasses.asdict(self)
 
 
@@ -165,9 +171,8 @@ def _migrate(node: TypeNode, where: str) -> tuple[TypeNode, Migration]:
     if not node.children:
         raise KryoMigrationError(f"{where}: Kryo 2 values of {declared} of no known type cannot be written for Flink 2.x")
     custom = parse_kryo_snapshot(node.payload, where).custom()
-    mine = {c: s for c, s in custom.items() if "DummyAvro" not in s}
-    if mine:
-        cls, ser = next(iter(mine.items()))
+    if custom:
+        cls, ser = next(iter(custom.items()))
         raise KryoMigrationError(f"{where}: the job gives {cls} its own Kryo serializer {ser}, which wrote Kryo 2 bytes; Flink "
                                  "2.x needs one for Kryo 5 and flinkstate cannot write what it would")
     if node.children[0].kind == "j.null":  # only nulls: nothing to write but the snapshot

@@ -23,6 +23,8 @@ _FLINK_CHILL = ("java.util.Arrays$ArrayList", "java.util.BitSet", "java.util.Pri
                 "java.sql.Date", "java.sql.Time", "java.sql.Timestamp", "java.net.URI", "java.net.InetSocketAddress",
                 "java.util.UUID", "java.util.Locale", "java.text.SimpleDateFormat")
 FIRST_JOB_ID = 85
+# Flink's registration for Avro's GenericData.Array (without Avro on the class path: a dummy class and serializer)
+_FLINK_AVRO = ("Serializers$DummyAvroKryoSerializerClass", "Serializers$SpecificInstanceCollectionSerializerForArrayList")
 _OPTIONAL_MAP_HEADER = 0x4F2C69A3D70
 _SERIALIZER_KINDS = ("UNSPECIFIED", "CLASS", "INSTANCE")
 
@@ -60,9 +62,10 @@ class KryoRegistrations:
         return out
 
     def custom(self) -> dict[str, str]:
-        """Classes the job gave its own Kryo serializer (registered or default): class -> serializer."""
+        """Classes the job gave its own Kryo serializer (registered or default): class -> serializer. Flink's own
+        registration of Avro's GenericData$Array (a dummy class when Avro is absent) is not the job's."""
         out = {c: s for c, s in self.defaults}
-        out.update({c: s for c, s in self.registered if s != "UNSPECIFIED"})
+        out.update({c: s for c, s in self.registered if s != "UNSPECIFIED" and not s.endswith(_FLINK_AVRO)})
         return out
 
 
@@ -77,7 +80,7 @@ def parse_kryo_snapshot(payload: bytes, where: str) -> KryoRegistrations:
         kind = "UNSPECIFIED"
         if value is not None:
             vr = DataReader(value, where=where)
-            vr.utf()
+            name = vr.utf()  # the class registered (Avro's GenericData$Array without Avro: Flink's dummy class)
             k = vr.i32()
             if not 0 <= k < len(_SERIALIZER_KINDS):
                 raise CorruptFileError(f"{where}: Kryo registration of {name} has serializer kind {k}")
