@@ -44,6 +44,7 @@ READ_OPTIONS = (
     "rawValues", "rowFields",  # Flink savepoints: Kryo/Avro values as bytes; Row field names per "operator/state"
     "ttl",  # Flink savepoints: TTL durations per "operator/state" (or "state"), "op/state=ms;state=ms"
     "sqlRows", "sqlPlan",  # Flink SQL jobs' savepoints: RowData as columns (default) or bytes; the compiled plan naming them
+    "kryoClasses",  # Flink savepoints: schemas of user classes in Kryo values, "com.acme.Order=id:String,n:long;..."
     "topN", "ttlBucket", "parallelism",  # insight tables: keys per state (topKeys), hour|day (ttlExpiry), subtasks at (subtasks)
 )
 WRITE_OPTIONS = (
@@ -150,6 +151,7 @@ class ReadOptions:
     ttl: str | None = None
     sql_rows: str = "columns"
     sql_plan: str | None = None
+    kryo_classes: str | None = None
     top_n: int = 10
     ttl_bucket: str = "hour"
     parallelism: int | None = None
@@ -167,6 +169,8 @@ class ReadOptions:
             out["sql_rows"] = self.sql_rows
         if self.sql_plan:
             out["sql_plan"] = self.sql_plan
+        if self.kryo_classes:
+            out["kryo_classes"] = self.kryo_classes
         return out
 
 
@@ -205,10 +209,24 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
         ttl=_checked(opts, "ttl"),
         sql_rows=_choice(opts, "sqlRows", ("columns", "bytes"), "columns") or "columns",
         sql_plan=opts.get("sqlplan") or None,
+        kryo_classes=_kryo_classes(opts),
         top_n=_int(opts, "topN", low=1) or 10,
         ttl_bucket=_choice(opts, "ttlBucket", ("hour", "day"), "hour") or "hour",
         parallelism=_int(opts, "parallelism", low=1),
     )
+
+
+def _kryo_classes(opts: dict[str, str]) -> str | None:
+    """The kryoClasses option, its syntax checked (`flink.serde.kryo.schema.parse_class_specs`)."""
+    from flinkstate.flink.bridge.mapping import kryo_specs
+
+    raw = opts.get("kryoclasses") or None
+    if raw is not None:
+        try:
+            kryo_specs(raw)
+        except InvalidArgumentError as e:
+            raise InvalidArgumentError(f"option 'kryoClasses': {e}") from e
+    return raw
 
 
 def _checked(opts: dict[str, str], name: str) -> str | None:
