@@ -174,8 +174,8 @@ def make_reader(node: TypeNode, ctx: str) -> Reader:
         return _map_reader(node, ctx)
     if kind == "ttl":
         return _ttl_reader(node, ctx)
-    if kind == "set":
-        return _set_reader(node, ctx)
+    if kind == "set":  # SetSerializer: i32 n, then per element a null flag (1: null) and the element
+        return flagged_array_reader(make_reader(node.children[0], ctx), present=0)
     if kind == "kryo":  # bound to the Kryo that wrote it (serde.kryo)
         from flinkstate.flink.serde.kryo.bind import kryo_reader
 
@@ -263,18 +263,19 @@ def _generic_array_reader(node: TypeNode, ctx: str) -> Reader:
     return flagged_array_reader(make_reader(node.children[0], ctx))
 
 
-def flagged_array_reader(elem: Reader) -> Reader:
-    """A reader of arrays whose elements carry a presence flag (GenericArraySerializer, PyFlink's GenericArrayCoder)."""
+def flagged_array_reader(elem: Reader, present: int = 1) -> Reader:
+    """A reader of arrays whose elements carry a flag: i32 n, then per element the flag and, when it is `present`, the
+    element (GenericArraySerializer, PyFlink's GenericArrayCoder: 1 present; SetSerializer: 0, a null flag)."""
 
     def read(buf: bytes, pos: int) -> tuple[list[Any], int]:
         n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
         pos += 4
         out = []
         for _ in range(n):
-            present = buf[pos]
+            flag = buf[pos]
             pos += 1
             v = None
-            if present:
+            if flag == present:
                 v, pos = elem(buf, pos)
             out.append(v)
         return out, pos
@@ -339,26 +340,6 @@ def map_entries_reader(kr: Reader, vr: Reader) -> Reader:
             if not isnull:
                 v, pos = vr(buf, pos)
             out.append((k, v))
-        return out, pos
-
-    return read
-
-
-def _set_reader(node: TypeNode, ctx: str) -> Reader:
-    """SetSerializer: i32 n, then per element a null flag (1: null) and the element."""
-    elem = make_reader(node.children[0], ctx)
-
-    def read(buf: bytes, pos: int) -> tuple[list[Any], int]:
-        n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-        pos += 4
-        out = []
-        for _ in range(n):
-            isnull = buf[pos]
-            pos += 1
-            v = None
-            if not isnull:
-                v, pos = elem(buf, pos)
-            out.append(v)
         return out, pos
 
     return read

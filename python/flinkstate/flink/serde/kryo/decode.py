@@ -347,19 +347,6 @@ class KryoDecoder:
                               f"or not) is unknown; give one, e.g. --kryo-class '{base.name}=field:Type,...' ('final {base.name}=...' "
                               "for a final class)")
 
-    def _element_class(self, generic: JType | None, index: int) -> JType | None:
-        """The element (key, value) type a field declares for a collection (map), when Kryo uses it: a final class."""
-        if generic is None or len(generic.args) <= index:
-            return None
-        t = generic.args[index]
-        return t if self.schemas.is_final(t) else None
-
-    def _nested(self, generic: JType | None, index: int) -> JType | None:
-        """The generic type Kryo 5 hands down to an element read without a known serializer (Kryo 2 hands down nothing)."""
-        if self.gen == 2 or generic is None or len(generic.args) <= index:
-            return None
-        return generic.args[index]
-
     def _comparator(self, cls: str) -> None:
         if cls in _SORTED and self.class_and_object(None) is not None:
             raise KryoUndecodable(cls, "a sorted collection with a custom comparator")
@@ -367,8 +354,7 @@ class KryoDecoder:
     def _collection(self, cls: str, generic: JType | None) -> Node:
         i = self._in
         kind = "set" if cls in SETS else "list"
-        elem = self._element_class(generic, 0)
-        nested = self._nested(generic, 0)
+        elem, nested = self.schemas.type_argument(generic, 0, self.gen)
         if self.gen == 2:
             self._comparator(cls)
             n = i.varint()
@@ -410,8 +396,7 @@ class KryoDecoder:
 
     def _map(self, cls: str, generic: JType | None) -> Node:
         i = self._in
-        key, value = self._element_class(generic, 0), self._element_class(generic, 1)
-        kn, vn = self._nested(generic, 0), self._nested(generic, 1)
+        (key, kn), (value, vn) = self.schemas.type_argument(generic, 0, self.gen), self.schemas.type_argument(generic, 1, self.gen)
         if self.gen == 2:
             self._comparator(cls)
             n = i.varint()

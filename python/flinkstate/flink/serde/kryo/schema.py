@@ -116,6 +116,15 @@ class Schemas:
         s = self.classes.get(t.name)
         return s is not None and (s.final or s.is_enum)
 
+    def type_argument(self, generic: JType | None, index: int, gen: int) -> tuple[JType | None, JType | None]:
+        """What Kryo `gen` uses of a declared generic type's argument `index` for a collection's element (a map's key or
+        value): (its class when final: elements then written without their class, or None; the type handed down to the
+        element: Kryo 5 hands generic types down every level, Kryo 2 none)."""
+        if generic is None or len(generic.args) <= index:
+            return None, None
+        t = generic.args[index]
+        return (t if self.is_final(t) else None), (None if gen == 2 else t)
+
     def merged(self, other: Schemas) -> Schemas:
         """These schemas with other's added; a class in both keeps this one's."""
         return Schemas({**other.classes, **self.classes}, {**other.origin, **self.origin})

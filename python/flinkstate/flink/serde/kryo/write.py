@@ -231,17 +231,6 @@ class KryoEncoder:
         for x in v:
             self.class_and_object(x, None)
 
-    def _final(self, generic: JType | None, index: int) -> JType | None:
-        if generic is None or len(generic.args) <= index:
-            return None
-        t = generic.args[index]
-        return t if self.schemas.is_final(t) else None
-
-    def _nested(self, generic: JType | None, index: int) -> JType | None:
-        if self.gen == 2 or generic is None or len(generic.args) <= index:
-            return None
-        return generic.args[index]
-
     def _comparator(self, cls: str) -> None:
         if cls in _SORTED:
             self._out.byte(0)  # no comparator
@@ -262,8 +251,7 @@ class KryoEncoder:
             return
         if cls not in COLLECTIONS and cls != _ARRAYS_AS_LIST:
             raise KryoUndecodable(cls, "a collection class Kryo's CollectionSerializer is not known to write here")
-        elem = self._final(generic, 0)
-        nested = self._nested(generic, 0)
+        elem, nested = self.schemas.type_argument(generic, 0, self.gen)
         if self.gen == 2:
             self._comparator(cls)
             o.varint(len(v))
@@ -316,8 +304,7 @@ class KryoEncoder:
             return
         if cls not in MAPS:
             raise KryoUndecodable(cls, "a map class Kryo's MapSerializer is not known to write here")
-        key, value = self._final(generic, 0), self._final(generic, 1)
-        kn, vn = self._nested(generic, 0), self._nested(generic, 1)
+        (key, kn), (value, vn) = self.schemas.type_argument(generic, 0, self.gen), self.schemas.type_argument(generic, 1, self.gen)
         if self.gen == 2:
             self._comparator(cls)
             o.varint(len(v))
