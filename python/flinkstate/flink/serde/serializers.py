@@ -477,8 +477,33 @@ def arrow_type(node: TypeNode) -> pa.DataType:
         return pa.map_(arrow_type(node.children[0]), arrow_type(node.children[1]))
     if node.kind == "ttl":
         return arrow_type(node.children[1])
-    if node.kind == "kryo":  # a Kryo serializer bound to a read (serde.kryo): the type of the values it holds
-        from flinkstate.flink.serde.kryo.bind import kryo_arrow_type
-
-        return kryo_arrow_type(node)
+    if node.kind == "kryo":  # a Kryo serializer bound to a read (serde.kryo): the type of the values it holds (its shape)
+        return arrow_type(node.children[0]) if node.children else pa.binary()
+    if node.kind.startswith("j."):  # the shape of Kryo values (serde.kryo.shapes): the Java types they hold
+        return _shape_arrow(node)
     raise UnsupportedSerializerError(f"serializer {node.cls} ({node.kind}) has no Arrow type")
+
+
+# The column types of Kryo values' Java types (serde.kryo.shapes: kinds "j.<kind>", cls the Java class).
+_J_ARROW = {
+    "long": pa.int64(), "int": pa.int32(), "short": pa.int16(), "byte": pa.int8(), "float": pa.float32(), "double": pa.float64(),
+    "bool": pa.bool_(), "char": pa.string(), "string": pa.string(), "void": pa.null(), "null": pa.null(), "bigint": pa.string(),
+    "bigdec": pa.string(), "date": pa.timestamp("ms"), "sqldate": pa.timestamp("ms"), "sqltime": pa.timestamp("ms"),
+    "sqltimestamp": pa.timestamp("ns"), "localdate": pa.date32(), "localtime": pa.time64("ns"), "localdatetime": pa.timestamp("ns"),
+    "instant": pa.timestamp("ns", tz="UTC"), "duration": pa.duration("ns"), "uuid": pa.string(),
+}
+
+
+def _shape_arrow(shape: TypeNode) -> pa.DataType:
+    kind = shape.kind[2:]
+    if kind in _J_ARROW:
+        return _J_ARROW[kind]
+    if kind == "enum":  # constant names, or ordinals where the constants are unknown
+        return pa.int32() if shape.names == ("#ordinal",) else pa.string()
+    if kind in ("list", "set", "array"):
+        return pa.list_(arrow_type(shape.children[0]))
+    if kind == "map":
+        return pa.map_(arrow_type(shape.children[0]), arrow_type(shape.children[1]))
+    if kind == "object":
+        return pa.struct([pa.field(n, arrow_type(c)) for n, c in zip(shape.names, shape.children, strict=True)])
+    raise UnsupportedSerializerError(f"Kryo value shape {shape.kind} ({shape.cls}) has no Arrow type")

@@ -18,18 +18,16 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-
 from flinkstate.flink.errors import KryoDecodeError
 from flinkstate.flink.serde.kryo.decode import KryoDecoder, KryoUndecodable
 from flinkstate.flink.serde.kryo.registry import parse_kryo_snapshot
 from flinkstate.flink.serde.kryo.schema import ClassSchema, Schemas, parse_class_specs
-from flinkstate.flink.serde.kryo.shapes import NULL_SHAPE, ShapeError, arrow_of, from_plain, merge, shape_of, to_plain
+from flinkstate.flink.serde.kryo.shapes import NULL_SHAPE, ShapeError, from_plain, merge, shape_of, to_plain
 from flinkstate.flink.serde.kryo.wire import WireError
 from flinkstate.flink.serde.kryo.write import KryoEncoder
 from flinkstate.flink.serde.serializers import StateMeta, TypeNode
 
-__all__ = ["KRYO_SNAPSHOT", "KryoOptions", "bind_state", "generation_for", "is_kryo", "kryo_arrow_type", "kryo_reader",
+__all__ = ["KRYO_SNAPSHOT", "KryoOptions", "bind_state", "generation_for", "is_kryo", "kryo_reader",
            "kryo_writer", "kryo_paths", "learnt", "settle", "spec_of", "with_shapes"]
 
 KRYO_SNAPSHOT = "org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
@@ -95,8 +93,8 @@ def _replace(node: TypeNode, path: str, fn: Callable[[str, TypeNode], TypeNode])
 
 
 def bind_state(meta: StateMeta, key_type: TypeNode, options: KryoOptions | None, op_id: str) -> tuple[StateMeta, TypeNode]:
-    """meta and the key type with every Kryo serializer bound (generation, schemas, the shape learnt for it, if any); a
-    node whose first values had a class without a schema stays unbound (read as bytes where framed)."""
+    """meta with every Kryo serializer of its values bound (generation, schemas, the shape learnt for it, if any), and
+    the key type as it is; a node whose first values had a class without a schema stays unbound (bytes where framed)."""
     if options is None or options.gen == 0:
         return meta, key_type
     specs = options.specs()
@@ -106,19 +104,16 @@ def bind_state(meta: StateMeta, key_type: TypeNode, options: KryoOptions | None,
             if node.kind == "kryo":
                 return node
             why = options.as_bytes.get((op_id, state, path))
-            if why is not None:  # its values stay bytes: the node says why (messages, migration)
-                return dataclasses.replace(node, logical=(why,))
+            if why is not None:  # its values stay bytes: the node says why (messages) and which Kryo wrote them (migration)
+                return dataclasses.replace(node, logical=(why,), params=(options.gen,))
             return _bound(node, options.gen, specs, options.shapes.get((op_id, state, path)))
         return fn
 
+    if meta.backend_type == "PRIORITY_QUEUE":
+        return meta, key_type  # timers: their keys and namespaces are the operator's key and namespace types
     sers = {role: _replace(n, role, bind(meta.name)) for role, n in meta.serializers.items()}
-    key = _replace(key_type, "KEY", bind(meta.name))
-    return (meta if sers == meta.serializers else dataclasses.replace(meta, serializers=sers)), key
-
-
-def kryo_arrow_type(node: TypeNode) -> pa.DataType:
-    """The Arrow type of a bound Kryo node's values (binary until its shape is known)."""
-    return arrow_of(node.children[0]) if node.children else pa.binary()
+    # keys stay as they are: a key's key group is its Java hashCode, which a Kryo value's columns do not give
+    return (meta if sers == meta.serializers else dataclasses.replace(meta, serializers=sers)), key_type
 
 
 def _decoder(node: TypeNode) -> tuple[KryoDecoder, Schemas]:

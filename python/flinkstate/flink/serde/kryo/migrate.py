@@ -70,11 +70,17 @@ class Migration:
         return dataclasses.asdict(self)
 
 
+def _kryo2(node: TypeNode) -> bool:
+    """A Kryo serializer whose values Kryo 2 wrote (Flink 1.x): bound, or kept as bytes by a read that knew the release
+    (a node of unknown release, from an import before releases were recorded, is not known to be)."""
+    return (is_kryo(node) or node.kind == "kryo") and node.params[:1] == (2,)
+
+
 def needs_migration(node: TypeNode | None) -> bool:
     """Whether a serializer tree holds Kryo 2 (Flink 1.x) serializers, bound or not."""
     if node is None:
         return False
-    return any(is_kryo(n) or (n.kind == "kryo" and n.params[:1] == (2,)) for _, n in kryo_paths(node, ""))
+    return any(_kryo2(n) for _, n in kryo_paths(node, ""))
 
 
 def _describe(node: TypeNode) -> str:
@@ -191,7 +197,7 @@ def migrate_state(meta: StateMeta, key: TypeNode, where: str) -> tuple[StateMeta
     done: list[Migration] = []
 
     def walk(node: TypeNode, path: str) -> TypeNode:
-        if is_kryo(node) or (node.kind == "kryo" and node.params[:1] == (2,)):
+        if _kryo2(node):
             new, m = _migrate(node, f"{where}, serializer {path}")
             done.append(dataclasses.replace(m, path=path))
             return new

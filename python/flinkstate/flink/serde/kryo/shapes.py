@@ -21,20 +21,16 @@ import pyarrow as pa
 from flinkstate.flink.serde._temporal import _decimal_text
 from flinkstate.flink.serde.kryo.decode import Node
 from flinkstate.flink.serde.kryo.schema import Schemas
-from flinkstate.flink.serde.serializers import TypeNode
+from flinkstate.flink.serde.serializers import TypeNode, arrow_type
 
 __all__ = ["ShapeError", "arrow_of", "from_plain", "merge", "shape_of", "to_plain", "NULL_SHAPE"]
 
 NULL_SHAPE = TypeNode("j.null", "")
 _NS = 1_000_000_000
 _DAY_NS = 86_400 * _NS
-_SCALAR_ARROW = {
-    "long": pa.int64(), "int": pa.int32(), "short": pa.int16(), "byte": pa.int8(), "float": pa.float32(), "double": pa.float64(),
-    "bool": pa.bool_(), "char": pa.string(), "string": pa.string(), "void": pa.null(), "bigint": pa.string(), "bigdec": pa.string(),
-    "date": pa.timestamp("ms"), "sqldate": pa.timestamp("ms"), "sqltime": pa.timestamp("ms"), "sqltimestamp": pa.timestamp("ns"),
-    "localdate": pa.date32(), "localtime": pa.time64("ns"), "localdatetime": pa.timestamp("ns"),
-    "instant": pa.timestamp("ns", tz="UTC"), "duration": pa.duration("ns"), "uuid": pa.string(),
-}
+_SCALARS = frozenset({"long", "int", "short", "byte", "float", "double", "bool", "char", "string", "void", "bigint", "bigdec",
+                      "date", "sqldate", "sqltime", "sqltimestamp", "localdate", "localtime", "localdatetime", "instant",
+                      "duration", "uuid"})
 _CONTAINERS = ("list", "set", "array", "map")
 
 
@@ -48,7 +44,7 @@ def shape_of(node: Node, schemas: Schemas | None = None) -> TypeNode:
     if node is None:
         return NULL_SHAPE
     cls, kind, v = node
-    if kind in _SCALAR_ARROW:
+    if kind in _SCALARS:
         return TypeNode("j." + kind, cls)
     if kind == "enum":
         s = schemas.enum_of(cls) if schemas is not None else None
@@ -93,21 +89,8 @@ def merge(a: TypeNode, b: TypeNode) -> TypeNode:
 
 
 def arrow_of(shape: TypeNode) -> pa.DataType:
-    """The Arrow type of a column holding values of this shape."""
-    kind = shape.kind[2:]
-    if kind in _SCALAR_ARROW:
-        return _SCALAR_ARROW[kind]
-    if kind == "null":
-        return pa.null()
-    if kind == "enum":
-        return pa.int32() if shape.names == ("#ordinal",) else pa.string()
-    if kind in ("list", "set", "array"):
-        return pa.list_(arrow_of(shape.children[0]))
-    if kind == "map":
-        return pa.map_(arrow_of(shape.children[0]), arrow_of(shape.children[1]))
-    if kind == "object":
-        return pa.struct([pa.field(n, arrow_of(c)) for n, c in zip(shape.names, shape.children, strict=True)])
-    raise ShapeError(f"shape {shape.kind} has no Arrow type")
+    """The Arrow type of a column holding values of this shape (`serializers.arrow_type` of a shape node)."""
+    return arrow_type(shape)
 
 
 def to_plain(node: Node, shape: TypeNode) -> Any:
