@@ -44,8 +44,8 @@ import org.apache.flink.util.Collector;
  *
  * Operator "upgrade" (parallelism 2, Long key = record % 11), states declared as 1.x jobs declare them:
  * - "order": ValueState of the POJO Order (List<String> tags, Map<String, Long> counts, Set<Integer> codes, an enum, a long,
- *   a LocalDate): Flink 1.x serializes the List/Map/Set and LocalDate fields with Kryo 2; Flink 2.x gives the List/Map/Set
- *   fields its List/Map/Set serializers (and still Kryo, 5, to the LocalDate);
+ *   a LocalDate, a Note): Flink 1.x serializes the List/Map/Set, LocalDate and Note fields with Kryo 2; Flink 2.x gives
+ *   the List/Map/Set fields its List/Map/Set serializers (and still Kryo, 5, to the LocalDate and the Note);
  * - "history": ValueState<ArrayList<Long>> (a TypeHint): Kryo in both (Kryo 2 in 1.x, Kryo 5 in 2.x);
  * - "totals": MapState<String, HashMap<String, Long>>: Kryo map values in both;
  * - "items": ListState<Item>, Item a class with no default constructor (not a POJO), registered with Kryo: Kryo in both,
@@ -76,12 +76,13 @@ public class KryoUpgradeJob {
         public Color color;
         public long total;
         public LocalDate day;
+        public Note last;  // not a POJO: a field Flink gives to Kryo in 1.x and 2.x alike
         public Order() {}
 
         @Override
         public String toString() {
             return "Order{id=" + id + ", tags=" + tags + ", counts=" + new TreeMap<>(counts) + ", codes=" + new TreeSet<>(codes)
-                + ", color=" + color + ", total=" + total + ", day=" + day + "}";
+                + ", color=" + color + ", total=" + total + ", day=" + day + ", last=" + last + "}";
         }
     }
 
@@ -159,6 +160,7 @@ public class KryoUpgradeJob {
             o.color = Color.values()[(int) (v % 3)];
             o.total += v;
             o.day = LocalDate.of(2024, 1, 1).plusDays(v);
+            o.last = v % 4 == 0 ? null : new Note("last-" + v, -v);
             order.update(o);
             MODEL.put("order " + key, line("order", key, order.value()));
 

@@ -19,9 +19,10 @@ class KryoDecodeError(UnsupportedSerializerError):
     """A Kryo value that cannot be read or written as its state declares: bytes that are not the declared class, an
     unknown registration id, a class without a schema, a value outside the state's type; `cls` names the Java class."""
 
-    def __init__(self, message: str, cls: str) -> None:
+    def __init__(self, message: str, cls: str, declared: str = "") -> None:
         super().__init__(message)
         self.cls = cls
+        self.declared = declared  # the class the serializer snapshot declares (a field's, a state's)
 
 
 class StateAccountingError(CorruptFileError):

@@ -29,10 +29,10 @@ __all__ = ["SAMPLE_VALUES", "upgrade_report", "with_kryo_types"]
 SAMPLE_VALUES = 10_000
 
 
-def _kryo_parts(dec: Any) -> list[str]:
-    """Paths of the Kryo serializers a decoder's state has that no type is known for yet."""
-    nodes = [("KEY", dec.key_node), *getattr(dec, "meta").serializers.items()]
-    return [path for role, node in nodes for path, n in kryo_paths(node, role) if n.kind == "kryo" and not n.children]
+def _kryo_parts(dec: Any) -> dict[str, str]:
+    """Paths of the Kryo serializers a decoder's state has that no type is known for yet -> the class each declares."""
+    return {path: n.names[0] if n.names else "?" for role, node in dec.meta.serializers.items()
+            for path, n in kryo_paths(node, role) if n.kind == "kryo" and not n.children}
 
 
 def _windows(rng: tuple[int, int]) -> list[list[int]]:
@@ -45,8 +45,30 @@ def _windows(rng: tuple[int, int]) -> list[list[int]]:
     return out
 
 
-def _learn(meta: CheckpointMetadata, op: OperatorState, state: str, paths: list[str]) -> tuple[dict[str, TypeNode], str | None]:
-    """The shapes of a state's Kryo parts from its first values, or why its Kryo values stay bytes."""
+def _learn(meta: CheckpointMetadata, op: OperatorState, state: str, paths: list[str],
+           declared: dict[str, str]) -> tuple[dict[str, TypeNode], dict[str, str]]:
+    """The shapes of a state's Kryo parts from its first values, and the parts whose values stay bytes (why): a part
+    whose values cannot be read (a class without a schema) is set aside and the others learnt again without it."""
+    failed: dict[str, str] = {}
+    while True:
+        live = [p for p in paths if p not in failed]
+        if not live:
+            return {}, failed
+        assert op.kryo is not None
+        trial = dataclasses.replace(op, kryo=dataclasses.replace(op.kryo, as_bytes={**op.kryo.as_bytes, **{
+            (op.operator_id, state, p): why for p, why in failed.items()}}))
+        try:
+            return _sample(meta, trial, state, live), failed
+        except KryoDecodeError as e:
+            why = re.sub(r"^operator .*?, state '.*?': ", "", str(e))  # said again wherever the reason is shown
+            hit = [p for p in live if declared[p] == e.declared] or live
+            failed.update(dict.fromkeys(hit, why))
+        except ShapeError as e:
+            failed.update(dict.fromkeys(live, f"its Kryo values do not make one column type: {e}"))
+
+
+def _sample(meta: CheckpointMetadata, op: OperatorState, state: str, paths: list[str]) -> dict[str, TypeNode]:
+    """The merged shapes of a state's Kryo parts over its first values (up to SAMPLE_VALUES entries)."""
     shapes: dict[str, TypeNode] = dict.fromkeys(paths, NULL_SHAPE)
     seen = 0
     for sub in op.subtasks:
@@ -57,20 +79,18 @@ def _learn(meta: CheckpointMetadata, op: OperatorState, state: str, paths: list[
             try:
                 dec = decode_subtask(meta, op, sub, key_groups=kgs, states=[state]).get(state)
                 if dec is None or not hasattr(dec, "kryo_shapes"):
-                    return shapes, None
+                    return shapes
                 for path, shape in dec.kryo_shapes().items():
                     if path in shapes:
                         shapes[path] = merge(shapes[path], shape)
                 seen += dec.row_count()
-            except KryoDecodeError as e:
-                return {}, re.sub(r"^operator .*?, state '.*?': ", "", str(e))  # said again wherever the reason is shown
-            except ShapeError as e:
-                return {}, f"operator {op.label}, state {state!r}: its Kryo values do not make one column type: {e}"
+            except KryoDecodeError:
+                raise
             except FlinkStateError:
-                return shapes, None  # not a Kryo matter: the read of the state says what (the types stay as learnt)
+                return shapes  # not a Kryo matter: the read of the state says what (the types stay as learnt)
             if seen >= SAMPLE_VALUES:
-                return shapes, None
-    return shapes, None
+                return shapes
+    return shapes
 
 
 def with_kryo_types(meta: CheckpointMetadata, schemas: Schemas) -> CheckpointMetadata:
@@ -85,13 +105,13 @@ def with_kryo_types(meta: CheckpointMetadata, schemas: Schemas) -> CheckpointMet
         shapes: dict[tuple[str, str, str], TypeNode] = {}
         as_bytes: dict[tuple[str, str, str], str] = {}
         for name, dec in subtask_states(meta, op, first).items():
-            paths = _kryo_parts(dec)
-            if not paths:
+            parts = _kryo_parts(dec)
+            if not parts:
                 continue
-            learnt, why = _learn(meta, op, name, paths)
-            for path in paths:
-                if why is not None:
-                    as_bytes[(op.operator_id, name, path)] = why
+            learnt, failed = _learn(meta, op, name, list(parts), parts)
+            for path in parts:
+                if path in failed:
+                    as_bytes[(op.operator_id, name, path)] = failed[path]
                 else:
                     shapes[(op.operator_id, name, path)] = learnt.get(path, NULL_SHAPE)
         assert op.kryo is not None

@@ -45,10 +45,13 @@ class KeyGroupCorrupt(ValueError):
 
 
 def _type_of(node: TypeNode) -> str:
-    """" (type <class>)" of a Kryo/Avro serializer, "" where the snapshot does not name it, and why a Kryo serializer's
-    values stay bytes (a class without a schema among them: `kryo.bind`)."""
-    why = f"; {node.logical[0]}" if node.kind == "opaque" and node.logical else ""
-    return (f" (type {node.names[0]})" if node.names else "") + why
+    """" (type <class>)" of a Kryo/Avro serializer, "" where the snapshot does not name it."""
+    return f" (type {node.names[0]})" if node.names else ""
+
+
+def _why(node: TypeNode) -> str:
+    """Why a Kryo serializer's values stay bytes (a class without a schema among them: `kryo.bind`), as ": ...", or ""."""
+    return f" ({node.logical[0]})" if node.kind == "opaque" and node.logical else ""
 
 
 class StateDecoder:
@@ -123,11 +126,11 @@ class StateDecoder:
         self.plan = None
         o = other or value
         assert o is not None
-        if other is not None or self.kind == "LIST" or self.elem_node.kind not in ("opaque", "unknown"):
-            self.unreadable = (f"{ctx}: serializer {o.cls}{_type_of(o)} cannot be decoded, nor read as raw bytes: only "
-                               "a whole value, map value or TTL value is length-framed (not list elements, keys or nested values)")
+        if other is not None or self.kind == "LIST":  # a value (inside its TTL wrapper) is framed whole, even with the part inside
+            self.unreadable = (f"{ctx}: serializer {o.cls}{_type_of(o)} cannot be decoded{_why(o)}, nor read as raw bytes: only "
+                               "a whole value, map value or TTL value is length-framed (not list elements or keys)")
             return
-        self.raw_error = (f"{ctx}: serializer {o.cls}{_type_of(o)} cannot be decoded; read with raw_values=True "
+        self.raw_error = (f"{ctx}: serializer {o.cls}{_type_of(o)} cannot be decoded{_why(o)}; read with raw_values=True "
                           "(Spark: .option('rawValues', 'true')) to get its values as raw serialized bytes")
         if self.ttl:
             self.elem_reader = lambda buf, pos: ((_I64.unpack_from(buf, pos)[0], bytes(buf[pos + 8 :])), len(buf))

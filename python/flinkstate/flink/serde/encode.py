@@ -25,6 +25,7 @@ from flinkstate.flink.serde.serializers import (
     _SIMPLE,
     StateMeta,
     TypeNode,
+    whole_bytes,
 )
 
 __all__ = ["Writer", "encode_utf", "make_writer", "plain_values", "murmur3_128", "snappy_frame", "type_for_arrow", "write_state_meta", "write_type"]
@@ -159,7 +160,7 @@ def make_writer(node: TypeNode, ctx: str) -> Writer:
         return lambda out, v: out.extend(struct.pack(">i", ordinals[v]))
     if kind == "timewindow":
         return lambda out, v: out.extend(struct.pack(">qq", v["start"], v["end"]))
-    if kind in ("opaque", "unknown"):  # raw serialized bytes, written back as they were read
+    if kind in ("opaque", "unknown") or whole_bytes(node):  # raw serialized bytes, written back as they were read
         return lambda out, v: out.extend(bytes(v))
     if kind == "kryo":  # values of the Java types the state held, written by the Kryo of the node (serde.kryo)
         from flinkstate.flink.serde.kryo.bind import kryo_writer

@@ -34,6 +34,7 @@ __all__ = [
     "StateMeta",
     "UnknownSnapshotError",
     "opaque_part",
+    "whole_bytes",
     "TypeNode",
     "arrow_type",
     "read_keyed_header",
@@ -451,8 +452,19 @@ _ARROW = {
 }
 
 
+_WHOLE = frozenset({"row", "tuple", "pojo", "garray", "list", "map", "set", "nullable"})
+
+
+def whole_bytes(node: TypeNode) -> bool:
+    """A composite serializer with an opaque part (a Kryo class without a schema, Avro, an unknown class) inside: its
+    values are read, where a record frames them, and written back as their serialized bytes whole."""
+    return node.kind in _WHOLE and opaque_part(node) is not None
+
+
 def arrow_type(node: TypeNode) -> pa.DataType:
     """The Arrow type values of this serializer decode to (TTL wrappers are unwrapped)."""
+    if whole_bytes(node):
+        return pa.binary()  # the value's bytes (a POJO with a field of a Kryo class without a schema, say)
     if node.kind in _ARROW:
         return _ARROW[node.kind]
     if node.kind in ("row", "tuple", "pojo"):

@@ -133,17 +133,17 @@ def kryo_reader(node: TypeNode, ctx: str) -> Callable[[bytes, int], tuple[Any, i
         try:
             tagged, end = dec.read(buf, pos)
         except KryoUndecodable as e:
-            raise KryoDecodeError(f"{ctx}: a Kryo value (declared {declared}) cannot be read: {e}", e.cls) from e
+            raise KryoDecodeError(f"{ctx}: a Kryo value (declared {declared}) cannot be read: {e}", e.cls, declared) from e
         except (WireError, IndexError, UnicodeDecodeError) as e:
             raise KryoDecodeError(f"{ctx}: bytes at offset {pos} do not decode as a Kryo {declared} (Kryo "
-                                  f"{dec.gen}): {e}; a class schema that does not match the class?", declared) from e
+                                  f"{dec.gen}): {e}; a class schema that does not match the class?", declared, declared) from e
         if shape is None:
             return tagged, end
         try:
             return to_plain(tagged, shape), end
         except ShapeError as e:
             raise KryoDecodeError(f"{ctx}: a Kryo value (declared {declared}) is not of the type this state's first values "
-                                  f"had: {e}", tagged[0] if tagged else declared) from e
+                                  f"had: {e}", tagged[0] if tagged else declared, declared) from e
 
     return read
 
