@@ -116,7 +116,52 @@ def with_kryo_types(meta: CheckpointMetadata, schemas: Schemas) -> CheckpointMet
                     shapes[(op.operator_id, name, path)] = learnt.get(path, NULL_SHAPE)
         assert op.kryo is not None
         ops.append(dataclasses.replace(op, kryo=dataclasses.replace(op.kryo, shapes=shapes, as_bytes=as_bytes)))
+    if any(o.kryo is not None and o.kryo.as_bytes for o in ops):
+        ops = _with_pojo_hints(meta, ops)
     return dataclasses.replace(meta, operators=type(meta.operators)(ops))
+
+
+def _pojos(meta: CheckpointMetadata, ops: list[OperatorState]) -> dict[str, TypeNode]:
+    """The POJO serializer snapshots in the savepoint's keyed-state headers, by class."""
+    out: dict[str, TypeNode] = {}
+
+    def walk(n: TypeNode) -> None:
+        if n.kind == "pojo":
+            out.setdefault(n.cls, n)
+        for c in n.children:
+            walk(c)
+
+    for op in ops:
+        first = next((s for s in op.subtasks if subtask_range(s) is not None), None)
+        if first is not None:
+            for dec in subtask_states(meta, op, first).values():
+                for n in dec.meta.serializers.values():
+                    walk(n)
+    return out
+
+
+def _with_pojo_hints(meta: CheckpointMetadata, ops: list[OperatorState]) -> list[OperatorState]:
+    """Where a Kryo class without a schema is one the savepoint also has a POJO snapshot of, the reason its values stay
+    bytes names that snapshot's fields: a schema's start (the snapshot keeps neither whether a number field is primitive
+    nor a collection field's type arguments, which Kryo's bytes depend on, so it is not used as one)."""
+    pojos = _pojos(meta, ops)
+    if not pojos:
+        return ops
+    out = []
+    for op in ops:
+        assert op.kryo is not None
+        hinted = {}
+        for key, why in op.kryo.as_bytes.items():
+            found = re.search(r"^(?:.*?cannot be read: )?([\w.$]+): no schema", why)
+            pojo = pojos.get(found.group(1)) if found else None
+            if pojo is not None:
+                fields = ", ".join(f"{n} ({c.names[0] if c.kind == 'opaque' and c.names else c.kind})"
+                                   for n, c in zip(pojo.names, pojo.children, strict=True))
+                why += (f"; the savepoint's POJO snapshot of {pojo.cls} has fields {fields}: declare each as its Java does "
+                        "(long or Long, List<String>...)")
+            hinted[key] = why
+        out.append(dataclasses.replace(op, kryo=dataclasses.replace(op.kryo, as_bytes=hinted)))
+    return out
 
 
 def upgrade_report(meta: CheckpointMetadata, names: dict[str, str]) -> list[dict[str, str]]:

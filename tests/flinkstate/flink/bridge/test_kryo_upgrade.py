@@ -301,3 +301,20 @@ def test_flink_2_3_kryo_5_state_round_trips(tmp_path: Path) -> None:
     import_savepoint(savepoint("2.3", "rocksdb"), tmp_path / "root2", kryo_classes=ITEM)
     dest = export_savepoint(str(tmp_path / "root2"), tmp_path / "sp2", flink_version="2.3")
     assert flink_harness().kryo_upgrade_restore(Path(dest), tmp_path / "dump2.txt", "rocksdb", "2.3") == sorted(dump("2.3", "rocksdb"))
+
+
+def test_a_pojo_snapshot_of_a_class_without_a_schema_is_named_as_its_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a Kryo class without a schema also has a POJO snapshot in the savepoint, the reason its values stay bytes
+    names that snapshot's fields (not used as a schema: it keeps neither primitive-or-boxed nor type arguments)."""
+    from flinkstate.flink.bridge import kryo_types
+    from flinkstate.flink.serde.kryo.bind import KryoOptions
+
+    pojo = TypeNode("pojo", "com.acme.Order", (TypeNode("long", "x"), TypeNode("opaque", "k", names=("java.util.List",))),
+                    ("id", "tags"))
+    monkeypatch.setattr(kryo_types, "_pojos", lambda meta, ops: {"com.acme.Order": pojo})
+    meta = read_metadata(str(savepoint("1.20", "rocksdb")))
+    why = "a Kryo value (declared java.util.ArrayList) cannot be read: com.acme.Order: no schema for this class"
+    op = dataclasses.replace(meta.operators[0], kryo=KryoOptions(2, as_bytes={("x", "s", "VALUE_SERIALIZER"): why}))
+    (hinted,) = kryo_types._with_pojo_hints(meta, [op])
+    text = hinted.kryo.as_bytes[("x", "s", "VALUE_SERIALIZER")]
+    assert text.startswith(why) and "POJO snapshot of com.acme.Order has fields id (long), tags (java.util.List)" in text
