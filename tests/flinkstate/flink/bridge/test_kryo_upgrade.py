@@ -318,3 +318,24 @@ def test_a_pojo_snapshot_of_a_class_without_a_schema_is_named_as_its_start(monke
     (hinted,) = kryo_types._with_pojo_hints(meta, [op])
     text = hinted.kryo.as_bytes[("x", "s", "VALUE_SERIALIZER")]
     assert text.startswith(why) and "POJO snapshot of com.acme.Order has fields id (long), tags (java.util.List)" in text
+
+
+@pytest.mark.flink
+@pytest.mark.slow
+@pytest.mark.parametrize("cell", [("1.20", "rocksdb-full", "checkpoint"), ("1.20", "hashmap", "native")], ids="-".join)
+def test_another_job_upgrades_to_2_3(cell: tuple[str, str, str], tmp_path: Path) -> None:
+    """A job this feature was not written for: ProductionJob's Flink 1.20 snapshots (its `sessions/profile` is a Kryo
+    value of a class without a default constructor; Tuple keys, TTL, timers, windows, operator and broadcast state;
+    a HashMap NATIVE savepoint, which before could not be imported at all, and a retained RocksDB checkpoint) migrate to
+    2.3, and real Flink 2.3 restores the job from them with the dump 1.20 wrote."""
+    from fsc_helpers import flink_harness
+    from production_matrix import snapshot
+
+    path, want = snapshot(cell, tmp_path / "cells")
+    root = str(tmp_path / "root")
+    uids = [a for u in ("sessions", "wide", "explicit", "rules", "window", "parse") for a in ("--uid", u)]
+    assert main(["import", str(path), root, *uids, "--kryo-class", "ProductionJob$Profile=last:long,user:String"]) == 0
+    assert main(["export", root, str(tmp_path / "sp"), "--flink-version", "2.3", "--dry-run"]) == 0
+    assert main(["export", root, str(tmp_path / "sp"), "--flink-version", "2.3"]) == 0
+    got = flink_harness().production_restore(tmp_path / "sp", tmp_path / "dump.txt", "rocksdb", 2, 3, version="2.3")
+    assert got == sorted(want) and any(line.startswith("sessions profile ") for line in got)
