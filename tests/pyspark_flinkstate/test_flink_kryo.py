@@ -32,7 +32,8 @@ def test_spark_reads_kryo_values_as_columns(spark) -> None:
     df = (spark.read.format("flinkstate").options(operator="25492d42ba26e7848eb0810ec9b3dd63", state="order", kryoClasses=CLASSES)
           .load(str(FIXTURES / "1.20-rocksdb" / "savepoint")))
     assert df.schema["value"].dataType.simpleString() == (
-        "struct<codes:array<int>,color:string,counts:map<string,bigint>,day:date,id:string,tags:array<string>,total:bigint>")
+        "struct<codes:array<int>,color:string,counts:map<string,bigint>,day:date,id:string,last:struct<at:bigint,text:string>,"
+        "tags:array<string>,total:bigint>")
     row = df.where("key = 4").first()
     assert row["value"]["id"] == "o4" and row["value"]["total"] == 189 and sorted(row["value"]["codes"]) == [1, 2, 3, 4, 5, 6]
     totals = (spark.read.format("flinkstate").options(operator="25492d42ba26e7848eb0810ec9b3dd63", state="totals", kryoClasses=CLASSES)
