@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from flinkstate.flink._io import DataReader
 from flinkstate.flink.errors import CorruptFileError
+from flinkstate.flink.serde.serializers import _optional_map  # LinkedOptionalMapSerializer, as POJO snapshots use it
 
 __all__ = ["FIRST_JOB_ID", "KryoRegistrations", "default_ids", "parse_kryo_snapshot"]
 
@@ -25,7 +26,6 @@ _FLINK_CHILL = ("java.util.Arrays$ArrayList", "java.util.BitSet", "java.util.Pri
 FIRST_JOB_ID = 85
 # Flink's registration for Avro's GenericData.Array (without Avro on the class path: a dummy class and serializer)
 _FLINK_AVRO = ("Serializers$DummyAvroKryoSerializerClass", "Serializers$SpecificInstanceCollectionSerializerForArrayList")
-_OPTIONAL_MAP_HEADER = 0x4F2C69A3D70
 _SERIALIZER_KINDS = ("UNSPECIFIED", "CLASS", "INSTANCE")
 
 
@@ -94,16 +94,3 @@ def parse_kryo_snapshot(payload: bytes, where: str) -> KryoRegistrations:
     for name, value in _optional_map(r, where):
         defaults.append((name, DataReader(value, where=where).utf() if value else "a default serializer class"))
     return KryoRegistrations(type_class, tuple(registered), tuple(defaults))
-
-
-def _optional_map(r: DataReader, where: str) -> list[tuple[str, bytes | None]]:
-    if r.i64() != _OPTIONAL_MAP_HEADER:
-        raise CorruptFileError(f"{where}: bad Kryo serializer snapshot map header")
-    out = []
-    for _ in range(r.i32()):
-        name = r.utf()
-        if r.bool():
-            r.sized()
-        value = r.sized() if r.bool() else None
-        out.append((name, value))
-    return out
