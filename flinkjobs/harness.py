@@ -178,6 +178,68 @@ def compile_sql_job(version: str | None = None) -> Path:
     return _compile(sorted(SQL_DIR.glob("*.java")), sql_classpath(flink_lib(version)), "sql-classes", version, "SqlJob.class")
 
 
+KRYO_DIR = HERE / "kryo"
+
+
+def _kryo_classes(version: str) -> Path:
+    """flinkjobs/kryo/*.java (KryoWire, KryoUpgradeJob) compiled with the version's compat/ shim."""
+    return _compile(sorted(KRYO_DIR.glob("*.java")) + sorted(compat_dir(version).glob("*.java")), classpath(flink_lib(version)),
+                    "kryo-classes", version, "KryoWire.class")
+
+
+def _run_kryo(main: str, args: list[str], what: str, version: str, timeout: float) -> str:
+    cp = classpath(flink_lib(version))
+    cmd = ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", "-cp", os.pathsep.join([str(_kryo_classes(version)), *map(str, cp)]), main, *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"Flink {version} {what} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc.stdout
+
+
+def kryo_upgrade_savepoint(out: Path, n: int = 60, backend: str = "hashmap", version: str | None = None,
+                           timeout: float = 900) -> Path:
+    """flinkjobs/kryo/KryoUpgradeJob.java on Flink `version` (default 1.20: state Flink 1.x gives to Kryo 2) and `backend`:
+    records 0..n-1, then a CANONICAL savepoint; returns out, holding savepoint/ and dump.txt (the state the job held)."""
+    version = resolve(version or "1.20")
+    out = Path(out).resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    _run_kryo("KryoUpgradeJob", ["gen", str(out), str(n), backend], "Kryo upgrade job", version, timeout)
+    return out
+
+
+def kryo_upgrade_restore(savepoint: Path, out_file: Path, backend: str = "hashmap", version: str | None = None,
+                         states: tuple[str, ...] = (), timeout: float = 900) -> list[str]:
+    """Restore KryoUpgradeJob (its states, or only `states`) from savepoint on Flink `version` (default 2.3) and dump every
+    key's state as the job's gen wrote dump.txt; the dump's lines (a RuntimeError with Flink's output when it fails)."""
+    version = resolve(version)
+    args = ["restore", str(Path(savepoint).resolve()), str(Path(out_file).resolve()), backend, *states]
+    _run_kryo("KryoUpgradeJob", args, "Kryo upgrade restore", version, timeout)
+    return Path(out_file).read_text(encoding="utf-8").splitlines()
+
+
+def kryo_wire(out: Path, version: str | None = None, timeout: float = 300) -> Path:
+    """flinkjobs/kryo/KryoWire.java on Flink `version`: every Kryo wire form flinkstate decodes, serialized by that
+    version's own KryoSerializer (Kryo 2.24 in 1.x, 5.6 in 2.x), one JSON line each with its bytes and the value
+    (and per group the serializer's snapshot), written to out."""
+    version = resolve(version)
+    out = Path(out).resolve()
+    _run_kryo("KryoWire", ["gen", str(out)], "KryoWire", version, timeout)
+    return out
+
+
+def kryo_read(lines: list[tuple[str, str, bytes]], version: str | None = None, timeout: float = 300) -> list[str]:
+    """What Flink `version`'s own KryoSerializer reads from bytes: per (group, name, bytes) of KryoWire's groups, the value
+    rendered as KryoWire renders it ("... LEFT n" when n bytes were not read, "ERROR: ..." when it fails)."""
+    import tempfile
+
+    version = resolve(version)
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "in.tsv", Path(tmp) / "out.tsv"
+        src.write_text("".join(f"{g}\t{n}\t{b.hex()}\n" for g, n, b in lines), encoding="utf-8")
+        _run_kryo("KryoWire", ["read", str(src), str(dst)], "KryoWire read", version, timeout)
+        return [line.split("\t", 2)[2] for line in dst.read_text(encoding="utf-8").splitlines()]
+
+
 def sql_classpath(lib: Path) -> list[Path]:
     """flink-dist, the table API, planner loader and runtime, and log4j: what a SQL job runs on."""
     return classpath(lib) + sorted(p for p in lib.glob("*.jar") if p.name.startswith(_TABLE_JARS))

@@ -110,6 +110,9 @@ OPTIONS: tuple[Option, ...] = (
            "wrote.", _R, default="columns", choices=("columns", "bytes")),
     Option("sqlPlan", "string (path)", "Flink SQL jobs' savepoints: the job's compiled plan (`COMPILE PLAN`), which names "
            "the columns.", _R),
+    Option("kryoClasses", "`com.acme.Order=id:String,tags:List<String>;...`", "Flink savepoints: the fields of user classes "
+           "in Kryo values (Kryo writes no field names), so they read as typed columns; without one such values stay bytes "
+           "(with `rawValues`) or are an error naming the class.", _R),
     Option("topN", "integer >= 1", "`table=topKeys`: keys per state.", _R, default=10),
     Option("ttlBucket", "string", "`table=ttlExpiry`: bucket width.", _R, default="hour", choices=("hour", "day")),
     Option("parallelism", "integer >= 1", "`table=subtasks`: the parallelism whose key-group ranges are shown.", _R,
@@ -252,6 +255,7 @@ class ReadOptions:
     ttl: str | None = None
     sql_rows: str = "columns"
     sql_plan: str | None = None
+    kryo_classes: str | None = None
     top_n: int = 10
     ttl_bucket: str = "hour"
     parallelism: int | None = None
@@ -270,6 +274,8 @@ class ReadOptions:
             out["sql_rows"] = self.sql_rows
         if self.sql_plan:
             out["sql_plan"] = self.sql_plan
+        if self.kryo_classes:
+            out["kryo_classes"] = self.kryo_classes
         return out
 
 
@@ -308,6 +314,7 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
         ttl=_checked(opts, "ttl"),
         sql_rows=_choice(opts, "sqlRows", _BY_NAME["sqlrows"].choices, default_of("sqlRows")) or "columns",
         sql_plan=opts.get("sqlplan") or None,
+        kryo_classes=_kryo_classes(opts),
         top_n=_int(opts, "topN", low=1) or default_of("topN"),
         ttl_bucket=_choice(opts, "ttlBucket", _BY_NAME["ttlbucket"].choices, default_of("ttlBucket")) or "hour",
         parallelism=_int(opts, "parallelism", low=1),
@@ -325,6 +332,19 @@ def source_kinds(raw: str | None) -> dict[str, str]:
                 raise InvalidArgumentError(f"option 'sourceKinds': {item!r} is not OPERATOR=KIND")
             out[op.strip()] = kind.strip()
     return out
+
+
+def _kryo_classes(opts: dict[str, str]) -> str | None:
+    """The kryoClasses option, its syntax checked (`flink.serde.kryo.schema.parse_class_specs`)."""
+    from flinkstate.flink.bridge.mapping import kryo_specs
+
+    raw = opts.get("kryoclasses") or None
+    if raw is not None:
+        try:
+            kryo_specs(raw)
+        except InvalidArgumentError as e:
+            raise InvalidArgumentError(f"option 'kryoClasses': {e}") from e
+    return raw
 
 
 def _checked(opts: dict[str, str], name: str) -> str | None:

@@ -180,6 +180,10 @@ def _describe_flink(src: Any, args: argparse.Namespace, out: TextIO) -> int:
         rows = [[s["state"], s["state_kind"], _ttl_text(s), "-" if s["rows"] is None else str(s["rows"]), str(s["files"]),
                  "-" if s["bytes"] is None else _fmt_bytes(s["bytes"]), _short_class(s.get("value_serializer"))] for s in op["states"]]
         _table(rows, ["state", "kind", "ttl", "rows", "files", "size", "value serializer"], out)
+    if doc.get("upgrade_to_2x"):
+        out.write("\nFlink 2.x reads state that Flink 1.x's Kryo 2 serialized differently: `flinkstate import` it, then "
+                  "`export --flink-version 2.x` migrates it:\n")
+        _upgrade_table(doc["upgrade_to_2x"], out)
     out.write("\n-: not told by the format without decoding (canonical and HashMap files interleave their states; "
               "RocksDB sizes are the column families' SSTs)\n")
     if doc["ttl_unknown"]:
@@ -202,14 +206,21 @@ def _ttl_text(state: dict[str, Any]) -> str:
     return "-" if state["ttl"] is None else f"{state['ttl']} ms"
 
 
+def _upgrade_table(rows: list[dict[str, str]], out: TextIO) -> None:
+    """Per Kryo 2 serializer of a state: what a 2.x export writes and what Flink 2.x does with it unmigrated."""
+    table = [[f"{r['operator']}/{r['state']}", r["path"] or "-", r["declared"] or "-", r["migrated_to"] or "cannot be migrated",
+              r["without_migration"] or r["error"]] for r in rows]
+    _table(table, ["state", "serializer", "declared", "migrated to (Flink 2.x)", "without migration"], out)
+
+
 def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate describe PATH [--checkpoint ID]`: operators and states of one checkpoint."""
     store = _open_existing(args)
     if not hasattr(store, "catalog"):
-        if args.uid:
+        if args.uid or args.kryo_class:
             from flinkstate.flink.bridge.source import FlinkSource
 
-            store = FlinkSource(store.path, uids=args.uid, storage_options=_storage_options(args))
+            store = FlinkSource(store.path, uids=args.uid or (), storage_options=_storage_options(args), kryo_classes=args.kryo_class)
         return _describe_flink(store, args, out)
     from flinkstate.cli_sources import describe_sources
 
@@ -271,6 +282,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate export ROOT DEST [--checkpoint ID] [--compression snappy]`: write a checkpoint as a Flink savepoint."""
     from flinkstate.core.errors import InvalidArgumentError
     from flinkstate.flink.bridge.store_export import plan_export, run_export
+    from flinkstate.flink.serde.kryo.migrate import KryoMigrationError
 
     store = _open_existing(args)
     cid = store.checkpoint(args.checkpoint).checkpoint_id
@@ -280,8 +292,18 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
         if not sep or "/" not in state or not cls.strip():
             raise InvalidArgumentError(f"--pojo {item!r}: expected OPERATOR/STATE=JAVA_CLASS")
         pojo[state.strip()] = cls.strip()
-    plan = plan_export(store, args.dest, checkpoint_id=cid, compression=args.compression == "snappy", pojo_classes=pojo,
-                       flink_version=args.flink_version)  # every check before Spark starts
+    try:
+        plan = plan_export(store, args.dest, checkpoint_id=cid, compression=args.compression == "snappy", pojo_classes=pojo,
+                           flink_version=args.flink_version)  # every check before Spark starts
+    except KryoMigrationError as e:
+        if not args.dry_run or not e.report:
+            raise
+        return _dry_run(store.root, cid, args, e.report, str(e), out)
+    if args.dry_run:
+        rows = [{"operator": k.partition("/")[0], "state": k.partition("/")[2], "path": m.path, "declared": m.declared,
+                 "migrated_to": m.written, "without_migration": m.without, "error": ""}
+                for k, ms in sorted(plan.migrations.items()) for m in ms]
+        return _dry_run(store.root, cid, args, rows, None, out)
     dest = run_export(plan) if args.spark is None else run_export(plan, _spark_runner("export", args.spark or None))
     if args.json:
         json.dump({"savepoint": dest, "root": store.root, "checkpoint_id": cid, "flink_version": args.flink_version}, out, indent=2)
@@ -292,13 +314,32 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _dry_run(root: str, cid: int, args: argparse.Namespace, rows: list[dict[str, str]], refused: str | None, out: TextIO) -> int:
+    """`export --dry-run`: what the export would migrate for Flink 2.x (and what it refuses); exit 1 when it would refuse."""
+    if args.json:
+        json.dump({"dry_run": True, "root": root, "checkpoint_id": cid, "flink_version": args.flink_version, "migrations": rows,
+                   "refused": refused}, out, indent=2)
+        out.write("\n")
+        return 1 if refused else 0
+    out.write(f"dry run: nothing written; checkpoint {cid} of {root} for Flink {args.flink_version} at {args.dest}\n")
+    if rows:
+        out.write("state Flink 1.x's Kryo 2 serialized, as the export writes it for Flink 2.x:\n")
+        _upgrade_table(rows, out)
+    else:
+        out.write("no state to migrate: every state is written with its serializers\n")
+    if refused:
+        out.write(f"the export would be refused: {refused}\n")
+    return 1 if refused else 0
+
+
 def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate import FLINK_DIR ROOT`: write a Flink savepoint or retained checkpoint into ROOT as one savepoint."""
     from flinkstate.flink.bridge.importer import plan_import, run_import
     from flinkstate.flink.bridge.mapping import parse_ttl
 
     plan = plan_import(args.flink_path, args.path, flink_checkpoint_id=args.flink_checkpoint, ttl=parse_ttl(args.ttl or ()),
-                       storage_options=_storage_options(args), uids=args.uid or (), raw_values=args.raw_values)
+                       storage_options=_storage_options(args), uids=args.uid or (), raw_values=args.raw_values,
+                       kryo_classes=args.kryo_class)
     report = run_import(plan) if args.spark is None else run_import(plan, _spark_runner("import", args.spark or None))
     if args.json:
         json.dump({"root": args.path, "checkpoint_id": report.checkpoint_id, "flink_checkpoint": os.path.dirname(report.source),
@@ -310,7 +351,7 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     rows = [[op, state, str(n)] for op, states in report.entries.items() for state, n in states.items()]
     _table(rows, ["operator", "state", "entries"], out)
     for state, serializers in report.as_bytes.items():
-        out.write(f"kept as bytes: {state}: {serializers} (reads give the serialized values; export writes them back as they were)\n")
+        out.write(f"kept as bytes: {state}: {serializers} (reads give the serialized values; export writes them back as they were, but Kryo 2 bytes for Flink 2.x: it refuses those)\n")
     if report.ttl_unknown:
         out.write("TTL states whose duration a savepoint does not hold (kept with their last-access times, never expiring; "
                   "set with --ttl OPERATOR/STATE=MS): " + ", ".join(report.ttl_unknown) + "\n")
@@ -464,11 +505,18 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--all", action="store_true", help="include discarded checkpoints")
     sp.set_defaults(func=cmd_checkpoints)
 
+    def kryo_class(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--kryo-class", action="append", metavar="[final ]CLASS=FIELD:TYPE,...",
+                        help="the fields of a user class in Kryo values, as its Java declares them (Kryo writes them by "
+                             "name order without names or types): com.acme.Order=id:String,qty:int,tags:List<String>; "
+                             "'final ' for a final class; com.acme.Color=enum:RED,GREEN for an enum (repeatable)")
+
     sp = sub.add_parser("describe", help="operators, states, types, TTL, rows, bytes and files of a checkpoint")
     common(sp)
     sp.add_argument("--checkpoint", type=int, default=None, metavar="ID", help="checkpoint id (default: the latest)")
     sp.add_argument("--uid", action="append", metavar="UID", help="(Flink savepoints) an operator uid of the job: names the "
                     "operator that Flink 1.x metadata records only by id (repeatable)")
+    kryo_class(sp)
     sp.set_defaults(func=cmd_describe)
 
     sp = sub.add_parser("verify", help="read and check every file checkpoints use; print what is damaged (exit status 1 if anything is)")
@@ -498,6 +546,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"the Flink release that restores it: {', '.join(TARGET_VERSIONS)} (default {DEFAULT_FLINK_VERSION})")
     sp.add_argument("--pojo", action="append", metavar="OPERATOR/STATE=JAVA_CLASS",
                     help="write that state's struct values as this POJO class (fields by name) instead of a Row (repeatable)")
+    sp.add_argument("--dry-run", action="store_true", help="check and plan the export, print what state is migrated for "
+                    "Flink 2.x (Flink 1.x's Kryo 2 state) and how, write nothing")
     spark_job(sp, "each task reads one key-group range and writes that subtask's keyed file into DEST's temporary folder "
                   "(DEST on a filesystem every executor sees); the driver writes _metadata")
     sp.set_defaults(func=cmd_export)
@@ -517,6 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="keep values the decoders cannot type (Kryo, Avro, custom, SQL RowData) as their serialized bytes (the default)")
     sp.add_argument("--refuse-undecodable", dest="raw_values", action="store_false",
                     help="refuse states whose values the decoders cannot type instead of keeping their bytes")
+    kryo_class(sp)
     spark_job(sp, "each task decodes one subtask handle and writes that range's files; the driver commits once")
     sp.set_defaults(func=cmd_import)
 

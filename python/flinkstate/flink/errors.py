@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from flinkstate.core.errors import CorruptFileError, FlinkStateError, InvalidArgumentError, SchemaMismatchError
 
-__all__ = ["CorruptFileError", "IncompatibleReleaseError", "SerializerMismatchError", "SourceStateError", "SplitNotFoundError",
-           "StateAccountingError", "UnknownSourceError", "UnsupportedFlinkFormatError", "UnsupportedSerializerError"]
+__all__ = ["CorruptFileError", "IncompatibleReleaseError", "KryoDecodeError", "SerializerMismatchError", "SourceStateError",
+           "SplitNotFoundError", "StateAccountingError", "UnknownSourceError", "UnsupportedFlinkFormatError",
+           "UnsupportedSerializerError"]
 
 
 class UnsupportedFlinkFormatError(FlinkStateError, NotImplementedError):
@@ -14,6 +15,16 @@ class UnsupportedFlinkFormatError(FlinkStateError, NotImplementedError):
 
 class UnsupportedSerializerError(FlinkStateError, NotImplementedError):
     """A serializer (Kryo, Avro, user-defined...) whose bytes cannot be decoded: names operator, state, class."""
+
+
+class KryoDecodeError(UnsupportedSerializerError):
+    """A Kryo value that cannot be read or written as its state declares: bytes that are not the declared class, an
+    unknown registration id, a class without a schema, a value outside the state's type; `cls` names the Java class."""
+
+    def __init__(self, message: str, cls: str, declared: str = "") -> None:
+        super().__init__(message)
+        self.cls = cls
+        self.declared = declared  # the class the serializer snapshot declares (a field's, a state's)
 
 
 class StateAccountingError(CorruptFileError):

@@ -35,6 +35,7 @@ from flinkstate.flink.bridge.mapping import (
     subtask_range,
     subtask_states,
 )
+from flinkstate.flink.bridge.kryo_types import with_kryo_types
 from flinkstate.flink.bridge.sizes import checkpoint_size, operator_size, state_sizes
 from flinkstate.flink.errors import UnsupportedSerializerError
 from flinkstate.flink.files.canonical import TIMER_PREFIX
@@ -54,6 +55,7 @@ from flinkstate.flink.meta.names import (
     operators_text,
     resolve_options,
 )
+from flinkstate.flink.serde.kryo.schema import parse_class_specs
 from flinkstate.flink.serde.serializers import arrow_type
 from flinkstate.flink.sql.decoders import SQL_NAMING, SQL_OPS, sql_keys
 from flinkstate.format.filekind import Scope
@@ -470,6 +472,7 @@ def load_flink_checkpoint(path: str, *, ttl: Mapping[str, StateTtlConfig | int] 
     meta.options["sql"] = options.sql_rows
     if plan is not None:
         meta.options[SQL_NAMING] = plan.naming
+    meta = with_kryo_types(meta, parse_class_specs(options.kryo_classes))  # Kryo values: their schemas and column types
     unknown: list[str] = []
     ops: dict[str, OperatorMetadata] = {}
     flink_ids: dict[str, str] = {}

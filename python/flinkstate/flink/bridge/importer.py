@@ -33,6 +33,7 @@ from flinkstate.flink.bridge.import_task import (
 )
 from flinkstate.flink.bridge.mapping import (
     ReadOptions,
+    kryo_specs,
     parse_ttl,
     subtask_range,
     subtask_states,
@@ -125,13 +126,14 @@ def plan_import(
     storage_options: dict[str, Any] | None = None,
     uids: Iterable[str] = (),
     raw_values: bool = True,
+    kryo_classes: str | Iterable[str] | Mapping[str, str] | None = None,
 ) -> ImportPlan:
     """Load and check an import (the arguments of `import_savepoint`): a uid or ttl key matching nothing, a root that is a
     Flink savepoint, a PyFlink operator (from its handles' headers) are refused here, before anything is written."""
     uids = tuple(uids)
     # the checkpoint's operators and state headers, with uids and ttl resolved and checked (names.resolve_options)
-    ck = load_flink_checkpoint(resolve_flink_path(flink_path, flink_checkpoint_id), ttl=parse_ttl(ttl), uids=uids,
-                               options=ReadOptions(raw_values=raw_values, sql_rows="bytes"))  # SQL rows stored as Flink wrote them
+    options = ReadOptions(raw_values=raw_values, sql_rows="bytes", kryo_classes=kryo_specs(kryo_classes))  # SQL rows as Flink wrote them
+    ck = load_flink_checkpoint(resolve_flink_path(flink_path, flink_checkpoint_id), ttl=parse_ttl(ttl), uids=uids, options=options)
     if is_flink_path(os.fspath(root), storage_options):
         raise InvalidArgumentError(f"{os.fspath(root)} is a Flink savepoint or checkpoint: import into a flinkstate root")
     for op in ck.meta.operators:
@@ -245,6 +247,7 @@ def import_savepoint(
     storage_options: dict[str, Any] | None = None,
     uids: Iterable[str] = (),
     raw_values: bool = True,
+    kryo_classes: str | Iterable[str] | Mapping[str, str] | None = None,
 ) -> ImportReport:
     """Write a Flink savepoint/checkpoint into root as one savepoint, in this process (`plan_import`, then `run_import`
     with the subtask jobs one after the other; `pyspark_flinkstate.flink_jobs.import_savepoint` runs them as Spark tasks).
@@ -254,9 +257,12 @@ def import_savepoint(
     StateTtlConfig or a TTL in ms, for states Flink kept with TTL; the operator by uid or operator id. uids
     names the operators that Flink 1.x metadata records only by id (matched by Flink's hash of the uid).
     A uid, or a ttl key, matching no operator or TTL state is refused before anything is written.
-    Values of serializers the decoders cannot type (Kryo, Avro, custom; the table runtime's RowData) are kept as their
-    serialized bytes (`report.as_bytes` names them; export writes them back as they were); raw_values=False refuses
-    such states with an UnsupportedSerializerError instead, as earlier releases did.
+    Kryo values (Flink 1.x's Kryo 2, 2.x's Kryo 5) are stored as typed columns: JDK types, collections and maps as they
+    are, user classes by kryo_classes ("com.acme.Order=id:String,tags:List<String>;..."); export writes them with Kryo
+    again, or for a Flink 2.x target with the serializers 2.x gives the same types (`serde.kryo.migrate`).
+    Values of serializers the decoders cannot type (Avro, custom, Kryo classes without a schema; the table runtime's
+    RowData) are kept as their serialized bytes (`report.as_bytes` names them; export writes them back as they were);
+    raw_values=False refuses such states with an UnsupportedSerializerError instead, as earlier releases did.
     """
     return run_import(plan_import(flink_path, root, flink_checkpoint_id=flink_checkpoint_id, ttl=ttl, storage_options=storage_options,
-                                  uids=uids, raw_values=raw_values))
+                                  uids=uids, raw_values=raw_values, kryo_classes=kryo_classes))

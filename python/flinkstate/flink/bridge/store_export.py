@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,6 +34,7 @@ from flinkstate.flink.bridge.serializer_json import (
 )
 from flinkstate.flink.bridge.source import open_store
 from flinkstate.flink.files.canonical import KeyedState
+from flinkstate.flink.serde.kryo.migrate import KryoMigrationError, Migration, migrate_state
 from flinkstate.flink.write.savepoint_folder import discard, publish, temp_folder
 from flinkstate.flink.write.releases import check_target_release
 from flinkstate.flink.write.savepoint_writer import (
@@ -62,6 +63,7 @@ class ExportPlan:
     lists: dict[str, frozenset[str]]  # uid -> its list states
     compression: bool = False
     flink_version: str = DEFAULT_FLINK_VERSION
+    migrations: dict[str, list[Migration]] = field(default_factory=dict)  # "operator/state" -> Kryo 2 parts migrated for 2.x
 
     def jobs(self, folder: str) -> list[RangeExport]:
         """One job per subtask of every operator with keyed state, writing into folder: the store's scan tasks of
@@ -139,9 +141,43 @@ def plan_export(
                                   name=meta.properties.get(OPERATOR_NAME_PROPERTY + uid) if flink_id is not None else None))  # each operator its own max parallelism, as Flink checks on restore
     if pojo_classes:
         raise StateNotFoundError(f"POJO classes given for keyed states that checkpoint {cid} does not have: {sorted(pojo_classes)}")
+    ops, migrations = _migrated(ops, flink_version)  # Kryo 2 (Flink 1.x) states, as Flink 2.x reads them
     check_target_release(ops, flink_version)  # bytes the target release would read differently: refused before anything is written
     check_changes(ck, ops, reads, lists)  # changed values that their serializers cannot write: likewise
-    return ExportPlan(ck, dest, ops, reads, lists, compression, flink_version)
+    return ExportPlan(ck, dest, ops, reads, lists, compression, flink_version, migrations)
+
+
+def _migrated(ops: list[OperatorExport], flink_version: str) -> tuple[list[OperatorExport], dict[str, list[Migration]]]:
+    """For a Flink 2.x target, every keyed state that Flink 1.x's Kryo 2 serialized with the serializers Flink 2.x gives
+    the same Java types (`serde.kryo.migrate`): per "operator/state" what was migrated and how. A state that cannot be
+    is a KryoMigrationError naming it, before anything is written; 1.x targets keep their serializers."""
+    if int(flink_version.split(".")[0]) < 2:
+        return ops, {}
+    out: dict[str, list[Migration]] = {}
+    failed: list[KryoMigrationError] = []
+    rows: list[dict[str, str]] = []
+    for op in ops:
+        if op.keyed is None:
+            continue
+        key = op.keyed.key_type
+        for name, m in list(op.keyed.meta.items()):
+            try:
+                new, key, done = migrate_state(m, key, f"operator {op.uid!r}, state {name!r}")
+            except KryoMigrationError as e:
+                failed.append(e)
+                rows.append({"operator": op.uid, "state": name, "path": "", "declared": "", "migrated_to": "", "without_migration": "",
+                             "error": str(e)})
+                continue
+            if done:
+                op.keyed.meta[name] = new
+                out[f"{op.uid}/{name}"] = done
+                rows += [{"operator": op.uid, "state": name, **{k: v for k, v in d.to_dict().items() if k != "written"},
+                          "migrated_to": d.written, "without_migration": d.without, "error": ""} for d in done]
+        op.keyed.key_type = key
+    if failed:
+        head = f"{len(failed)} state(s) cannot be written for Flink {flink_version}: " if len(failed) > 1 else ""
+        raise KryoMigrationError(head + "; ".join(map(str, failed)), rows) from failed[0]
+    return ops, out
 
 
 def run_export(plan: ExportPlan, run: ExportRunner = run_local) -> str:

@@ -127,8 +127,8 @@ def decode_keyed_handle(
     for m in metas:
         dec = decoders.get(m.name)
         if dec is None:
-            dec = decoders[m.name] = _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}")
-        elif dec.meta != m:
+            dec = decoders[m.name] = _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}", op.kryo, op.operator_id)
+        elif dec.header_meta != m:
             raise UnsupportedFlinkFormatError(f"{where}: {ctx}: state {m.name!r} has different serializers in different subtasks")
         by_id.append(dec)
     if hit is None and handle.kind == "KeyGroupsStateHandle" and is_heap_native(data, handle):
@@ -321,7 +321,7 @@ def decode_rocksdb_handle(
     skip = frozenset() if only is None else frozenset(m.name for m in metas) - only  # undeclared families are still read
     for m in metas:
         if m.name not in decoders:
-            decoders[m.name] = _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}")
+            decoders[m.name] = _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}", op.kryo, op.operator_id)
     try:
         runs = [key_groups] if key_groups is not None else rocksdb_chunks(handle, base_dir, prefix, f"{where}: {ctx}", skip=skip)
     except (IndexError, ValueError, struct.error) as e:

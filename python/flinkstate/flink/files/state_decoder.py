@@ -25,6 +25,7 @@ from flinkstate.flink.serde.serializers import (
     arrow_type,
     opaque_part,
 )
+from flinkstate.flink.serde.kryo.bind import KryoOptions, bind_state, learnt, settle, with_shapes
 from flinkstate.flink.serde.values import Reader, make_reader, read_rest
 
 __all__ = ["KeyGroupCorrupt", "StateDecoder"]
@@ -48,10 +49,18 @@ def _type_of(node: TypeNode) -> str:
     return f" (type {node.names[0]})" if node.names else ""
 
 
+def _why(node: TypeNode) -> str:
+    """Why a Kryo serializer's values stay bytes (a class without a schema among them: `kryo.bind`), as ": ...", or ""."""
+    return f" ({node.logical[0]})" if node.kind == "opaque" and node.logical else ""
+
+
 class StateDecoder:
     """Accumulates the decoded entries of one state across key groups."""
 
-    def __init__(self, meta: StateMeta, key_type: TypeNode, prefix: int, ctx: str) -> None:
+    def __init__(self, meta: StateMeta, key_type: TypeNode, prefix: int, ctx: str, kryo: KryoOptions | None = None,
+                 op_id: str = "") -> None:
+        self.header_meta = meta  # as the file's header declares it (subtasks' headers are compared by it)
+        meta, key_type = bind_state(meta, key_type, kryo, op_id)  # Kryo serializers read by the Kryo that wrote them
         self.meta = meta
         self.ctx = ctx
         self.prefix = prefix
@@ -79,18 +88,22 @@ class StateDecoder:
         self.user_key_reader: Reader | None = None
         self.ttl = False
         elem = self.value_node
+        self.elem_path = "VALUE_SERIALIZER"  # where elem_node is in the state's serializers (Kryo types are kept by path)
         if self.kind == "MAP":
             self.rows["user_key"] = []
             self.user_key_reader = make_reader(elem.children[0], ctx)
             elem = elem.children[1]
+            self.elem_path += "/1"
         elif self.kind == "LIST":
             elem = elem.children[0]
+            self.elem_path += "/0"
         if elem is not None:
             self.elem_reader = make_reader(elem, ctx)  # a TTL wrapper reads (timestamp, value)
             self.rows["value"] = []
         if elem is not None and elem.kind == "ttl":
             self.ttl = True
             elem = elem.children[1]
+            self.elem_path += "/1"
         self.elem_node = elem
         if self.ttl:
             self.rows["ttl_last_access"] = []
@@ -113,11 +126,11 @@ class StateDecoder:
         self.plan = None
         o = other or value
         assert o is not None
-        if other is not None or self.kind == "LIST" or self.elem_node.kind not in ("opaque", "unknown"):
-            self.unreadable = (f"{ctx}: serializer {o.cls}{_type_of(o)} cannot be decoded, nor read as raw bytes: only "
-                               "a whole value, map value or TTL value is length-framed (not list elements, keys or nested values)")
+        if other is not None or self.kind == "LIST":  # a value (inside its TTL wrapper) is framed whole, even with the part inside
+            self.unreadable = (f"{ctx}: serializer {o.cls}{_type_of(o)} cannot be decoded{_why(o)}, nor read as raw bytes: only "
+                               "a whole value, map value or TTL value is length-framed (not list elements or keys)")
             return
-        self.raw_error = (f"{ctx}: serializer {o.cls}{_type_of(o)} cannot be decoded; read with raw_values=True "
+        self.raw_error = (f"{ctx}: serializer {o.cls}{_type_of(o)} cannot be decoded{_why(o)}; read with raw_values=True "
                           "(Spark: .option('rawValues', 'true')) to get its values as raw serialized bytes")
         if self.ttl:
             self.elem_reader = lambda buf, pos: ((_I64.unpack_from(buf, pos)[0], bytes(buf[pos + 8 :])), len(buf))
@@ -135,7 +148,8 @@ class StateDecoder:
             if node is None:
                 return
             if node.kind in ("opaque", "unknown", "rowdata", "arraydata") and node.cls not in found:
-                found.append(node.cls + (f" ({node.names[0]})" if node.kind == "opaque" and node.names else ""))
+                found.append(node.cls + (f" ({node.names[0]})" if node.kind == "opaque" and node.names else "")
+                             + (f": {node.logical[0]}" if node.kind == "opaque" and node.logical else ""))
                 return
             for c in node.children:
                 walk(c)
@@ -284,12 +298,54 @@ class StateDecoder:
         else:
             rows["value"].append(v)
 
+    def _parts(self) -> list[tuple[str, str, TypeNode | None]]:
+        """(rows column, path in the state's serializers, serializer) of the parts a row holds."""
+        if self.timer:
+            return [("key", "VALUE_SERIALIZER/0", self.key_node), ("namespace", "VALUE_SERIALIZER/1", self.ns_node)]
+        parts = [("key", "KEY", self.key_node), ("namespace", "NAMESPACE_SERIALIZER", self.ns_node),
+                 ("value", self.elem_path, self.elem_node)]
+        if self.kind == "MAP":
+            parts.append(("user_key", "VALUE_SERIALIZER/0", self.value_node.children[0]))
+        return parts
+
+    def _settle_kryo(self) -> None:
+        """Kryo values read without a known type: typed by the values read (`kryo.bind.settle`), the serializers with
+        their shapes (`kryo_shapes`)."""
+        shapes: dict[str, TypeNode] = {}
+        for col, path, node in self._parts():
+            if node is None or col not in self.rows:
+                continue
+            typed, self.rows[col] = settle(node, self.rows[col], self.ctx)
+            shapes.update(learnt(typed, path))
+        if not shapes:
+            return
+        self.meta, self.key_node = with_shapes(self.meta, self.key_node, shapes)
+        if self.timer:
+            self.key_node, self.ns_node = self.meta.serializers["VALUE_SERIALIZER"].children
+            return
+        self.ns_node = self.meta.serializers["NAMESPACE_SERIALIZER"]
+        self.value_node = self.meta.serializers["VALUE_SERIALIZER"]
+        elem = self.value_node
+        for i in self.elem_path.split("/")[1:]:
+            elem = elem.children[int(i)]
+        self.elem_node = elem
+
+    def kryo_shapes(self) -> dict[str, TypeNode]:
+        """The types of this state's Kryo values (by path in its serializers), as far as the values read tell."""
+        if self.unreadable is None:
+            self._settle_kryo()
+        out: dict[str, TypeNode] = {}
+        for role, node in [("KEY", self.key_node), *self.meta.serializers.items()]:
+            out.update(learnt(node, role))
+        return out
+
     def table(self, raw_values: bool = False) -> pa.Table:
         """The decoded entries as an Arrow table (Kryo/Avro values as raw bytes only when raw_values is set)."""
         if self.unreadable is not None:
             raise UnsupportedSerializerError(self.unreadable)
         if self.raw_error is not None and not raw_values:
             raise UnsupportedSerializerError(self.raw_error)
+        self._settle_kryo()
         types = {"key_group": pa.int32(), "key": arrow_type(self.key_node), "timestamp": pa.int64(), "ttl_last_access": pa.int64()}
         if "namespace" in self.rows:
             types["namespace"] = arrow_type(self.ns_node)

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from flinkstate.flink.serde._bin import Bin, binary_parts, concat, varint
 from flinkstate.flink.serde.encode import make_writer, plain_values
-from flinkstate.flink.serde.serializers import TypeNode
+from flinkstate.flink.serde.serializers import TypeNode, whole_bytes
 
 __all__ = ["VEncoder", "column_encoder", "per_value_encoder"]
 
@@ -356,7 +356,7 @@ def column_encoder(node: TypeNode, ctx: str) -> VEncoder:
         return _string(fallback)
     if kind in ("bytes", "rowdata", "arraydata"):
         return _framed(_is_bin, True, kind, fallback)
-    if kind in ("opaque", "unknown"):
+    if kind in ("opaque", "unknown") or whole_bytes(node):  # values kept as their bytes: written as they were read
         return _framed(_is_bin, False, kind, fallback)
     if kind == "stringdata":
         return _framed(_is_str, True, kind, fallback)

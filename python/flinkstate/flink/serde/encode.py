@@ -26,6 +26,7 @@ from flinkstate.flink.serde.serializers import (
     _SIMPLE,
     StateMeta,
     TypeNode,
+    whole_bytes,
 )
 
 __all__ = ["Writer", "encode_utf", "make_writer", "plain_values", "murmur3_128", "snappy_frame", "type_for_arrow", "write_state_meta", "write_type"]
@@ -33,7 +34,7 @@ __all__ = ["Writer", "encode_utf", "make_writer", "plain_values", "murmur3_128",
 Writer = Callable[[bytearray, Any], None]
 _CLS = {kind: cls for cls, kind in _SIMPLE.items()}
 _COMP_CLS = {kind: cls for cls, (kind, _) in _COMPOSITE.items()}
-_OUTER_VERSION = {"list": 1, "map": 1, "row": 4, "tuple": 2, "ttl": 2, "timer": 2, "garray": 1}
+_OUTER_VERSION = {"list": 1, "map": 1, "row": 4, "tuple": 2, "ttl": 2, "timer": 2, "garray": 1, "set": 1, "nullable": 2}
 _FIXED = {"long": ">q", "int": ">i", "short": ">h", "byte": ">b", "double": ">d", "float": ">f", "bool": ">?"}
 
 
@@ -74,7 +75,7 @@ def write_type(out: bytearray, node: TypeNode) -> None:
         for name in node.names:
             out += encode_utf(name)
         return
-    if kind == "opaque":  # Kryo/Avro: the snapshot as read
+    if kind in ("opaque", "kryo"):  # Kryo/Avro: the snapshot as read
         out += encode_utf(node.cls) + struct.pack(">i", 2) + node.payload
         return
     if kind == "pojo":
@@ -96,6 +97,8 @@ def write_type(out: bytearray, node: TypeNode) -> None:
         out += encode_utf(node.cls if node.cls != _COMP_CLS["tuple"] else f"org.apache.flink.api.java.tuple.Tuple{len(node.children)}")
     elif kind == "garray":
         out += encode_utf(node.names[0])
+    elif kind == "nullable":
+        out += struct.pack(">i", node.params[0] if node.params else 0)
     out += struct.pack(">iii", _NESTED_MAGIC, 1, len(node.children))
     for c in node.children:
         write_type(out, c)
@@ -158,8 +161,12 @@ def make_writer(node: TypeNode, ctx: str) -> Writer:
         return lambda out, v: out.extend(struct.pack(">i", ordinals[v]))
     if kind == "timewindow":
         return lambda out, v: out.extend(struct.pack(">qq", v["start"], v["end"]))
-    if kind in ("opaque", "unknown"):  # raw serialized bytes, written back as they were read
+    if kind in ("opaque", "unknown") or whole_bytes(node):  # raw serialized bytes, written back as they were read
         return lambda out, v: out.extend(bytes(v))
+    if kind == "kryo":  # values of the Java types the state held, written by the Kryo of the node (serde.kryo)
+        from flinkstate.flink.serde.kryo.bind import kryo_writer
+
+        return kryo_writer(node, ctx)
     if kind in ("rowdata", "arraydata"):  # BinaryRowData/BinaryArrayData bytes: i32 size, then the bytes
         return lambda out, v: out.extend(struct.pack(">i", len(v)) + bytes(v))
     if kind == "stringdata":
@@ -168,13 +175,26 @@ def make_writer(node: TypeNode, ctx: str) -> Writer:
         return _write_timestamp_data if node.params[0] <= 3 else _write_timestamp_data_nanos
     if kind == "decimaldata":
         return _decimal_data_writer(node.params[0], node.params[1])
-    if kind == "garray":
+    if kind == "nullable":
+        inner = make_writer(node.children[0], ctx)
+        pad = bytes(node.params[0] if node.params else 0)
+
+        def wn(out: bytearray, v: Any) -> None:
+            if v is None:
+                out.append(1)
+                out += pad
+            else:
+                out.append(0)
+                inner(out, v)
+        return wn
+    if kind in ("garray", "set"):  # GenericArraySerializer, SetSerializer: i32 n, per element a presence/null flag
         component = make_writer(node.children[0], ctx)
+        present = 1 if kind == "garray" else 0
 
         def wg(out: bytearray, v: list) -> None:
             out += struct.pack(">i", len(v))
             for e in v:
-                out.append(0 if e is None else 1)
+                out.append(present ^ (e is None))
                 if e is not None:
                     component(out, e)
         return wg

@@ -34,6 +34,7 @@ __all__ = [
     "StateMeta",
     "UnknownSnapshotError",
     "opaque_part",
+    "whole_bytes",
     "TypeNode",
     "arrow_type",
     "read_keyed_header",
@@ -103,6 +104,11 @@ _COMPOSITE = {
     "org.apache.flink.api.java.typeutils.runtime.TupleSerializerSnapshot": ("tuple", "utf"),
     "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot": ("ttl", None),
     "org.apache.flink.streaming.api.operators.TimerSerializerSnapshot": ("timer", None),
+    # Flink 2.x: SetSerializer (i32 n, then per element a null flag and the element) and NullableSerializer (a null flag,
+    # then the value, or nullPaddingLength bytes for a null; outer payload: i32 nullPaddingLength), which POJO fields and
+    # states declared List<T>, Map<K, V> or Set<T> get (NullableListTypeInfo & co.)
+    _BASE + "SetSerializerSnapshot": ("set", None),
+    "org.apache.flink.api.java.typeutils.runtime.NullableSerializer$NullableSerializerSnapshot": ("nullable", "int"),
 }
 _POJO = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
 # The table runtime's serializers (SQL and Table API jobs: RowData keys and values, InternalTypeInfo).
@@ -255,12 +261,16 @@ def _composite(r: DataReader, ctx: str, cls: str, kind: str, outer: str | None) 
         legacy = outer_version < 3 or (outer_version > 3 and not r.bool())
     elif outer == "utf":
         outer_class = r.utf()
+    elif outer == "int":
+        params: tuple[int, ...] = (r.i32(),)
     children = _nested(r, ctx)
     names: tuple[str, ...] = ()
     if kind in ("row", "tuple"):
         names = tuple(f"f{i}" for i in range(len(children)))
     elif kind == "garray":
         names = (outer_class,)  # the component class
+    elif kind == "nullable":
+        return TypeNode(kind, cls, children, params=params)  # params: the null padding's length
     return TypeNode(kind, cls, children, names, legacy)
 
 
@@ -450,14 +460,27 @@ _ARROW = {
 }
 
 
+_WHOLE = frozenset({"row", "tuple", "pojo", "garray", "list", "map", "set", "nullable"})
+
+
+def whole_bytes(node: TypeNode) -> bool:
+    """A composite serializer with an opaque part (a Kryo class without a schema, Avro, an unknown class) inside: its
+    values are read, where a record frames them, and written back as their serialized bytes whole."""
+    return node.kind in _WHOLE and opaque_part(node) is not None
+
+
 def arrow_type(node: TypeNode) -> pa.DataType:
     """The Arrow type values of this serializer decode to (TTL wrappers are unwrapped)."""
+    if whole_bytes(node):
+        return pa.binary()  # the value's bytes (a POJO with a field of a Kryo class without a schema, say)
     if node.kind in _ARROW:
         return _ARROW[node.kind]
     if node.kind in ("row", "tuple", "pojo"):
         return pa.struct([pa.field(n, arrow_type(c)) for n, c in zip(node.names, node.children, strict=True)])
-    if node.kind in ("list", "parray", "sarray", "garray"):
+    if node.kind in ("list", "parray", "sarray", "garray", "set"):
         return pa.list_(arrow_type(node.children[0]))
+    if node.kind == "nullable":
+        return arrow_type(node.children[0])
     if node.kind == "enum":
         return pa.string()  # the constant's name
     if node.kind in ("opaque", "unknown", "rowdata", "arraydata"):
@@ -474,4 +497,33 @@ def arrow_type(node: TypeNode) -> pa.DataType:
         return pa.map_(arrow_type(node.children[0]), arrow_type(node.children[1]))
     if node.kind == "ttl":
         return arrow_type(node.children[1])
+    if node.kind == "kryo":  # a Kryo serializer bound to a read (serde.kryo): the type of the values it holds (its shape)
+        return arrow_type(node.children[0]) if node.children else pa.binary()
+    if node.kind.startswith("j."):  # the shape of Kryo values (serde.kryo.shapes): the Java types they hold
+        return _shape_arrow(node)
     raise UnsupportedSerializerError(f"serializer {node.cls} ({node.kind}) has no Arrow type")
+
+
+# The column types of Kryo values' Java types (serde.kryo.shapes: kinds "j.<kind>", cls the Java class).
+_J_ARROW = {
+    "long": pa.int64(), "int": pa.int32(), "short": pa.int16(), "byte": pa.int8(), "float": pa.float32(), "double": pa.float64(),
+    "bool": pa.bool_(), "char": pa.string(), "string": pa.string(), "void": pa.null(), "null": pa.null(), "bigint": pa.string(),
+    "bigdec": pa.string(), "date": pa.timestamp("ms"), "sqldate": pa.timestamp("ms"), "sqltime": pa.timestamp("ms"),
+    "sqltimestamp": pa.timestamp("ns"), "localdate": pa.date32(), "localtime": pa.time64("ns"), "localdatetime": pa.timestamp("ns"),
+    "instant": pa.timestamp("ns", tz="UTC"), "duration": pa.duration("ns"), "uuid": pa.string(),
+}
+
+
+def _shape_arrow(shape: TypeNode) -> pa.DataType:
+    kind = shape.kind[2:]
+    if kind in _J_ARROW:
+        return _J_ARROW[kind]
+    if kind == "enum":  # constant names, or ordinals where the constants are unknown
+        return pa.int32() if shape.names == ("#ordinal",) else pa.string()
+    if kind in ("list", "set", "array"):
+        return pa.list_(arrow_type(shape.children[0]))
+    if kind == "map":
+        return pa.map_(arrow_type(shape.children[0]), arrow_type(shape.children[1]))
+    if kind == "object":
+        return pa.struct([pa.field(n, arrow_type(c)) for n, c in zip(shape.names, shape.children, strict=True)])
+    raise UnsupportedSerializerError(f"Kryo value shape {shape.kind} ({shape.cls}) has no Arrow type")

@@ -174,6 +174,14 @@ def make_reader(node: TypeNode, ctx: str) -> Reader:
         return _map_reader(node, ctx)
     if kind == "ttl":
         return _ttl_reader(node, ctx)
+    if kind == "set":  # SetSerializer: i32 n, then per element a null flag (1: null) and the element
+        return flagged_array_reader(make_reader(node.children[0], ctx), present=0)
+    if kind == "kryo":  # bound to the Kryo that wrote it (serde.kryo)
+        from flinkstate.flink.serde.kryo.bind import kryo_reader
+
+        return kryo_reader(node, ctx)
+    if kind == "nullable":
+        return _nullable_reader(node, ctx)
     raise UnsupportedSerializerError(f"{ctx}: values of serializer {node.cls} cannot be decoded")
 
 
@@ -255,18 +263,19 @@ def _generic_array_reader(node: TypeNode, ctx: str) -> Reader:
     return flagged_array_reader(make_reader(node.children[0], ctx))
 
 
-def flagged_array_reader(elem: Reader) -> Reader:
-    """A reader of arrays whose elements carry a presence flag (GenericArraySerializer, PyFlink's GenericArrayCoder)."""
+def flagged_array_reader(elem: Reader, present: int = 1) -> Reader:
+    """A reader of arrays whose elements carry a flag: i32 n, then per element the flag and, when it is `present`, the
+    element (GenericArraySerializer, PyFlink's GenericArrayCoder: 1 present; SetSerializer: 0, a null flag)."""
 
     def read(buf: bytes, pos: int) -> tuple[list[Any], int]:
         n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
         pos += 4
         out = []
         for _ in range(n):
-            present = buf[pos]
+            flag = buf[pos]
             pos += 1
             v = None
-            if present:
+            if flag == present:
                 v, pos = elem(buf, pos)
             out.append(v)
         return out, pos
@@ -332,6 +341,19 @@ def map_entries_reader(kr: Reader, vr: Reader) -> Reader:
                 v, pos = vr(buf, pos)
             out.append((k, v))
         return out, pos
+
+    return read
+
+
+def _nullable_reader(node: TypeNode, ctx: str) -> Reader:
+    """NullableSerializer: a null flag, then the value (or, for a null, the padding of nullPaddingLength bytes)."""
+    inner = make_reader(node.children[0], ctx)
+    pad = node.params[0] if node.params else 0
+
+    def read(buf: bytes, pos: int) -> tuple[Any, int]:
+        if buf[pos]:
+            return None, pos + 1 + pad
+        return inner(buf, pos + 1)
 
     return read
 

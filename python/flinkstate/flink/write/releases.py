@@ -8,8 +8,8 @@ for 2.3 fails the HashMap restore (`DateTimeException`) and, on RocksDB, restore
 from 2.3 for 1.20 the HashMap restore fails (`IndexOutOfBoundsException`); issue 42 saw a job whose 1.20 Kryo states
 Flink 2.3 restored without an error and with wrong values on every key. Such a
 state (a Kryo serializer anywhere in its key, namespace or value serializers: a POJO's Kryo field too) is refused by
-name for the other major release, until it is migrated: a migration of those bytes replaces this check for the states
-it converts (`kryo_conflicts` is what it narrows).
+name for the other major release unless it was migrated for it (`serde.kryo.migrate`, run by export before this check
+for a 2.x target: a migrated serializer records the Kryo generation its bytes are written in).
 """
 
 from __future__ import annotations
@@ -32,11 +32,19 @@ def kryo_generation(release: str) -> int:
 
 
 def _kryo(node: TypeNode) -> Iterator[TypeNode]:
-    """The Kryo serializers in a serializer tree."""
-    if node.kind == "opaque" and node.cls == KRYO_SNAPSHOT:
+    """The Kryo serializers in a serializer tree (read as typed columns, kind "kryo", or kept as their bytes)."""
+    if node.kind == "kryo" or (node.kind == "opaque" and node.cls == KRYO_SNAPSHOT):
         yield node
     for c in node.children:
         yield from _kryo(c)
+
+
+def _generation(node: TypeNode, wrote: set[int]) -> set[int]:
+    """The Kryo generations a Kryo serializer's bytes may be: the one it records (2 as read from Flink 1.x, 5 from 2.x or
+    migrated for it, `serde.kryo`), else those of the releases that may have written the operator."""
+    if node.kind == "kryo" and node.params[:1] in ((2,), (5,)):
+        return {int(node.params[0])}
+    return wrote
 
 
 def _serializers(op: OperatorExport) -> Iterator[tuple[str, str, TypeNode]]:
@@ -59,7 +67,7 @@ def kryo_conflicts(op: OperatorExport, target: str) -> list[str]:
     out = []
     for state, role, node in _serializers(op):
         for k in _kryo(node):
-            if wrote != {want}:
+            if _generation(k, wrote) != {want}:
                 out.append(f"{state} ({role}: {k.cls} of {k.names[0] if k.names else '?'})")
     return out
 
