@@ -49,6 +49,8 @@ from flinkstate.core.ttl import CompactionCleanup, IncrementalCleanup, StateTtlC
 from flinkstate.flink.bridge.source import open_store as open
 from flinkstate.flink.errors import (
     IncompatibleReleaseError,
+    KryoDecodeError,
+    KryoMigrationError,
     SerializerMismatchError,
     SourceStateError,
     SplitNotFoundError,
@@ -118,4 +120,6 @@ __all__ = [
     "UnknownSourceError",
     "SerializerMismatchError",
     "IncompatibleReleaseError",
+    "KryoDecodeError",
+    "KryoMigrationError",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flinkstate.core.errors import CorruptFileError, FlinkStateError, InvalidArgumentError, SchemaMismatchError
 
-__all__ = ["CorruptFileError", "IncompatibleReleaseError", "KryoDecodeError", "SerializerMismatchError", "SourceStateError",
+__all__ = ["CorruptFileError", "IncompatibleReleaseError", "KryoDecodeError", "KryoMigrationError", "SerializerMismatchError", "SourceStateError",
            "SplitNotFoundError", "StateAccountingError", "UnknownSourceError", "UnsupportedFlinkFormatError",
            "UnsupportedSerializerError"]
 
@@ -52,3 +52,12 @@ class IncompatibleReleaseError(UnsupportedSerializerError):
     """A state holds bytes that the target Flink release would read differently than the release that wrote them (Kryo 2
     bytes of Flink 1.x read by Kryo 5 of Flink 2.x): an export for that release is refused, naming operator, state,
     serializer and both releases; nothing is written."""
+
+
+class KryoMigrationError(UnsupportedSerializerError):
+    """Kryo 2 state that cannot be written for Flink 2.x: named by operator, state and class, with why. `report` holds,
+    where an export planned several states, every state's migration or failure (rows as `upgrade_report` gives)."""
+
+    def __init__(self, message: str, report: list[dict[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.report = report or []

@@ -22,7 +22,7 @@ import struct
 from dataclasses import dataclass
 
 from flinkstate.flink._io import DataReader
-from flinkstate.flink.errors import UnsupportedSerializerError
+from flinkstate.flink.errors import KryoMigrationError
 from flinkstate.flink.serde.kryo.bind import is_kryo, kryo_paths
 from flinkstate.flink.serde.kryo.registry import parse_kryo_snapshot
 from flinkstate.flink.serde.serializers import _BASE, _COMPOSITE, _SIMPLE, StateMeta, TypeNode
@@ -44,15 +44,6 @@ _INTERFACES = {"java.util.List": "list", "java.util.Set": "set", "java.util.Map"
 _OPTIONAL_MAP_HEADER = 0x4F2C69A3D70
 REFUSED = "refused: an incompatible serializer (StateMigrationException; a HashMap restore fails)"
 MISREAD = "misread: no error, wrong values (Kryo 5 reads the Kryo 2 bytes)"
-
-
-class KryoMigrationError(UnsupportedSerializerError):
-    """Kryo 2 state that cannot be written for Flink 2.x: named by operator, state and class, with why. `report` holds,
-    where an export planned several states, every state's migration or failure (rows as `upgrade_report` gives)."""
-
-    def __init__(self, message: str, report: list[dict[str, str]] | None = None) -> None:
-        super().__init__(message)
-        self.report = report or []
 
 
 @dataclass(frozen=True)
@@ -204,7 +195,8 @@ def migrate_state(meta: StateMeta, key: TypeNode, where: str) -> tuple[StateMeta
         if not node.children:
             return node
         kids = tuple(walk(c, f"{path}/{i}") for i, c in enumerate(node.children))
-        return node if kids == node.children else dataclasses.replace(node, children=kids)
+        # changed children: the snapshot as read (kept to write an unchanged serializer back verbatim) no longer holds
+        return node if kids == node.children else dataclasses.replace(node, children=kids, snapshot=b"")
 
     sers = {role: walk(n, role) for role, n in meta.serializers.items()}
     new_key = walk(key, "KEY")
