@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flinkstate.flink.errors import UnsupportedSerializerError
+from flinkstate.flink.serde._datastream import datastream_reader
 from flinkstate.flink.serde._temporal import READERS
 from flinkstate.flink.serde.serializers import TypeNode
 
@@ -174,6 +175,11 @@ def make_reader(node: TypeNode, ctx: str) -> Reader:
         return _map_reader(node, ctx)
     if kind == "ttl":
         return _ttl_reader(node, ctx)
+    found = datastream_reader(node, ctx, make_reader)
+    if found is not None:
+        return found
+    if kind == "refused":
+        return _opaque_reader(node, ctx)
     raise UnsupportedSerializerError(f"{ctx}: values of serializer {node.cls} cannot be decoded")
 
 
