@@ -24,6 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from flinkstate.flink.serde._jstring import read_java_string
 from flinkstate.flink.serde._node import TypeNode
 from flinkstate.flink.serde.javaser import read_stream
 
@@ -263,8 +264,6 @@ def _lockable(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Reader])
 
 
 def _node_id(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Reader]) -> Reader:
-    from flinkstate.flink.serde.values import read_java_string
-
     event = make(node.children[0], ctx)
 
     def read(buf: bytes, pos: int) -> tuple[dict[str, Any] | None, int]:
@@ -305,8 +304,6 @@ def _shared_buffer_node(node: TypeNode, ctx: str, make: Callable[[TypeNode, str]
 
 
 def _nfa_state(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Reader]) -> Reader:
-    from flinkstate.flink.serde.values import read_java_string
-
     version, node_id, event_id = (make(c, ctx) for c in node.children)
     previous = bool(node.params and node.params[0])
 
