@@ -26,11 +26,11 @@ FLINK_VERSIONS = {"1.18": "1.18.1", "1.19": "1.19.3", "1.20": "1.20.5", "2.0": "
 HERE = Path(__file__).resolve().parent
 JOB_SOURCE = HERE / "src" / "StateGenJob.java"
 # The jobs every version compiles (with its compat/ shim); the newest version compiles every src/*.java.
-MATRIX_SOURCES = ("StateGenJob.java", "RestoreDumpJob.java", "ProductionJob.java")
+MATRIX_SOURCES = ("StateGenJob.java", "RestoreDumpJob.java", "ProductionJob.java", "DataStreamStatesJob.java")
 VARIANTS = ("files", "inline", "snappy")
 NATIVE_VARIANTS = ("native", "checkpoint")
 ROCKSDB_VARIANTS = ("rocksdb", "rocksdb-checkpoint")
-_JARS = ("flink-dist-", "log4j-")
+_JARS = ("flink-dist-", "flink-cep-", "log4j-")  # the jobs' class path (CEP: DataStreamStatesJob's patterns)
 # SQL and Table API jobs (flinkjobs/sql/) also need the table jars the distribution ships beside flink-dist
 _TABLE_JARS = ("flink-table-api-java-uber-", "flink-table-planner-loader-", "flink-table-runtime-", "flink-cep-",
                "flink-connector-files-", "flink-json-", "flink-csv-")
@@ -129,7 +129,7 @@ def _jars_in(archive: Path):
 
 
 def classpath(lib: Path) -> list[Path]:
-    """flink-dist plus the log4j jars (without the JSON layout)."""
+    """flink-dist, flink-cep and the log4j jars (without the JSON layout)."""
     return sorted(p for p in lib.glob("*.jar") if p.name.startswith(_JARS) and "layout" not in p.name)
 
 
@@ -147,7 +147,8 @@ def compile_job(version: str | None = None) -> Path:
         tmp = classes.with_name(classes.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        proc = subprocess.run(["javac", "-nowarn", "-cp", str(lib / f"flink-dist-{version}.jar"), "-d", str(tmp), *map(str, sources)],
+        cp = os.pathsep.join(str(p) for p in classpath(lib))
+        proc = subprocess.run(["javac", "-nowarn", "-cp", cp, "-d", str(tmp), *map(str, sources)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"javac against Flink {version} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
@@ -351,6 +352,32 @@ def production_restore(savepoint: Path, out_file: Path, backend: str, parallelis
     args = ["restore", str(Path(savepoint).resolve()), str(Path(out_file).resolve()), backend, str(parallelism), str(wide_parallelism)]
     _run_java("ProductionJob", args, "production restore", timeout, version)
     return Path(out_file).read_text(encoding="utf-8").splitlines()
+
+
+def datastream_states(out: Path, n: int = 60, backend: str = "hashmap", parallelism: int = 2,
+                      formats: tuple[str, ...] = ("canonical", "native"), version: str | None = None, timeout: float = 900) -> Path:
+    """DataStreamStatesJob (flinkjobs/src/DataStreamStatesJob.java): one state per serializer category Flink's DataStream
+    operators and user functions put in state, records 0..n-1 on `backend` at `parallelism`; OUT/<format>/savepoint for
+    each of formats (canonical, native)."""
+    out = Path(out).resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    _run_java("DataStreamStatesJob", ["gen", str(out), str(n), backend, str(parallelism), *formats], "DataStream states job", timeout,
+              version)
+    return out
+
+
+def datastream_dump(savepoint: Path, out_file: Path, backend: str = "hashmap", parallelism: int = 2, version: str | None = None,
+                    timeout: float = 900) -> list[str]:
+    """Real Flink restores DataStreamStatesJob's savepoint (its own, or one flinkstate exported) and dumps every state of
+    every operator with the serializers the savepoint's snapshots restore: JSON lines, sorted."""
+    args = ["dump", str(Path(savepoint).resolve()), str(Path(out_file).resolve()), backend, str(parallelism)]
+    _run_java("DataStreamStatesJob", args, "DataStream states dump", timeout, version)
+    return Path(out_file).read_text(encoding="utf-8").splitlines()
+
+
+def datastream_enum_key(version: str | None = None, timeout: float = 300) -> str:
+    """What Flink answers when a stream is keyed by an enum: "REFUSED <exception>" or "ACCEPTED"."""
+    return _run_java("DataStreamStatesJob", ["enumkey"], "enum key check", timeout, version).strip().splitlines()[-1]
 
 
 def main(argv: list[str]) -> int:

@@ -85,6 +85,14 @@ def datastream_arrow(node: TypeNode, arrow: Callable[[TypeNode], pa.DataType]) -
     return None
 
 
+def _count(buf: bytes, pos: int, what: str) -> tuple[int, int]:
+    """An i32 element count the bytes left can hold (see `values.read_count`)."""
+    n, pos = _i32(buf, pos)
+    if n < 0 or n > max(len(buf) - pos, 1 << 24):
+        raise ValueError(f"{what} of {n} elements in {len(buf) - pos} bytes")
+    return n, pos
+
+
 def _i32(buf: bytes, pos: int) -> tuple[int, int]:
     if pos + 4 > len(buf):
         raise IndexError("an int runs past the end of its record")
@@ -136,9 +144,7 @@ def _event_id(buf: bytes, pos: int) -> tuple[dict[str, int], int]:
 
 
 def _dewey(buf: bytes, pos: int) -> tuple[list[int], int]:
-    n, pos = _i32(buf, pos)
-    if n < 0:
-        raise ValueError(f"a DeweyNumber of {n} digits")
+    n, pos = _count(buf, pos, "a DeweyNumber")
     out = []
     for _ in range(n):
         d, pos = _i32(buf, pos)
@@ -161,7 +167,7 @@ def _java_serialized(buf: bytes, pos: int) -> tuple[bytes, int]:
 
 
 _PLAIN: dict[str, Reader] = {
-    "nullvalue": lambda buf, pos: (None, pos), "tuple0": lambda buf, pos: (None, pos + 1), "date": _date,
+    "nullvalue": lambda buf, pos: (None, pos), "tuple0": lambda buf, pos: (None, _flag(buf, pos)[1]), "date": _date,
     "stringvalue": _string_value, "eventid": _event_id, "dewey": _dewey, "variant": _variant, "javaser": _java_serialized,
 }
 
@@ -191,7 +197,7 @@ def _set(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Reader]) -> R
     elem = make(node.children[0], ctx)
 
     def read(buf: bytes, pos: int) -> tuple[list[Any], int]:
-        n, pos = _i32(buf, pos)
+        n, pos = _count(buf, pos, "a set")
         out = []
         for _ in range(n):
             isnull, pos = _flag(buf, pos)
@@ -292,7 +298,7 @@ def _shared_buffer_node(node: TypeNode, ctx: str, make: Callable[[TypeNode, str]
     edge = make(node.children[0], ctx)
 
     def read(buf: bytes, pos: int) -> tuple[dict[str, Any], int]:
-        n, pos = _i32(buf, pos)
+        n, pos = _count(buf, pos, "a shared buffer node's edges")
         edges = []
         for _ in range(n):
             refs, pos = _i32(buf, pos)
@@ -308,7 +314,7 @@ def _nfa_state(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Reader]
     previous = bool(node.params and node.params[0])
 
     def states(buf: bytes, pos: int) -> tuple[list[dict[str, Any]], int]:
-        n, pos = _i32(buf, pos)
+        n, pos = _count(buf, pos, "an NFA's computation states")
         out = []
         for _ in range(n):
             cs: dict[str, Any] = {}

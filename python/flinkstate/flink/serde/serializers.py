@@ -54,6 +54,7 @@ __all__ = [
     "read_operator_header",
     "read_state_meta",
     "read_type",
+    "key_hashing",
     "unit_namespace",
 ]
 
@@ -71,6 +72,24 @@ TABLE_ROW = "org.apache.flink.table.runtime.typeutils.RowDataSerializer$RowDataS
 def unit_namespace(node: TypeNode) -> bool:
     """A namespace of one value, written as one byte 0 (VoidNamespace, GlobalWindow): no namespace column."""
     return node.kind == "void"
+
+
+# key serializers whose keys' Java hashCode (so Flink's key group) is the Arrow value's, as `core.keygroups` computes it
+_JAVA_HASHED = frozenset({"long", "int", "short", "byte", "bool", "double", "float", "string", "char", "rowdata"})
+
+
+def key_hashing(node: TypeNode) -> str | None:
+    """How Flink's key group of a key of this serializer is computed, as far as flinkstate models it: "java" (the Arrow
+    value's Java hashCode, `core.keygroups`: boxed primitives, String, Tuples of them, a SQL key's BinaryRowData), "row"
+    (Row.hashCode over its fields) or None: not modelled (a POJO's own hashCode, BigDecimal, java.time, Kryo...). Enums,
+    which Flink refuses as keys (identity hashCode), are None too."""
+    if node.kind in _JAVA_HASHED:
+        return "java"
+    if node.kind == "tuple" and 0 < len(node.children) <= 25 and all(key_hashing(c) == "java" for c in node.children):
+        return "java"
+    if node.kind == "row" and not node.legacy_row and all(key_hashing(c) == "java" for c in node.children):
+        return "row"
+    return None
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from flinkstate.flink.serde._jstring import read_java_string
 from flinkstate.flink.serde._temporal import READERS
 from flinkstate.flink.serde.serializers import TypeNode
 
-__all__ = ["Reader", "make_reader", "read_java_string", "read_rest"]
+__all__ = ["Reader", "make_reader", "read_count", "read_java_string", "read_rest"]
 
 Reader = Callable[[bytes, int], tuple[Any, int]]
 _I64 = struct.Struct(">q")
@@ -42,6 +42,17 @@ def _unpacker(s: struct.Struct) -> Reader:
     return read
 
 
+def read_count(buf: bytes, pos: int, what: str = "a collection") -> tuple[int, int]:
+    """An i32 element count that the bytes left can hold (each element takes at least one byte; the few serializers of
+    empty values are bounded by 1 << 24): a negative or larger one is a ValueError, never a loop over garbage."""
+    if pos + 4 > len(buf):
+        raise IndexError(f"{what}'s length runs past the end of its record")
+    n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+    if n < 0 or n > max(len(buf) - pos - 4, 1 << 24):
+        raise ValueError(f"{what} of {n} elements in {len(buf) - pos - 4} bytes")
+    return n, pos + 4
+
+
 def _read_char(buf: bytes, pos: int) -> tuple[str, int]:
     return chr(int.from_bytes(buf[pos : pos + 2], "big")), pos + 2
 
@@ -55,6 +66,8 @@ def _read_bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
 
 
 def _read_void(buf: bytes, pos: int) -> tuple[None, int]:
+    if pos >= len(buf):
+        raise IndexError("a one-byte value runs past the end of its record")
     return None, pos + 1
 
 
@@ -211,8 +224,7 @@ def _list_reader(node: TypeNode, ctx: str) -> Reader:
     elem = make_reader(node.children[0], ctx)
 
     def read(buf: bytes, pos: int) -> tuple[list[Any], int]:
-        n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-        pos += 4
+        n, pos = read_count(buf, pos, "a list")
         out = []
         for _ in range(n):
             v, pos = elem(buf, pos)
@@ -230,8 +242,7 @@ def flagged_array_reader(elem: Reader) -> Reader:
     """A reader of arrays whose elements carry a presence flag (GenericArraySerializer, PyFlink's GenericArrayCoder)."""
 
     def read(buf: bytes, pos: int) -> tuple[list[Any], int]:
-        n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-        pos += 4
+        n, pos = read_count(buf, pos, "an array")
         out = []
         for _ in range(n):
             present = buf[pos]
@@ -291,8 +302,7 @@ def map_entries_reader(kr: Reader, vr: Reader) -> Reader:
     """A reader of Flink's map layout (MapSerializer, PyFlink's MapCoder): i32 n, then n x (key, null flag, value)."""
 
     def read(buf: bytes, pos: int) -> tuple[list[tuple[Any, Any]], int]:
-        n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-        pos += 4
+        n, pos = read_count(buf, pos, "a map")
         out = []
         for _ in range(n):
             k, pos = kr(buf, pos)
