@@ -438,24 +438,30 @@ def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: M
 def _keyed_metadata(meta: FlinkMetadata, op: OperatorState, name: str, om: OperatorMetadata, ttl: Mapping[str, StateTtlConfig | int],
                     unknown: list[str], options: ReadOptions | None, refused: dict[str, str] | None,
                     serializers: dict[str, tuple[str | None, str]] | None) -> None:
+    first: dict[str, Any] = {}  # state -> the first subtask's decoder: its descriptor
     for sub in op.subtasks:
         if sub.managed_keyed is None:
             continue
         for dec in subtask_states(meta, op, sub).values():
+            short = dec.meta.name.removeprefix(TIMER_PREFIX) if dec.timer else dec.meta.name
             if serializers is not None:
                 value = dec.meta.serializers.get("VALUE_SERIALIZER")
-                serializers.setdefault(f"{name}/{dec.meta.name.removeprefix(TIMER_PREFIX) if dec.timer else dec.meta.name}",
-                                       (dec.key_node.cls, value.cls if value is not None else "<no serializer>"))
+                serializers.setdefault(f"{name}/{short}", (dec.key_node.cls, value.cls if value is not None else "<no serializer>"))
+            why = getattr(dec, "unreadable", None) or (None if options is not None and options.raw_values else getattr(dec, "raw_error", None))
+            seen = first.setdefault(dec.meta.name, dec)
+            if why is None and seen is not dec and seen.meta != dec.meta:  # e.g. one subtask's snapshot damaged
+                why = (f"operator {op.label}, state {dec.meta.name!r}: subtask {sub.index} holds other serializer snapshots "
+                       "than the first subtask's: its rows would not make one table")
+            if why is not None and refused is not None and not dec.timer:
+                refused.setdefault(f"{name}/{short}", why)
+            if seen is not dec:
+                continue
             if dec.timer:
-                service = dec.meta.name.removeprefix(TIMER_PREFIX)
-                om.timer_services[service] = TimerServiceDescriptor(
-                    name=service, domain=service.partition("_")[0], key_type=getattr(dec, "key_type", None) or arrow_type(dec.key_node),
+                om.timer_services[short] = TimerServiceDescriptor(
+                    name=short, domain=short.partition("_")[0], key_type=getattr(dec, "key_type", None) or arrow_type(dec.key_node),
                     namespace_type=None if unit_namespace(dec.ns_node) else arrow_type(dec.ns_node))
-            elif dec.meta.name not in om.keyed_states:
+            else:
                 om.keyed_states[dec.meta.name] = state_descriptor(dec, name, ttl, unknown, options, flink_op=op)
-                why = dec.unreadable or (None if options is not None and options.raw_values else dec.raw_error)
-                if why is not None and refused is not None:
-                    refused[f"{name}/{dec.meta.name}"] = why
 
 
 def _operator_state_metadata(meta: FlinkMetadata, op: OperatorState, name: str, om: OperatorMetadata,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from flinkstate.flink.serde.sqltypes import SqlType
 
@@ -29,7 +29,9 @@ class TypeNode:
     snapshot: bytes = b""  # the whole versioned snapshot as read (table runtime, unknown classes): written back verbatim
     params: tuple[int, ...] = ()  # precision (and scale) of table-runtime timestamps and decimals; flags of other kinds
     sql: tuple[SqlType, ...] = ()  # table runtime: the SQL types of a RowData's fields (or an array's element)
-    error: str = ""  # why an "unknown" snapshot could not be parsed (its extent was found by the rest of the header)
+    # why an "unknown" snapshot could not be parsed (its extent was found by the rest of the header); it names the file it
+    # was read from, so two subtasks' equal snapshots stay equal
+    error: str = field(default="", compare=False)
 
     @property
     def fixed_width(self) -> int:
