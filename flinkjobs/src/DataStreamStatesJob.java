@@ -279,6 +279,16 @@ public class DataStreamStatesJob {
         VALUE_TYPES.put("with_void", Types.TUPLE(Types.LONG, Types.VOID));
         VALUE_TYPES.put("nested", new ListTypeInfo<>(new MapTypeInfo<>(Types.STRING, new ListTypeInfo<>(Types.LONG))));
         VALUE_TYPES.put("tuple25", tuple25());
+        VALUE_TYPES.put("short", Types.SHORT);
+        VALUE_TYPES.put("byte", Types.BYTE);
+        VALUE_TYPES.put("float", Types.FLOAT);
+        VALUE_TYPES.put("char", Types.CHAR);
+        VALUE_TYPES.put("short_value", TypeInformation.of(org.apache.flink.types.ShortValue.class));
+        VALUE_TYPES.put("byte_value", TypeInformation.of(org.apache.flink.types.ByteValue.class));
+        VALUE_TYPES.put("float_value", TypeInformation.of(org.apache.flink.types.FloatValue.class));
+        VALUE_TYPES.put("longs", Types.PRIMITIVE_ARRAY(Types.LONG));
+        VALUE_TYPES.put("doubles", Types.PRIMITIVE_ARRAY(Types.DOUBLE));
+        VALUE_TYPES.put("strings", org.apache.flink.api.common.typeinfo.BasicArrayTypeInfo.STRING_ARRAY_TYPE_INFO);
         TypeInformation<?> set = setOf(Types.STRING);
         if (set != null) VALUE_TYPES.put("set", set);  // SetSerializer: Flink 2.x only
     }
@@ -350,6 +360,16 @@ public class DataStreamStatesJob {
                 m.put("a" + v % 2, Arrays.asList(v, v + 1));
                 return Arrays.asList(m, new HashMap<String, List<Long>>());
             }
+            case "short": return (short) (v * 100 - 3000);
+            case "byte": return (byte) (v * 5);
+            case "float": return v / 8f - 2.5f;
+            case "char": return (char) ('é' + v);
+            case "short_value": return new org.apache.flink.types.ShortValue((short) -v);
+            case "byte_value": return new org.apache.flink.types.ByteValue((byte) (v - 30));
+            case "float_value": return new org.apache.flink.types.FloatValue(v * 0.25f);
+            case "longs": return new long[] {v, Long.MIN_VALUE, -v * 1_000_000_000_000L};
+            case "doubles": return new double[] {v / 3.0, 0.5, 1e300};
+            case "strings": return new String[] {str(v), null, ""};
             case "set": return new java.util.HashSet<>(Arrays.asList(str(v), "x" + v % 3, "all"));
             case "tuple25": {
                 Tuple25<Integer, Integer, Integer, Integer, Integer, Integer, Integer, Integer, Integer, Integer, Integer, Integer,
@@ -562,12 +582,24 @@ public class DataStreamStatesJob {
         }
     }
 
+    /** Counts a window's elements when it fires, keeping global state and (merging windows have none) per-window state. */
     public static class Collect<W extends org.apache.flink.streaming.api.windowing.windows.Window>
             extends ProcessWindowFunction<Long, String, Long, W> {
+        final boolean perWindow;
+
+        Collect() { this(true); }
+        Collect(boolean perWindow) { this.perWindow = perWindow; }
+
         @Override
-        public void process(Long key, Context ctx, Iterable<Long> in, Collector<String> out) {
+        public void process(Long key, Context ctx, Iterable<Long> in, Collector<String> out) throws Exception {
             long n = 0;
             for (Long x : in) n++;
+            if (perWindow) {  // "Per-window state is not allowed when using merging windows"
+                ValueState<Long> fired = ctx.windowState().getState(new ValueStateDescriptor<>("fired-in-window", Types.LONG));
+                fired.update((fired.value() == null ? 0 : fired.value()) + 1);
+            }
+            ListState<Long> sizes = ctx.globalState().getListState(new ListStateDescriptor<>("fired-sizes", Types.LONG));
+            sizes.add(n);
             out.collect(key + ":" + n);
         }
     }
@@ -649,9 +681,9 @@ public class DataStreamStatesJob {
         Compat.discard(timed.keyBy(v -> v % 3, Types.LONG).window(SlidingEventTimeWindows.of(Duration.ofMillis(2000), second))
             .evictor(TimeEvictor.of(Duration.ofMillis(500))).process(new Collect<TimeWindow>()).uid("win-slide-evict").name("win-slide-evict"));
         Compat.discard(timed.keyBy(v -> v % 4, Types.LONG).window(EventTimeSessionWindows.withGap(Duration.ofMillis(450)))
-            .trigger(new CountingTrigger()).process(new Collect<TimeWindow>()).uid("win-session-trigger").name("win-session-trigger"));
+            .trigger(new CountingTrigger()).process(new Collect<TimeWindow>(false)).uid("win-session-trigger").name("win-session-trigger"));
         Compat.discard(timed.keyBy(v -> v % 4, Types.LONG).window(EventTimeSessionWindows.withGap(Duration.ofMillis(450)))
-            .evictor(CountEvictor.of(2)).process(new Collect<TimeWindow>()).uid("win-session-evict").name("win-session-evict"));
+            .evictor(CountEvictor.of(2)).process(new Collect<TimeWindow>(false)).uid("win-session-evict").name("win-session-evict"));
         Compat.discard(timed.keyBy(v -> v % 5, Types.LONG).countWindow(5).reduce(new Sum()).uid("win-count").name("win-count"));
         Compat.discard(timed.keyBy(v -> v % 5, Types.LONG).countWindow(4, 3).process(new Collect<GlobalWindow>())
             .uid("win-count-slide").name("win-count-slide"));
@@ -1039,6 +1071,9 @@ public class DataStreamStatesJob {
         if (v instanceof BooleanValue) return String.valueOf(((BooleanValue) v).getValue());
         if (v instanceof DoubleValue) return jsonDouble(((DoubleValue) v).getValue());
         if (v instanceof CharValue) return q(String.valueOf(((CharValue) v).getValue()));
+        if (v instanceof org.apache.flink.types.ShortValue) return String.valueOf(((org.apache.flink.types.ShortValue) v).getValue());
+        if (v instanceof org.apache.flink.types.ByteValue) return String.valueOf(((org.apache.flink.types.ByteValue) v).getValue());
+        if (v instanceof org.apache.flink.types.FloatValue) return jsonDouble((double) ((org.apache.flink.types.FloatValue) v).getValue());
         if (v.getClass().isArray()) {
             List<String> els = new ArrayList<>();
             int n = java.lang.reflect.Array.getLength(v);

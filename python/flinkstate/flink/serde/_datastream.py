@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from flinkstate.flink.serde._jstring import read_java_string
+from flinkstate.flink.serde._jstring import read_java_string, read_string_value
 from flinkstate.flink.serde._node import TypeNode
 from flinkstate.flink.serde.javaser import read_stream
 
@@ -111,27 +111,6 @@ def _flag(buf: bytes, pos: int) -> tuple[int, int]:
     return buf[pos], pos + 1
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    n = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        if b < 0x80:
-            return n, pos
-        shift += 7
-
-
-def _string_value(buf: bytes, pos: int) -> tuple[str, int]:
-    """StringValue.write: varint length (never null), then each UTF-16 unit as a varint."""
-    n, pos = _varint(buf, pos)
-    units = []
-    for _ in range(n):
-        u, pos = _varint(buf, pos)
-        units.append(u)
-    return struct.pack(f"<{n}H", *units).decode("utf-16-le", "surrogatepass"), pos
-
-
 def _date(buf: bytes, pos: int) -> tuple[int | None, int]:
     ms, pos = _i64(buf, pos)
     return (None if ms == _MIN_LONG else ms), pos
@@ -168,7 +147,7 @@ def _java_serialized(buf: bytes, pos: int) -> tuple[bytes, int]:
 
 _PLAIN: dict[str, Reader] = {
     "nullvalue": lambda buf, pos: (None, pos), "tuple0": lambda buf, pos: (None, _flag(buf, pos)[1]), "date": _date,
-    "stringvalue": _string_value, "eventid": _event_id, "dewey": _dewey, "variant": _variant, "javaser": _java_serialized,
+    "stringvalue": read_string_value, "eventid": _event_id, "dewey": _dewey, "variant": _variant, "javaser": _java_serialized,
 }
 
 

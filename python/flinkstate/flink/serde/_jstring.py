@@ -1,43 +1,49 @@
-"""`StringValue.readString`: the Java string layout of Flink's StringSerializer (also inside CEP's NodeId, NFA state)."""
+"""Flink's variable-length integers and `StringValue` strings (StringSerializer, CEP's NodeId and NFA state, StringValue).
+
+A varint is 7 bits per byte, least significant group first, high bit set on every byte but the last (the layout of
+`StringValue` and of RocksDB's block entries alike).
+"""
 
 from __future__ import annotations
 
 import struct
 
-__all__ = ["read_java_string"]
+__all__ = ["read_java_string", "read_string_value", "read_varint"]
 
 
-def read_java_string(buf: bytes, pos: int) -> tuple[str | None, int]:
-    """StringValue.readString: varint(length+1) (0 = null) then UTF-16 units as 7-bit varints."""
-    n = 0
-    shift = 0
+def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """One varint at pos: (value, offset after it)."""
+    value = shift = 0
     while True:
         b = buf[pos]
         pos += 1
-        n |= (b & 0x7F) << shift
+        value |= (b & 0x7F) << shift
         if b < 0x80:
-            break
+            return value, pos
         shift += 7
-    if n == 0:
-        return None, pos
-    n -= 1
+
+
+def _units(buf: bytes, pos: int, n: int) -> tuple[str, int]:
+    """n UTF-16 units, each a varint: ASCII copied at once, anything else unit by unit."""
     chunk = buf[pos : pos + n]
     if len(chunk) == n and chunk.isascii():
         return chunk.decode("ascii"), pos + n
     units = []
     for _ in range(n):
-        c = buf[pos]
-        pos += 1
-        if c >= 0x80:
-            shift = 7
-            c &= 0x7F
-            while True:
-                b = buf[pos]
-                pos += 1
-                c |= (b & 0x7F) << shift
-                if b < 0x80:
-                    break
-                shift += 7
+        c, pos = read_varint(buf, pos)
         units.append(c)
-    raw = struct.pack(f"<{n}H", *units)
-    return raw.decode("utf-16-le", "surrogatepass"), pos
+    return struct.pack(f"<{n}H", *units).decode("utf-16-le", "surrogatepass"), pos
+
+
+def read_java_string(buf: bytes, pos: int) -> tuple[str | None, int]:
+    """StringValue.readString: varint(length+1) (0 = null) then UTF-16 units as 7-bit varints."""
+    n, pos = read_varint(buf, pos)
+    if n == 0:
+        return None, pos
+    return _units(buf, pos, n - 1)
+
+
+def read_string_value(buf: bytes, pos: int) -> tuple[str, int]:
+    """StringValue.write (StringValueSerializer): varint length (never null), then the units as varints."""
+    n, pos = read_varint(buf, pos)
+    return _units(buf, pos, n)
