@@ -26,7 +26,7 @@ from flinkstate.flink.bridge.serializer_json import (
 from flinkstate.flink.bridge.source import open_store
 from flinkstate.flink.files.canonical import KeyedState
 from flinkstate.flink.serde.encode import _COMP_CLS, type_for_arrow
-from flinkstate.flink.serde.serializers import StateMeta, TypeNode, arrow_type
+from flinkstate.flink.serde.serializers import VOID_NAMESPACE, StateMeta, TypeNode, arrow_type
 from flinkstate.flink.write.savepoint_folder import discard, publish, temp_folder
 from flinkstate.flink.write.savepoint_writer import (
     DEFAULT_FLINK_VERSION,
@@ -43,7 +43,7 @@ from flinkstate.store.store import CheckpointStore
 __all__ = ["ExportPlan", "export_savepoint", "plan_export", "run_export"]
 
 _LONG = type_for_arrow(pa.int64(), "ttl")
-_VOID = TypeNode("void", "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot")
+_VOID = VOID_NAMESPACE
 _MODES = {"list": ("OPERATOR", "SPLIT_DISTRIBUTE"), "union": ("OPERATOR", "UNION"), "broadcast": ("BROADCAST", "BROADCAST")}
 
 

@@ -49,6 +49,7 @@ __all__ = [
     "UnknownSnapshotError",
     "opaque_part",
     "TypeNode",
+    "VOID_NAMESPACE",
     "arrow_type",
     "read_keyed_header",
     "read_operator_header",
@@ -67,6 +68,8 @@ _COMPOSITE = {s.cls: (s.kind, "utf" if s.read == "composite:class" else "row" if
 _ENUM = "org.apache.flink.api.common.typeutils.base.EnumSerializer$EnumSerializerSnapshot"
 _POJO = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
 TABLE_ROW = "org.apache.flink.table.runtime.typeutils.RowDataSerializer$RowDataSerializerSnapshot"
+# VoidNamespace: the namespace of every state outside windows (writers give it to states they make)
+VOID_NAMESPACE = TypeNode("void", "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot")
 
 
 def unit_namespace(node: TypeNode) -> bool:

@@ -264,3 +264,13 @@ def test_a_snapshot_class_nobody_registered_is_found_by_its_extent() -> None:
     _, key, (x, after) = read_keyed_header(DataReader(data), "operator op", len(data))
     assert x.serializers["VALUE_SERIALIZER"].kind == "unknown" and after.serializers["VALUE_SERIALIZER"].kind == "long"
     assert "not one flinkstate knows" in x.serializers["VALUE_SERIALIZER"].error
+
+
+def test_only_serde_knows_serializer_class_names() -> None:
+    """A serializer Flink ships is one registry entry in flink/serde/: no other module names a snapshot class."""
+    import re
+
+    named = re.compile(r"[\"']org\.apache\.flink\.[\w.$]*(Serializer|Snapshot)")
+    offenders = [str(p.relative_to(ROOT)) for base in ("python/flinkstate", "connector") for p in (ROOT / base).rglob("*.py")
+                 if "flink/serde/" not in p.as_posix() and named.search(p.read_text(encoding="utf-8"))]
+    assert offenders == []
