@@ -27,24 +27,18 @@ from flinkstate.core.errors import (
 )
 from flinkstate.core.ttl import StateTtlConfig
 from flinkstate.flink._io import FlinkFiles
+from flinkstate.flink.bridge.declared import operator_metadata
 from flinkstate.flink.bridge.mapping import (
     ReadOptions,
     decode_subtask,
-    state_descriptor,
     stored_rows,
     subtask_range,
-    subtask_states,
 )
 from flinkstate.flink.bridge.sizes import checkpoint_size, operator_size, state_sizes
 from flinkstate.core.errors import FlinkStateError
-from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError, UnsupportedSerializerError
+from flinkstate.flink.errors import UnsupportedSerializerError
 from flinkstate.flink.files.canonical import TIMER_PREFIX
-from flinkstate.flink.files.operator_state import (
-    operator_state_headers,
-    operator_state_names,
-    operator_state_types,
-    read_operator_state,
-)
+from flinkstate.flink.files.operator_state import read_operator_state
 from flinkstate.flink.meta.metadata import CheckpointMetadata as FlinkMetadata
 from flinkstate.flink.meta.metadata import OperatorState
 from flinkstate.flink.meta.names import (
@@ -55,7 +49,6 @@ from flinkstate.flink.meta.names import (
     operators_text,
     resolve_options,
 )
-from flinkstate.flink.serde.serializers import arrow_type, unit_namespace
 from flinkstate.flink.sql.decoders import SQL_NAMING, SQL_OPS, sql_keys
 from flinkstate.format.filekind import Scope
 from flinkstate.format.metadata import CheckpointInfo, OperatorMetadata
@@ -66,9 +59,6 @@ from flinkstate.read.shared import conform
 from flinkstate.read.timer_scan import TimerTask
 
 __all__ = ["FlinkCheckpoint", "FlinkInspect", "FlinkStateTask", "FlinkTimerTask", "load_flink_checkpoint"]
-
-_MODES = {"SPLIT_DISTRIBUTE": "list", "UNION": "union", "BROADCAST": "broadcast"}
-
 
 def _decoded(meta: FlinkMetadata, uid: str, subtask: int, key_groups: list[int] | None, states: list[str] | None = None) -> dict[str, Any]:
     """One subtask's decoded states (with `states`, only their records); with key groups asked, a canonical or heap file is
@@ -403,81 +393,6 @@ class _Fixed(ScanTask):
         yield from self.table.to_batches()
 
 
-# what reading an operator's state headers raises when they (or their files) are not what they should be; a user's wrong
-# options (InvalidArgumentError) still stop the open
-_HEADER_ERRORS = (CorruptFileError, UnsupportedFlinkFormatError, UnsupportedSerializerError)
-
-
-def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: Mapping[str, StateTtlConfig | int],
-                       unknown: list[str], options: ReadOptions | None = None, refused: dict[str, str] | None = None,
-                       serializers: dict[str, tuple[str | None, str]] | None = None,
-                       broken: dict[str, FlinkStateError] | None = None) -> OperatorMetadata:
-    """An operator's declared state, from the serializer snapshots in its keyed-state headers and its operator states.
-    Headers that do not read (with `broken`) leave the operator without those states and record why: every other
-    operator, and this one's other kind of state, is still declared."""
-    om = OperatorMetadata(uid=name, parallelism=op.parallelism, has_coordinator=op.coordinator_state is not None,
-                          max_parallelism=op.max_parallelism)
-    try:
-        _keyed_metadata(meta, op, name, om, ttl, unknown, options, refused, serializers)
-    except _HEADER_ERRORS as e:
-        if broken is None:
-            raise
-        broken[name] = e
-        om.keyed_states.clear()
-        om.timer_services.clear()
-    try:
-        _operator_state_metadata(meta, op, name, om, serializers)
-    except _HEADER_ERRORS as e:
-        if broken is None:
-            raise
-        broken.setdefault(name, e)
-        om.operator_states.clear()
-    return om
-
-
-def _keyed_metadata(meta: FlinkMetadata, op: OperatorState, name: str, om: OperatorMetadata, ttl: Mapping[str, StateTtlConfig | int],
-                    unknown: list[str], options: ReadOptions | None, refused: dict[str, str] | None,
-                    serializers: dict[str, tuple[str | None, str]] | None) -> None:
-    first: dict[str, Any] = {}  # state -> the first subtask's decoder: its descriptor
-    for sub in op.subtasks:
-        if sub.managed_keyed is None:
-            continue
-        for dec in subtask_states(meta, op, sub).values():
-            short = dec.meta.name.removeprefix(TIMER_PREFIX) if dec.timer else dec.meta.name
-            if serializers is not None:
-                value = dec.meta.serializers.get("VALUE_SERIALIZER")
-                serializers.setdefault(f"{name}/{short}", (dec.key_node.cls, value.cls if value is not None else "<no serializer>"))
-            why = getattr(dec, "unreadable", None) or (None if options is not None and options.raw_values else getattr(dec, "raw_error", None))
-            seen = first.setdefault(dec.meta.name, dec)
-            if why is None and seen is not dec and seen.meta != dec.meta:  # e.g. one subtask's snapshot damaged
-                why = (f"operator {op.label}, state {dec.meta.name!r}: subtask {sub.index} holds other serializer snapshots "
-                       "than the first subtask's: its rows would not make one table")
-            if why is not None and refused is not None and not dec.timer:
-                refused.setdefault(f"{name}/{short}", why)
-            if seen is not dec:
-                continue
-            if dec.timer:
-                om.timer_services[short] = TimerServiceDescriptor(
-                    name=short, domain=short.partition("_")[0], key_type=getattr(dec, "key_type", None) or arrow_type(dec.key_node),
-                    namespace_type=None if unit_namespace(dec.ns_node) else arrow_type(dec.ns_node))
-            else:
-                om.keyed_states[dec.meta.name] = state_descriptor(dec, name, ttl, unknown, options, flink_op=op)
-
-
-def _operator_state_metadata(meta: FlinkMetadata, op: OperatorState, name: str, om: OperatorMetadata,
-                             serializers: dict[str, tuple[str | None, str]] | None) -> None:
-    headers = operator_state_headers(meta, op.operator_id)  # no element decoded
-    if serializers is not None:
-        for state, m in headers.items():
-            if "VALUE_SERIALIZER" in m.serializers:
-                serializers[f"{name}/{state}"] = (None, m.serializers["VALUE_SERIALIZER"].cls)
-    types = operator_state_types(headers)
-    for state, mode in operator_state_names(meta, op.operator_id).items():
-        value_type, key_type = types[state]
-        om.operator_states[state] = OperatorStateDescriptor(
-            name=state, value_type=value_type, mode=_MODES[mode], key_type=key_type if mode == "BROADCAST" else None)  # type: ignore[arg-type]
-
-
 def _facts(meta: FlinkMetadata, ops: Mapping[str, OperatorMetadata], names: Mapping[str, str]) -> dict[str, dict[str, KeyedFacts]]:
     """Per operator id, its keyed states as options see them (TTL or not, PyFlink or not), from the mapped descriptors."""
     pyflink_ops = meta.options.get("pyflink_ops", ())
@@ -540,7 +455,7 @@ def load_flink_checkpoint(path: str, *, ttl: Mapping[str, StateTtlConfig | int] 
     broken: dict[str, FlinkStateError] = {}
     for op in meta.operators:
         name = operator_name(op, known)
-        om = _operator_metadata(meta, op, name, named.ttl, unknown, options, refused, serializers, broken)
+        om = operator_metadata(meta, op, name, named.ttl, unknown, options, refused, serializers, broken)
         if om.keyed_states or om.timer_services or om.operator_states or om.has_coordinator or name in broken:
             ops[name] = om
             flink_ids[name] = op.uid or op.operator_id

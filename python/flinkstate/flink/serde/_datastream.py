@@ -210,17 +210,6 @@ def _two_sided(first: str, second: str, flag: str, tags: tuple[int, int]) -> Cal
     return build
 
 
-def _buffer_entry(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Reader]) -> Reader:
-    elem = make(node.children[0], ctx)
-
-    def read(buf: bytes, pos: int) -> tuple[dict[str, Any], int]:
-        joined, pos = _flag(buf, pos)
-        v, pos = elem(buf, pos)
-        return {"element": v, "has_been_joined": bool(joined)}, pos
-
-    return read
-
-
 def _stream_record(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Reader]) -> Reader:
     value = make(node.children[0], ctx)
 
@@ -237,17 +226,6 @@ def _stream_record(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Rea
     return read
 
 
-def _lockable(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Reader]) -> Reader:
-    elem = make(node.children[0], ctx)
-
-    def read(buf: bytes, pos: int) -> tuple[dict[str, Any], int]:
-        refs, pos = _i32(buf, pos)
-        v, pos = elem(buf, pos)
-        return {"ref_counter": refs, "element": v}, pos
-
-    return read
-
-
 def _node_id(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Reader]) -> Reader:
     event = make(node.children[0], ctx)
 
@@ -258,17 +236,6 @@ def _node_id(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Reader]) 
         e, pos = event(buf, pos)
         page, pos = read_java_string(buf, pos)
         return {"event_id": e, "page_name": page}, pos
-
-    return read
-
-
-def _edge(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Reader]) -> Reader:
-    target, dewey = make(node.children[0], ctx), make(node.children[1], ctx)
-
-    def read(buf: bytes, pos: int) -> tuple[dict[str, Any], int]:
-        t, pos = target(buf, pos)
-        d, pos = dewey(buf, pos)
-        return {"target": t, "dewey_number": d}, pos
 
     return read
 
@@ -318,9 +285,32 @@ def _nfa_state(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Reader]
     return read
 
 
+def _bool(buf: bytes, pos: int) -> tuple[bool, int]:
+    flag, pos = _flag(buf, pos)
+    return bool(flag), pos
+
+
+def _fields(*parts: tuple[str, int | Reader]) -> Callable[..., Reader]:
+    """A value of fields one after another, each read by a reader or by the serializer nested at an index."""
+
+    def build(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Reader]) -> Reader:
+        readers = [(name, make(node.children[p], ctx) if isinstance(p, int) else p) for name, p in parts]
+
+        def read(buf: bytes, pos: int) -> tuple[dict[str, Any], int]:
+            out = {}
+            for name, rd in readers:
+                out[name], pos = rd(buf, pos)
+            return out, pos
+
+        return read
+
+    return build
+
+
 _BUILDERS: dict[str, Callable[[TypeNode, str, Callable[[TypeNode, str], Reader]], Reader]] = {
     "nullable": _nullable, "set": _set, "either": _two_sided("left", "right", "is_left", (1, 0)),
-    "taggedunion": _two_sided("one", "two", "is_one", (1, 2)), "bufferentry": _buffer_entry,
-    "streamrecord": _stream_record, "lockable": _lockable, "nodeid": _node_id, "sbedge": _edge,
+    "taggedunion": _two_sided("one", "two", "is_one", (1, 2)), "bufferentry": _fields(("has_been_joined", _bool), ("element", 0)),
+    "streamrecord": _stream_record, "lockable": _fields(("ref_counter", _i32), ("element", 0)), "nodeid": _node_id,
+    "sbedge": _fields(("target", 0), ("dewey_number", 1)),
     "sbnode": _shared_buffer_node, "nfastate": _nfa_state,
 }

@@ -12,7 +12,6 @@ UnsupportedSerializerError naming the operator, state and class.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -27,15 +26,9 @@ from flinkstate.flink.errors import (
 )
 from flinkstate.flink.serde._datastream import datastream_arrow
 from flinkstate.flink.serde._node import FIXED_WIDTH, TypeNode
-from flinkstate.flink.serde._snapshots import (
-    COMPOSITE_MAGIC as _COMPOSITE_MAGIC,
-)
-from flinkstate.flink.serde._snapshots import (
-    NESTED_MAGIC as _NESTED_MAGIC,
-)
-from flinkstate.flink.serde._snapshots import (
-    OPTIONAL_MAP_HEADER as _OPTIONAL_MAP_HEADER,
-)
+from flinkstate.flink.serde._snapshots import COMPOSITE_MAGIC as _COMPOSITE_MAGIC  # noqa: F401 - the writer's (encode)
+from flinkstate.flink.serde._snapshots import NESTED_MAGIC as _NESTED_MAGIC  # noqa: F401 - the writer's (encode)
+from flinkstate.flink.serde._snapshots import OPTIONAL_MAP_HEADER as _OPTIONAL_MAP_HEADER  # noqa: F401 - the writer's
 from flinkstate.flink.serde._snapshots import (
     PARSE_ERRORS,
     UnknownSnapshotError,

@@ -23,7 +23,7 @@ from flinkstate.flink.errors import UnsupportedSerializerError
 from flinkstate.flink.files.state_decoder import StateDecoder
 from flinkstate.flink.serde import _snapshots
 from flinkstate.flink.serde.registry import SNAPSHOTS, TESTS, Snapshot
-from flinkstate.flink.serde.serializers import StateMeta, TypeNode, read_keyed_header
+from flinkstate.flink.serde.serializers import TypeNode, read_keyed_header
 from flinkstate.flink.serde.values import make_reader
 
 ROOT = Path(__file__).resolve().parents[4]
