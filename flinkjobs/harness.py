@@ -26,7 +26,7 @@ FLINK_VERSIONS = {"1.18": "1.18.1", "1.19": "1.19.3", "1.20": "1.20.5", "2.0": "
 HERE = Path(__file__).resolve().parent
 JOB_SOURCE = HERE / "src" / "StateGenJob.java"
 # The jobs every version compiles (with its compat/ shim); the newest version compiles every src/*.java.
-MATRIX_SOURCES = ("StateGenJob.java", "RestoreDumpJob.java", "ProductionJob.java", "DataStreamStatesJob.java")
+MATRIX_SOURCES = ("StateGenJob.java", "RestoreDumpJob.java", "ProductionJob.java", "ShapesJob.java", "DataStreamStatesJob.java")
 VARIANTS = ("files", "inline", "snappy")
 NATIVE_VARIANTS = ("native", "checkpoint")
 ROCKSDB_VARIANTS = ("rocksdb", "rocksdb-checkpoint")
@@ -134,24 +134,29 @@ def classpath(lib: Path) -> list[Path]:
 
 
 def compile_job(version: str | None = None) -> Path:
-    """Compile the jobs and the version's compat shim against its flink-dist (cached by the sources' hash); return the classes dir."""
+    """Compile the jobs and the version's compat shim against its flink-dist and flink-cep (cached by the sources' hash);
+    return the classes dir."""
     version = resolve(version)
     lib = flink_lib(version)
     sources = sorted((HERE / "src").glob("*.java"))
     if version != FLINK_VERSION:
         sources = [p for p in sources if p.name in MATRIX_SOURCES]
     sources += sorted(compat_dir(version).glob("*.java"))
+    return _compile(sources, classpath(lib), "classes", version, "RestoreDumpJob.class")
+
+
+def _compile(sources: list[Path], cp: list[Path], name: str, version: str, marker: str) -> Path:
+    """javac sources against cp into a cache folder named by their hash (shared by processes)."""
     digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()[:16]
-    classes = cache_dir(version) / f"classes-{digest}"
-    if not (classes / "RestoreDumpJob.class").exists():
+    classes = cache_dir(version) / f"{name}-{digest}"
+    if not (classes / marker).exists():
         tmp = classes.with_name(classes.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        cp = os.pathsep.join(str(p) for p in classpath(lib))
-        proc = subprocess.run(["javac", "-nowarn", "-cp", cp, "-d", str(tmp), *map(str, sources)],
+        proc = subprocess.run(["javac", "-nowarn", "-cp", os.pathsep.join(map(str, cp)), "-d", str(tmp), *map(str, sources)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
-            raise RuntimeError(f"javac against Flink {version} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+            raise RuntimeError(f"javac of {name} against Flink {version} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
         try:
             tmp.rename(classes)
         except OSError:  # another process compiled the same sources first
@@ -162,23 +167,7 @@ def compile_job(version: str | None = None) -> Path:
 def compile_sql_job(version: str | None = None) -> Path:
     """Compile flinkjobs/sql/*.java against the version's flink-dist and table jars (cached by the sources' hash)."""
     version = resolve(version)
-    lib = flink_lib(version)
-    sources = sorted(SQL_DIR.glob("*.java"))
-    digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()[:16]
-    classes = cache_dir(version) / f"sql-classes-{digest}"
-    if not (classes / "SqlJob.class").exists():
-        tmp = classes.with_name(classes.name + f".tmp{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        cp = os.pathsep.join(str(p) for p in sql_classpath(lib))
-        proc = subprocess.run(["javac", "-nowarn", "-cp", cp, "-d", str(tmp), *map(str, sources)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"javac of the SQL jobs against Flink {version} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-        try:
-            tmp.rename(classes)
-        except OSError:  # another process compiled the same sources first
-            shutil.rmtree(tmp, ignore_errors=True)
-    return classes
+    return _compile(sorted(SQL_DIR.glob("*.java")), sql_classpath(flink_lib(version)), "sql-classes", version, "SqlJob.class")
 
 
 def sql_classpath(lib: Path) -> list[Path]:
@@ -378,6 +367,104 @@ def datastream_dump(savepoint: Path, out_file: Path, backend: str = "hashmap", p
 def datastream_enum_key(version: str | None = None, timeout: float = 300) -> str:
     """What Flink answers when a stream is keyed by an enum: "REFUSED <exception>" or "ACCEPTED"."""
     return _run_java("DataStreamStatesJob", ["enumkey"], "enum key check", timeout, version).strip().splitlines()[-1]
+
+
+SOURCES_DIR = HERE / "sources"
+KAFKA_DIR = HERE / "kafka"
+# flink-connector-kafka with kafka-clients, from a package that redistributes Flink's connector jars (connector 4.0.1-2.0,
+# built for Flink 2.0; its serializers write the same bytes on 2.x). Only these two jars are kept.
+KAFKA_PACKAGE = "shigawire-apache-flink-libraries==2.0.0.post1"
+KAFKA_JARS = ("flink-connector-kafka.jar", "kafka-clients.jar")
+
+
+def sources_classpath(version: str | None = None) -> list[Path]:
+    """flink-dist, flink-connector-files and log4j: what the FileSource job runs on."""
+    lib = flink_lib(version)
+    return classpath(lib) + sorted(lib.glob("flink-connector-files-*.jar"))
+
+
+def _run_main(main: str, classpath_: list[Path], args: list[str], what: str, timeout: float) -> str:
+    """Run class main on classpath_ with args; its standard output, or RuntimeError with the end of its output."""
+    cmd = ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", "-cp", os.pathsep.join(map(str, classpath_)), main, *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} {main} {args[:1]} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc.stdout
+
+
+def run_source_job(args: list[str], version: str | None = None, timeout: float = 600) -> str:
+    """Run flinkjobs/sources/FileSourceJob.java on Flink `version` with args; its standard output."""
+    version = resolve(version)
+    cp = sources_classpath(version)
+    classes = _compile(sorted(SOURCES_DIR.glob("*.java")), cp, "sources-classes", version, "FileSourceJob.class")
+    return _run_main("FileSourceJob", [classes, *cp], args, f"Flink {version}", timeout)
+
+
+LEGACY_KAFKA_DIR = HERE / "legacykafka"
+
+
+def run_legacy_kafka_job(args: list[str], version: str = "1.20", timeout: float = 600) -> str:
+    """Run flinkjobs/legacykafka/LegacyKafkaJob.java (the legacy FlinkKafkaConsumer's union state, Flink 1.x) with args."""
+    version = resolve(version)
+    cp = classpath(flink_lib(version))
+    classes = _compile(sorted(LEGACY_KAFKA_DIR.glob("*.java")), cp, "legacykafka-classes", version, "LegacyKafkaJob.class")
+    return _run_main("LegacyKafkaJob", [classes, *cp], args, f"Flink {version}", timeout)
+
+
+def kafka_lib() -> Path:
+    """The Kafka connector and kafka-clients jars, downloaded once with pip into the cache (only those two kept)."""
+    env = os.environ.get("FLINKSTATE_FLINK_CACHE")
+    lib = (Path(env) if env else Path.home() / ".cache" / "flinkstate") / "kafka-connector" / "lib"
+    if all((lib / j).exists() for j in KAFKA_JARS):
+        return lib
+    dl = lib.parent / "download"
+    dl.mkdir(parents=True, exist_ok=True)
+    if not any(dl.glob("*.whl")):
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(dl), KAFKA_PACKAGE], check=True)
+    lib.mkdir(parents=True, exist_ok=True)
+    for wheel in dl.glob("*.whl"):
+        with zipfile.ZipFile(wheel) as z:
+            for name in z.namelist():
+                base = name.rpartition("/")[2]
+                if name.startswith("pyflink/lib/") and base in KAFKA_JARS and not (lib / base).exists():
+                    (lib / (base + ".tmp")).write_bytes(z.read(name))
+                    (lib / (base + ".tmp")).rename(lib / base)
+    shutil.rmtree(dl)
+    missing = [j for j in KAFKA_JARS if not (lib / j).exists()]
+    if missing:
+        raise RuntimeError(f"{KAFKA_PACKAGE} holds no {missing}")
+    return lib
+
+
+def run_kafka_serde(args: list[str], extra_classes: Path | None = None, timeout: float = 300) -> str:
+    """Run flinkjobs/kafka/KafkaSerde.java (the Kafka connector's own serializers) on Flink 2.3's flink-dist; its output.
+
+    extra_classes: a folder of classes put before the connector jar (a newer connector's serializers compiled from its
+    source, `tests/fixtures/make_source_fixture.py kafka5`)."""
+    version = resolve(None)
+    kafka = kafka_lib()
+    cp = classpath(flink_lib(version)) + [kafka / j for j in KAFKA_JARS]
+    classes = _compile(sorted(KAFKA_DIR.glob("*.java")), cp, "kafka-classes", version, "KafkaSerde.class")
+    return _run_main("KafkaSerde", [classes, *([extra_classes] if extra_classes else []), *cp], args, "Kafka connector", timeout)
+
+
+def shapes_run(out: Path, n: int, backend: str, snapshots: tuple[str, ...] = ("canonical",), version: str | None = None,
+               timeout: float = 900) -> Path:
+    """ShapesJob (flinkjobs/src/ShapesJob.java: Tuple, POJO, enum, Row and Kryo values in keyed, operator, union and
+    broadcast state) on `backend` (hashmap, rocksdb): OUT/<snapshot>/savepoint for snapshots canonical and native, and
+    OUT/dump.txt (the state the job held, as lines)."""
+    out = Path(out).resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    _run_java("ShapesJob", ["gen", str(out), str(n), backend, *snapshots], "shapes job", timeout, version)
+    return out
+
+
+def shapes_restore(savepoint: Path, out_file: Path, backend: str = "hashmap", parallelism: int = 2, version: str | None = None,
+                   timeout: float = 900) -> list[str]:
+    """Restore ShapesJob's operators from savepoint at parallelism on backend; the dump's lines (sorted)."""
+    args = ["restore", str(Path(savepoint).resolve()), str(Path(out_file).resolve()), backend, str(parallelism)]
+    _run_java("ShapesJob", args, "shapes restore", timeout, version)
+    return Path(out_file).read_text(encoding="utf-8").splitlines()
 
 
 def main(argv: list[str]) -> int:

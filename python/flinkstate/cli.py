@@ -20,7 +20,17 @@ from flinkstate.format.filekind import FileKind
 if TYPE_CHECKING:
     from flinkstate.store.store import CheckpointStore
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "docs_link", "DOCS_URL_ENV"]
+
+DOCS_URL_ENV = "FLINKSTATE_DOCS_URL"  # a built site's address (its pages are <base>/<page>.html); unset: docs paths of the source tree
+
+
+def docs_link(page: str, anchor: str = "") -> str:
+    """Where `page` of the documentation (a path under docs/, e.g. "reference/cli.md") is: `docs/<page>` in a clone, or
+    the built page under $FLINKSTATE_DOCS_URL. Every command's --help ends with the link to its section."""
+    base = os.environ.get(DOCS_URL_ENV, "").strip()
+    where = f"{base.rstrip('/')}/{page.removesuffix('.md')}.html" if base else f"docs/{page}"
+    return f"{where}#{anchor}" if anchor else where
 
 
 def _fmt_bytes(n: int) -> str:
@@ -147,7 +157,10 @@ def describe(store: CheckpointStore, checkpoint_id: int | None) -> dict[str, Any
 
 def _describe_flink(src: Any, args: argparse.Namespace, out: TextIO) -> int:
     """`describe` of a Flink savepoint or checkpoint: operators, their ids and parallelism, and states by kind."""
+    from flinkstate.cli_sources import describe_sources
+
     doc = src.describe(args.checkpoint)
+    doc["sources"] = describe_sources(src.checkpoint(args.checkpoint), None)
     if args.json:
         json.dump(doc, out, indent=2, default=str)
         out.write("\n")
@@ -176,6 +189,7 @@ def _describe_flink(src: Any, args: argparse.Namespace, out: TextIO) -> int:
         out.write("TTL states (a savepoint does not hold their TTL duration: ttl unknown): " + ", ".join(doc["ttl_unknown"]) + "\n")
     for state, why in doc.get("refused", {}).items():
         out.write(f"refused when read: {state}: {why}\n")
+    describe_sources(src.checkpoint(args.checkpoint), out)
     return 0
 
 
@@ -202,7 +216,10 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
 
             store = FlinkSource(store.path, uids=args.uid, storage_options=_storage_options(args))
         return _describe_flink(store, args, out)
+    from flinkstate.cli_sources import describe_sources
+
     doc = describe(store, args.checkpoint)
+    doc["sources"] = describe_sources(store.checkpoint(args.checkpoint), None)
     if args.json:
         json.dump(doc, out, indent=2)
         out.write("\n")
@@ -223,6 +240,7 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
                          str(s["deltas"]), _fmt_bytes(s["bytes"])])
         _table(rows, ["state", "kind", "key", "value", "ttl", "full rows", "delta rows", "files", "deltas", "size"], out)
     out.write("\nfull rows: entries in full files; delta rows: upserts and tombstones in delta files; size: all files\n")
+    describe_sources(store.checkpoint(args.checkpoint), out)
     return 0
 
 
@@ -243,6 +261,11 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
     else:
         for d in report.damaged:
             out.write(f"DAMAGED {d.path}: {d.problem}\n")
+        for cid, why in report.not_checked.items():
+            out.write(f"NOT CHECKED checkpoint {cid}: {why}\n")
+        for url in report.stray:
+            out.write(f"STRAY {url}: staged by a write killed mid-commit, never part of the table; "
+                      "collect_orphans() deletes it once older than its retention\n")
         ids = ", ".join(map(str, report.checkpoints)) or "none readable"
         out.write(f"{'damaged' if report.damaged else 'ok'}: {report.files_checked} files of checkpoints [{ids}] at {report.root}, "
                   f"{len(report.damaged)} damaged\n")
@@ -438,9 +461,11 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--json", action="store_true", help="print JSON for scripts")
         sp.add_argument("--storage-option", action="append", metavar="KEY=VALUE", help="fsspec/s3fs option (repeatable), e.g. endpoint_url=http://127.0.0.1:9000")
 
+    from flinkstate.cli_sources import add_commands as add_source_commands
     from flinkstate.report import add_commands
 
     add_commands(sub, common)
+    add_source_commands(sub, common, _open_existing, _table)
 
     sp = sub.add_parser("checkpoints", help="list committed checkpoints and savepoints")
     common(sp)
@@ -546,6 +571,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "or one an earlier demo wrote (only its _flinkstate/ and shared/ are replaced); any other non-empty folder is refused")
     sp.add_argument("--no-sql", action="store_true", help="skip the Spark SQL part")
     sp.set_defaults(func=cmd_demo)
+
+    p.epilog = f"docs: {docs_link('index.md')} (every command and flag: {docs_link('reference/cli.md')})"
+    for name, cmd in sub.choices.items():  # every command, those other modules add included: its reference section
+        cmd.epilog = "\n".join(filter(None, [cmd.epilog, f"docs: {docs_link('reference/cli.md', name)}"]))
     return p
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from flinkstate.core.errors import CorruptFileError, FlinkStateError
+from flinkstate.core.errors import CorruptFileError, FlinkStateError, InvalidArgumentError, SchemaMismatchError
 
-__all__ = ["CorruptFileError", "StateAccountingError", "UnsupportedFlinkFormatError", "UnsupportedSerializerError"]
+__all__ = ["CorruptFileError", "IncompatibleReleaseError", "SerializerMismatchError", "SourceStateError", "SplitNotFoundError",
+           "StateAccountingError", "UnknownSourceError", "UnsupportedFlinkFormatError", "UnsupportedSerializerError"]
 
 
 class UnsupportedFlinkFormatError(FlinkStateError, NotImplementedError):
@@ -17,3 +18,26 @@ class UnsupportedSerializerError(FlinkStateError, NotImplementedError):
 
 class StateAccountingError(CorruptFileError):
     """What a state's files hold and what was read from them differ (names operator, state and files): never fewer rows silently."""
+
+
+class SourceStateError(FlinkStateError):
+    """A source's reader or enumerator state that cannot be decoded or changed as asked (names operator and what)."""
+
+
+class UnknownSourceError(SourceStateError, InvalidArgumentError):
+    """A source whose state matches no known split/enumerator format, or more than one (names the operator)."""
+
+
+class SplitNotFoundError(SourceStateError, LookupError):
+    """A partition, split or file path the source's state does not hold (named, with what it holds)."""
+
+
+class SerializerMismatchError(SchemaMismatchError):
+    """A state's values no longer have the type of the Flink serializer it was imported with, so an export cannot write
+    them with it (names operator, state, column, serializer class and both types); nothing is written."""
+
+
+class IncompatibleReleaseError(UnsupportedSerializerError):
+    """A state holds bytes that the target Flink release would read differently than the release that wrote them (Kryo 2
+    bytes of Flink 1.x read by Kryo 5 of Flink 2.x): an export for that release is refused, naming operator, state,
+    serializer and both releases; nothing is written."""

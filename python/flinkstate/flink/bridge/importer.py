@@ -39,19 +39,25 @@ from flinkstate.flink.bridge.mapping import (
     subtask_states,
 )
 from flinkstate.flink.bridge.serializer_json import (
+    IMPORT_CHECKPOINT_PROPERTY,
     OPERATOR_ID_PROPERTY,
+    OPERATOR_NAME_PROPERTY,
+    OPERATOR_STATE_PREFIX,
     SERIALIZERS_PROPERTY,
+    SOURCE_RELEASE_PROPERTY,
     node_from_json,
     node_to_json,
 )
 from flinkstate.flink.bridge.source import chk_folders, is_flink_path
 from flinkstate.flink.files.canonical import TIMER_PREFIX
 from flinkstate.flink.files.operator_state import (
+    operator_state_headers,
     operator_state_names,
     read_operator_state,
 )
 from flinkstate.flink.meta.metadata import CheckpointMetadata, OperatorState
 from flinkstate.flink.meta.names import operator_name
+from flinkstate.flink.meta.version import source_releases
 from flinkstate.flink.pyflink.coders import refuse_import
 from flinkstate.store.store import CheckpointStore
 
@@ -165,8 +171,9 @@ def run_import(plan: ImportPlan, run: ImportRunner = run_local) -> ImportReport:
             by_op: dict[str, list[SubtaskImported]] = {}
             for res in results:
                 by_op.setdefault(res.operator, []).append(res)
+            releases = ",".join(source_releases(meta))  # what the serializers' bytes mean (Kryo 2 in 1.x, Kryo 5 in 2.x)
             for op in meta.operators:
-                _finish_operator(w, meta, op, operator_name(op, plan.uids), by_op.get(operator_name(op, plan.uids), []), report)
+                _finish_operator(w, meta, op, operator_name(op, plan.uids), by_op.get(operator_name(op, plan.uids), []), report, releases)
             info = w.commit()
         except BaseException:
             w.adopt([e for res in results for st in res.states for e in st.entries])  # their files go with the abort
@@ -176,9 +183,10 @@ def run_import(plan: ImportPlan, run: ImportRunner = run_local) -> ImportReport:
 
 
 def _finish_operator(w: CheckpointWriter, meta: CheckpointMetadata, op: OperatorState, name: str, results: list[SubtaskImported],
-                     report: ImportReport) -> None:
+                     report: ImportReport, releases: str) -> None:
     """Register one operator's subtask files (in subtask order), empty files where a subtask lacks a state, then its
-    operator states, coordinator state, parallelism, Flink operator id and serializers."""
+    operator states, coordinator state, parallelism, Flink operator id, the releases that wrote it, and the serializers
+    of its keyed, timer and operator states (snapshot bytes included) that an export writes back."""
     counts: dict[str, int] = {}
     covered: dict[str, tuple[Any, pa.Schema, list[tuple[int, int]]]] = {}
     serializers: dict[str, Any] = {}
@@ -210,7 +218,11 @@ def _finish_operator(w: CheckpointWriter, meta: CheckpointMetadata, op: Operator
                     w.put_timers(name, desc, schema.empty_table(), key_group_range=rng)
                 else:
                     w.put_state(name, desc, schema.empty_table(), key_group_range=rng)
-    for state, mode in operator_state_names(meta, op.operator_id).items():
+    modes = operator_state_names(meta, op.operator_id)
+    headers = operator_state_headers(meta, op.operator_id) if modes else {}
+    for state, mode in modes.items():
+        # the serializers Flink wrote it with (snapshot bytes included): export writes them back (a Tuple2 stays a Tuple2)
+        serializers[OPERATOR_STATE_PREFIX + state] = {k: node_to_json(v) for k, v in headers[state].serializers.items()}
         table = read_operator_state(meta, op.operator_id, state)
         value_type = table.schema.field("value").type
         key_type = table.schema.field("key").type if "key" in table.column_names else None
@@ -222,6 +234,10 @@ def _finish_operator(w: CheckpointWriter, meta: CheckpointMetadata, op: Operator
     if counts or op.coordinator_state is not None or ranges:
         w.set_parallelism(name, op.parallelism)
         w.set_property(OPERATOR_ID_PROPERTY + name, op.operator_id)
+        if op.name:
+            w.set_property(OPERATOR_NAME_PROPERTY + name, op.name)
+        w.set_property(SOURCE_RELEASE_PROPERTY + name, releases)
+        w.set_property(IMPORT_CHECKPOINT_PROPERTY + name, str(w.checkpoint_id))
         if serializers:
             w.set_property(SERIALIZERS_PROPERTY + name, json.dumps(serializers, separators=(",", ":")))
         report.entries[name] = counts

@@ -26,7 +26,7 @@ class TypeNode:
     legacy_row: bool = False
     payload: bytes = b""  # an opaque (Kryo/Avro) snapshot's payload, kept to write it back unchanged
     logical: tuple[str, ...] = ()  # table runtime: the SQL types of a RowData's fields (or an array's element)
-    snapshot: bytes = b""  # the whole versioned snapshot as read (table runtime, unknown classes): written back verbatim
+    snapshot: bytes = b""  # the whole versioned snapshot as read (table runtime, unknown classes, and every state's top-level serializer): written back verbatim
     params: tuple[int, ...] = ()  # precision (and scale) of table-runtime timestamps and decimals; flags of other kinds
     sql: tuple[SqlType, ...] = ()  # table runtime: the SQL types of a RowData's fields (or an array's element)
     # why an "unknown" snapshot could not be parsed (its extent was found by the rest of the header); it names the file it

@@ -12,6 +12,7 @@ UnsupportedSerializerError naming the operator, state and class.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -44,6 +45,7 @@ __all__ = [
     "TypeNode",
     "VOID_NAMESPACE",
     "arrow_type",
+    "basic_node",
     "read_keyed_header",
     "read_operator_header",
     "read_state_meta",
@@ -61,8 +63,17 @@ _COMPOSITE = {s.cls: (s.kind, "utf" if s.read == "composite:class" else "row" if
 _ENUM = "org.apache.flink.api.common.typeutils.base.EnumSerializer$EnumSerializerSnapshot"
 _POJO = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
 TABLE_ROW = "org.apache.flink.table.runtime.typeutils.RowDataSerializer$RowDataSerializerSnapshot"
+_KIND_CLASS = {kind: cls for cls, kind in _SIMPLE.items()}  # the class written back for a simple kind: the last listed
+
+
+def basic_node(kind: str) -> TypeNode:
+    """A simple serializer's node by kind ("long", "string", "void"...), with the snapshot class a writer writes for it:
+    what code outside serde names a basic serializer by, never its class."""
+    return TypeNode(kind, _KIND_CLASS[kind])
+
+
 # VoidNamespace: the namespace of every state outside windows (writers give it to states they make)
-VOID_NAMESPACE = TypeNode("void", "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot")
+VOID_NAMESPACE = basic_node("void")
 
 
 def unit_namespace(node: TypeNode) -> bool:
@@ -121,8 +132,16 @@ def read_state_meta(r: DataReader, ctx: str) -> StateMeta:
         k = r.utf()
         if r.i32() != 2:
             raise UnsupportedFlinkFormatError(f"{r.where}: {ctx}: state {name!r}: serializer snapshot proxy version is not 2")
-        sers[k] = read_type(r, f"{ctx}, state {name!r} ({k})")
+        sers[k] = _with_bytes(r, f"{ctx}, state {name!r} ({k})")
     return StateMeta(name, _BACKEND_TYPES[bt], options, sers)
+
+
+def _with_bytes(r: DataReader, ctx: str) -> TypeNode:
+    """read_type of a state's (or the key's) serializer, with its versioned snapshot's bytes as read (`TypeNode.snapshot`):
+    an export writes an unchanged state's serializer back with exactly these bytes."""
+    start = r.pos
+    node = read_type(r, ctx)
+    return node if node.snapshot else dataclasses.replace(node, snapshot=bytes(r.buf[start : r.pos]))
 
 
 # a resync tries this many continuations at most before it gives up, and skips at most this many snapshots
@@ -196,7 +215,7 @@ def _keyed_header(r: DataReader, ctx: str) -> tuple[bool, TypeNode, list[StateMe
     compressed = r.bool()
     if r.i32() != 2:
         raise UnsupportedFlinkFormatError(f"{r.where}: {ctx}: key serializer snapshot proxy version is not 2")
-    key_type = read_type(r, f"{ctx} (key serializer)")
+    key_type = _with_bytes(r, f"{ctx} (key serializer)")
     n = r.i16()
     return compressed, key_type, [read_state_meta(r, ctx) for _ in range(n)]
 
