@@ -39,7 +39,7 @@ _BASES = {"org/apache/flink/api/common/typeutils/SimpleTypeSerializerSnapshot": 
           "org/apache/flink/api/common/typeutils/CompositeTypeSerializerSnapshot": "composite",
           "org/apache/flink/api/common/typeutils/GenericTypeSerializerSnapshot": "generic"}
 _ACC_INTERFACE, _ACC_ABSTRACT = 0x0200, 0x0400
-OUTCOME_WORDS = {"decoded": "decoded to typed columns", "bytes": "kept as bytes, exported byte for byte",
+OUTCOME_WORDS = {"decoded": "decoded to typed columns", "bytes": "kept as their serialized bytes",
                  "refused": "refused by name (parsed: the rest of the header stays readable)"}
 
 
@@ -209,9 +209,10 @@ def _markdown(doc: dict[str, Any]) -> str:
     legacy = [line for line in LINES if doc["legacy_config_snapshot_base"][line]]
     out += ["", "Legacy `TypeSerializerConfigSnapshot`: " + (f"present in {', '.join(legacy)}" if legacy else
             "absent from every jar scanned (removed before 1.20); its former subclasses' successors are listed below.") , "",
-            "Outcomes: **decoded**: values become typed Arrow columns; **bytes**: the snapshot parses, values are kept as "
-            "their serialized bytes where the layout frames them (a whole value, map value or TTL value) and written back "
-            "byte for byte, else the state is refused by name; **refused**: the snapshot parses (so the rest of the header "
+            "Outcomes: **decoded**: values become typed Arrow columns; **bytes**: the snapshot parses, values are read and "
+            "imported as their serialized bytes where the layout frames them (a whole value, map value or TTL value, or a "
+            "length-prefixed value), else the state is refused by name (what export writes back is export's own table); "
+            "**refused**: the snapshot parses (so the rest of the header "
             "and every other state stay readable), a state using it is an UnsupportedSerializerError naming operator, "
             "state and class when read. `read` is how the payload is read (registry grammar: `simple`, `generic`, "
             "`composite[:outer]`, or the class's own reader).", "",

@@ -17,9 +17,9 @@ hierarchy by the inventory):
   snapshots); <outer> names the class's own `readOuterSnapshot` (see `serializers._OUTER`);
 - any other name: a class that implements `readSnapshot` itself (see `serializers._DIRECT`).
 
-`outcome`: "decoded" (values to typed Arrow columns), "bytes" (the snapshot parses, values are kept as their serialized
-bytes where the layout frames them: a whole value, map value or TTL value, or a length-prefixed one; exported byte for
-byte), "refused" (the snapshot parses, so the rest of the header and every other state stay readable, and a state using it
+`outcome`: "decoded" (values to typed Arrow columns), "bytes" (the snapshot parses, values are read and imported as their
+serialized bytes where the layout frames them: a whole value, map value or TTL value, or a length-prefixed one),
+"refused" (the snapshot parses, so the rest of the header and every other state stay readable, and a state using it
 is an UnsupportedSerializerError naming operator, state and class when that state is read).
 """
 
