@@ -26,14 +26,17 @@ FLINK_VERSIONS = {"1.18": "1.18.1", "1.19": "1.19.3", "1.20": "1.20.5", "2.0": "
 HERE = Path(__file__).resolve().parent
 JOB_SOURCE = HERE / "src" / "StateGenJob.java"
 # The jobs every version compiles (with its compat/ shim); the newest version compiles every src/*.java.
-MATRIX_SOURCES = ("StateGenJob.java", "RestoreDumpJob.java", "ProductionJob.java", "ShapesJob.java")
+MATRIX_SOURCES = ("StateGenJob.java", "RestoreDumpJob.java", "ProductionJob.java", "ShapesJob.java", "DataStreamStatesJob.java")
 VARIANTS = ("files", "inline", "snappy")
 NATIVE_VARIANTS = ("native", "checkpoint")
 ROCKSDB_VARIANTS = ("rocksdb", "rocksdb-checkpoint")
-_JARS = ("flink-dist-", "log4j-")
+_JARS = ("flink-dist-", "flink-cep-", "log4j-")  # the jobs' class path (CEP: DataStreamStatesJob's patterns)
 # SQL and Table API jobs (flinkjobs/sql/) also need the table jars the distribution ships beside flink-dist
 _TABLE_JARS = ("flink-table-api-java-uber-", "flink-table-planner-loader-", "flink-table-runtime-", "flink-cep-",
                "flink-connector-files-", "flink-json-", "flink-csv-")
+# Kept for the inventory of serializer snapshots (flinkjobs/inventory.py), on no job's class path: the Scala API
+# (lib/) and flink-python (opt/), whose classes a job puts in state too.
+_EXTRA_JARS = ("flink-scala_", "flink-python-")
 SQL_DIR = HERE / "sql"
 # What Flink's own config.yaml passes on Java 17 (1.18 needs more of these than 2.x).
 JVM_FLAGS = ("-XX:+IgnoreUnrecognizedVMOptions", *(
@@ -70,13 +73,14 @@ def cache_dir(version: str | None = None) -> Path:
 def flink_lib(version: str | None = None) -> Path:
     """The directory holding flink-dist, the table jars and log4j, downloaded and unpacked once.
 
-    apache-flink-libraries comes as a wheel (jars under pyflink/lib/) for some releases and as a
-    source archive (jars under <name>/deps/lib/) for others; either way only flink-dist, the table
-    jars (for SQL jobs) and log4j are kept, and the ~300 MB download is deleted.
+    apache-flink-libraries comes as a wheel (jars under pyflink/lib/ and pyflink/opt/) for some releases and as a
+    source archive (under <name>/deps/lib/ and deps/opt/) for others; either way only flink-dist, the table
+    jars (for SQL jobs), log4j and the jars the serializer inventory reads (_EXTRA_JARS) are kept, and the ~300 MB
+    download is deleted.
     """
     version = resolve(version)
     lib = cache_dir(version) / "pyflink" / "lib"
-    if (lib / f"flink-dist-{version}.jar").exists() and all(any(lib.glob(f"{t}*.jar")) for t in _TABLE_JARS):
+    if (lib / f"flink-dist-{version}.jar").exists() and all(any(lib.glob(f"{t}*.jar")) for t in _TABLE_JARS + _EXTRA_JARS):
         return lib
     dl = cache_dir(version) / "download"
     dl.mkdir(parents=True, exist_ok=True)
@@ -92,7 +96,7 @@ def flink_lib(version: str | None = None) -> Path:
     for archive in found:
         for base, read in _jars_in(archive):
             if (lib / base).exists():
-                continue  # a cache made before the table jars were kept: only those are added
+                continue  # a cache made before the table (or extra) jars were kept: only those are added
             tmp = lib / (base + ".tmp")
             tmp.write_bytes(read())
             tmp.rename(lib / base)
@@ -103,10 +107,11 @@ def flink_lib(version: str | None = None) -> Path:
 
 
 def _jars_in(archive: Path):
-    """(file name, reader) of the flink-dist and log4j jars in a wheel or source archive."""
+    """(file name, reader) of the jars kept (flink-dist, log4j, table, extra) in a wheel or source archive."""
     def wanted(name: str) -> str | None:
         parent, _, base = name.rpartition("/")
-        ok = parent.endswith(("pyflink/lib", "deps/lib")) and base.startswith(_JARS + _TABLE_JARS) and base.endswith(".jar")
+        ok = (parent.endswith(("pyflink/lib", "deps/lib", "pyflink/opt", "deps/opt")) and base.endswith(".jar")
+              and base.startswith(_JARS + _TABLE_JARS + _EXTRA_JARS))
         return base if ok else None
 
     if archive.name.endswith(".whl"):
@@ -124,33 +129,20 @@ def _jars_in(archive: Path):
 
 
 def classpath(lib: Path) -> list[Path]:
-    """flink-dist plus the log4j jars (without the JSON layout)."""
+    """flink-dist, flink-cep and the log4j jars (without the JSON layout)."""
     return sorted(p for p in lib.glob("*.jar") if p.name.startswith(_JARS) and "layout" not in p.name)
 
 
 def compile_job(version: str | None = None) -> Path:
-    """Compile the jobs and the version's compat shim against its flink-dist (cached by the sources' hash); return the classes dir."""
+    """Compile the jobs and the version's compat shim against its flink-dist and flink-cep (cached by the sources' hash);
+    return the classes dir."""
     version = resolve(version)
     lib = flink_lib(version)
     sources = sorted((HERE / "src").glob("*.java"))
     if version != FLINK_VERSION:
         sources = [p for p in sources if p.name in MATRIX_SOURCES]
     sources += sorted(compat_dir(version).glob("*.java"))
-    digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()[:16]
-    classes = cache_dir(version) / f"classes-{digest}"
-    if not (classes / "RestoreDumpJob.class").exists():
-        tmp = classes.with_name(classes.name + f".tmp{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        proc = subprocess.run(["javac", "-nowarn", "-cp", str(lib / f"flink-dist-{version}.jar"), "-d", str(tmp), *map(str, sources)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"javac against Flink {version} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-        try:
-            tmp.rename(classes)
-        except OSError:  # another process compiled the same sources first
-            shutil.rmtree(tmp, ignore_errors=True)
-    return classes
+    return _compile(sources, classpath(lib), "classes", version, "RestoreDumpJob.class")
 
 
 def _compile(sources: list[Path], cp: list[Path], name: str, version: str, marker: str) -> Path:
@@ -411,6 +403,32 @@ def production_restore(savepoint: Path, out_file: Path, backend: str, parallelis
     args = ["restore", str(Path(savepoint).resolve()), str(Path(out_file).resolve()), backend, str(parallelism), str(wide_parallelism)]
     _run_java("ProductionJob", args, "production restore", timeout, version)
     return Path(out_file).read_text(encoding="utf-8").splitlines()
+
+
+def datastream_states(out: Path, n: int = 60, backend: str = "hashmap", parallelism: int = 2,
+                      formats: tuple[str, ...] = ("canonical", "native"), version: str | None = None, timeout: float = 900) -> Path:
+    """DataStreamStatesJob (flinkjobs/src/DataStreamStatesJob.java): one state per serializer category Flink's DataStream
+    operators and user functions put in state, records 0..n-1 on `backend` at `parallelism`; OUT/<format>/savepoint for
+    each of formats (canonical, native)."""
+    out = Path(out).resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    _run_java("DataStreamStatesJob", ["gen", str(out), str(n), backend, str(parallelism), *formats], "DataStream states job", timeout,
+              version)
+    return out
+
+
+def datastream_dump(savepoint: Path, out_file: Path, backend: str = "hashmap", parallelism: int = 2, version: str | None = None,
+                    timeout: float = 900) -> list[str]:
+    """Real Flink restores DataStreamStatesJob's savepoint (its own, or one flinkstate exported) and dumps every state of
+    every operator with the serializers the savepoint's snapshots restore: JSON lines, sorted."""
+    args = ["dump", str(Path(savepoint).resolve()), str(Path(out_file).resolve()), backend, str(parallelism)]
+    _run_java("DataStreamStatesJob", args, "DataStream states dump", timeout, version)
+    return Path(out_file).read_text(encoding="utf-8").splitlines()
+
+
+def datastream_enum_key(version: str | None = None, timeout: float = 300) -> str:
+    """What Flink answers when a stream is keyed by an enum: "REFUSED <exception>" or "ACCEPTED"."""
+    return _run_java("DataStreamStatesJob", ["enumkey"], "enum key check", timeout, version).strip().splitlines()[-1]
 
 
 SOURCES_DIR = HERE / "sources"

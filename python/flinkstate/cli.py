@@ -1,7 +1,8 @@
 """The `flinkstate` command: list and describe checkpoints, maintain a root, and run the demo job.
 
 Readable tables by default, `--json` for scripts. Errors print one line naming what is
-wrong and exit with status 2.
+wrong and exit with status 2; anything else is an internal error, printed as one line naming the
+command and its inputs, with status 3 (FLINKSTATE_TRACEBACK=1 adds the traceback): never a raw traceback.
 """
 
 from __future__ import annotations
@@ -174,6 +175,8 @@ def _describe_flink(src: Any, args: argparse.Namespace, out: TextIO) -> int:
         named = f"{op['name']}, " if op.get("name") and op["name"] != op["uid"] else ""  # the planner's name of a SQL operator
         out.write(f"\noperator {op['uid']} ({named}id {op['operator_id']}, parallelism {op['parallelism']}, max parallelism "
                   f"{op['max_parallelism']}, {op['files']} files, {_fmt_bytes(op['bytes'])})\n")
+        if op.get("error"):
+            out.write(f"its state headers do not read (its states are refused, the other operators are read): {op['error']}\n")
         keys = sorted({_short_class(s["key_serializer"]) for s in op["states"] if s.get("key_serializer")})
         if keys:
             out.write(f"key serializer {', '.join(keys)}\n")
@@ -188,6 +191,8 @@ def _describe_flink(src: Any, args: argparse.Namespace, out: TextIO) -> int:
               "RocksDB sizes are the column families' SSTs)\n")
     if doc["ttl_unknown"]:
         out.write("TTL states (a savepoint does not hold their TTL duration: ttl unknown): " + ", ".join(doc["ttl_unknown"]) + "\n")
+    for state, why in doc.get("refused", {}).items():
+        out.write(f"refused when read: {state}: {why}\n")
     describe_sources(src.checkpoint(args.checkpoint), out)
     return 0
 
@@ -343,7 +348,8 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     report = run_import(plan) if args.spark is None else run_import(plan, _spark_runner("import", args.spark or None))
     if args.json:
         json.dump({"root": args.path, "checkpoint_id": report.checkpoint_id, "flink_checkpoint": os.path.dirname(report.source),
-                   "entries": report.entries, "ttl_unknown": report.ttl_unknown, "as_bytes": report.as_bytes}, out, indent=2)
+                   "entries": report.entries, "ttl_unknown": report.ttl_unknown, "as_bytes": report.as_bytes,
+                   "refused": report.refused}, out, indent=2)
         out.write("\n")
         return 0
     out.write(f"imported {os.path.dirname(report.source)} into {args.path} as savepoint {report.checkpoint_id}: "
@@ -352,6 +358,8 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     _table(rows, ["operator", "state", "entries"], out)
     for state, serializers in report.as_bytes.items():
         out.write(f"kept as bytes: {state}: {serializers} (reads give the serialized values; export writes them back as they were, but Kryo 2 bytes for Flink 2.x: it refuses those)\n")
+    for state, why in report.refused.items():
+        out.write(f"not imported: {state}: {why}\n")
     if report.ttl_unknown:
         out.write("TTL states whose duration a savepoint does not hold (kept with their last-access times, never expiring; "
                   "set with --ttl OPERATOR/STATE=MS): " + ", ".join(report.ttl_unknown) + "\n")
@@ -637,6 +645,25 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if out is sys.stdout:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except Exception as e:  # a defect, not bad input: one line naming the command and its inputs, never a raw traceback
+        sys.stderr.write(f"flinkstate: internal error in `{_command_line(args)}`: {type(e).__name__}: {e}\n"
+                         "please report it with this line; set FLINKSTATE_TRACEBACK=1 for the traceback\n")
+        if os.environ.get("FLINKSTATE_TRACEBACK") == "1":
+            import traceback
+
+            traceback.print_exc(file=sys.stderr)
+        return 3
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    """The command and its inputs as given (positional paths and the options set), for an internal error's message."""
+    parts = [f"flinkstate {args.command}"]
+    for name, value in vars(args).items():
+        if name in ("command", "func") or value is None or value is False or value == [] or value == ():
+            continue
+        parts.append(str(value) if name in ("path", "flink_path", "dest", "checkpoint_ids", "num_retained")
+                     else f"--{name.replace('_', '-')}" + ("" if value is True else f"={value}"))
+    return " ".join(parts)
 
 
 if __name__ == "__main__":  # pragma: no cover

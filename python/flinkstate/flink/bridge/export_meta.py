@@ -25,12 +25,12 @@ from flinkstate.flink.bridge.serializer_json import (
 from flinkstate.flink.errors import SerializerMismatchError
 from flinkstate.flink.files.canonical import TIMER_PREFIX
 from flinkstate.flink.serde.encode import _COMP_CLS, type_for_arrow
-from flinkstate.flink.serde.serializers import StateMeta, TypeNode, arrow_type
+from flinkstate.flink.serde.serializers import VOID_NAMESPACE, StateMeta, TypeNode, arrow_type
 
 __all__ = ["Recorded", "key_serializer", "keyed_meta", "operator_meta", "timer_meta"]
 
 _LONG = type_for_arrow(pa.int64(), "ttl")
-_VOID = TypeNode("void", "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot")
+_VOID = VOID_NAMESPACE
 _MODES = {"list": ("OPERATOR", "SPLIT_DISTRIBUTE"), "union": ("OPERATOR", "UNION"), "broadcast": ("BROADCAST", "BROADCAST")}
 
 

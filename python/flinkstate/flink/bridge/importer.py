@@ -26,6 +26,7 @@ from flinkstate.core.ttl import StateTtlConfig
 from flinkstate.flink.bridge.checkpoint import load_flink_checkpoint
 from flinkstate.flink.bridge.import_task import (
     ImportRunner,
+    discard_state_files,
     SubtaskImport,
     SubtaskImported,
     run_local,
@@ -80,6 +81,7 @@ class ImportReport:
     entries: dict[str, dict[str, int]] = field(default_factory=dict)
     ttl_unknown: list[str] = field(default_factory=list)
     as_bytes: dict[str, str] = field(default_factory=dict)  # "operator/state" -> serializers whose values are kept as bytes
+    refused: dict[str, str] = field(default_factory=dict)  # "operator/state" -> why it was not imported (the others were)
 
     @property
     def total(self) -> int:
@@ -191,13 +193,18 @@ def _finish_operator(w: CheckpointWriter, meta: CheckpointMetadata, op: Operator
     covered: dict[str, tuple[Any, pa.Schema, list[tuple[int, int]]]] = {}
     serializers: dict[str, Any] = {}
     ranges = [res.key_group_range for res in results]
+    refused = {k: v for res in results for k, v in res.refused.items()}  # a state refused by one subtask: by all of them
+    report.refused.update(refused)
     for res in results:
         rng = res.key_group_range
         for key, ser in res.serializers.items():
             serializers.setdefault(key, ser)
-        report.as_bytes.update(res.as_bytes)
+        report.as_bytes.update({k: v for k, v in res.as_bytes.items() if k not in refused})
         report.ttl_unknown.extend(u for u in res.ttl_unknown if u not in report.ttl_unknown)
         for st in res.states:
+            if f"{name}/{st.flink_name.removeprefix(TIMER_PREFIX)}" in refused:
+                discard_state_files(w.io, st.entries)  # written by a subtask that could read it: not committed
+                continue
             desc = covered[st.flink_name][0] if st.flink_name in covered else st.descriptor
             if st.timers:
                 w.add_timer_files(name, desc, st.entries, mode="full", key_group_range=rng)
@@ -262,7 +269,9 @@ def import_savepoint(
     again, or for a Flink 2.x target with the serializers 2.x gives the same types (`serde.kryo.migrate`).
     Values of serializers the decoders cannot type (Avro, custom, Kryo classes without a schema; the table runtime's
     RowData) are kept as their serialized bytes (`report.as_bytes` names them; export writes them back as they were);
-    raw_values=False refuses such states with an UnsupportedSerializerError instead, as earlier releases did.
+    raw_values=False refuses such states with an UnsupportedSerializerError instead, as earlier releases did. A state
+    that cannot be imported even so (values not framed, a refused serializer, keys whose hash flinkstate does not model,
+    values that do not decode) is left out and named in `report.refused`: every other state is imported.
     """
     return run_import(plan_import(flink_path, root, flink_checkpoint_id=flink_checkpoint_id, ttl=ttl, storage_options=storage_options,
                                   uids=uids, raw_values=raw_values, kryo_classes=kryo_classes))

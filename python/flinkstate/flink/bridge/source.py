@@ -188,11 +188,12 @@ class FlinkSource(ReadApi):
                         "keyed_states": {n: d.kind for n, d in sorted(om.keyed_states.items())},
                         "timer_services": sorted(om.timer_services), "operator_states": {n: d.mode for n, d in sorted(om.operator_states.items())},
                         "files": size.files, "bytes": size.bytes, "subtasks": [t.to_dict() for t in subtask_sizes(ck.meta, fop)],
-                        "states": states.get(name, [])})
+                        "states": states.get(name, []),
+                        **({"error": f"{type(ck.broken[name]).__name__}: {ck.broken[name]}"} if name in ck.broken else {})})
         guess = ck.meta.flink_version
         out = {"path": ck.meta.path, "metadata_version": ck.meta.version, "flink_version": guess.label,
                "flink_version_evidence": list(guess.evidence), "checkpoint": ck.info.to_dict(), "operators": ops,
-               "ttl_unknown": list(ck.ttl_unknown)}
+               "ttl_unknown": list(ck.ttl_unknown), "refused": dict(sorted(ck.refused.items()))}
         if ck.meta.relocated:
             out["relocated"] = dict(sorted(ck.meta.relocated.items()))  # recorded folder -> copied folder read instead
         if ck.meta.version <= 4:  # Flink 1.x: what an upgrade to 2.x does with the state Kryo 2 serialized

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
+from flinkstate.core.errors import FlinkStateError
 from flinkstate.flink.errors import (
     UnsupportedFlinkFormatError,
     UnsupportedSerializerError,
@@ -24,6 +25,7 @@ from flinkstate.flink.serde.serializers import (
     TypeNode,
     arrow_type,
     opaque_part,
+    unit_namespace,
 )
 from flinkstate.flink.serde.kryo.bind import KryoOptions, bind_state, learnt, settle, with_shapes
 from flinkstate.flink.serde.values import Reader, make_reader, read_rest
@@ -65,6 +67,16 @@ class StateDecoder:
         self.ctx = ctx
         self.prefix = prefix
         self.timer = meta.backend_type == "PRIORITY_QUEUE"
+        self.failed: FlinkStateError | None = None  # a value of this state did not decode: reading it raises this
+        self.starts: list[int] = []
+        self.kg_runs: list[tuple[int, int]] = []
+        self.vector_chunks: list[dict[str, pa.Array]] = []
+        try:
+            self._setup(meta, key_type, prefix, ctx)
+        except (KeyError, IndexError, UnsupportedSerializerError, UnsupportedFlinkFormatError) as e:
+            self._broken(meta, key_type, ctx, e)
+
+    def _setup(self, meta: StateMeta, key_type: TypeNode, prefix: int, ctx: str) -> None:
         self.rows: dict[str, list] = {"key_group": [], "key": []}
         if self.timer:
             node = meta.serializers["VALUE_SERIALIZER"]
@@ -72,14 +84,14 @@ class StateDecoder:
                 raise UnsupportedFlinkFormatError(f"{ctx}: priority queue state {meta.name!r} is not a timer service ({node.cls})")
             self.key_node, self.ns_node = node.children
             self.value_node = None
-            if self.ns_node.kind != "void":
+            if not unit_namespace(self.ns_node):
                 self.rows["namespace"] = []
             self.rows["timestamp"] = []
         else:
             self.key_node = key_type
             self.ns_node = meta.serializers["NAMESPACE_SERIALIZER"]
             self.value_node = meta.serializers["VALUE_SERIALIZER"]
-            if self.ns_node.kind != "void":
+            if not unit_namespace(self.ns_node):
                 self.rows["namespace"] = []
         self.kind = "TIMER" if self.timer else meta.keyed_type
         self.key_reader = make_reader(self.key_node, ctx)
@@ -110,12 +122,30 @@ class StateDecoder:
         # States whose parts all have vector readers are decoded from their records' start offsets at once.
         self.plan = record_plan(self.kind, prefix, self.key_node, self.ns_node, self.value_node, ctx)
         self._opaque(ctx)
-        self.starts: list[int] = []
-        self.kg_runs: list[tuple[int, int]] = []
-        self.vector_chunks: list[dict[str, pa.Array]] = []
+
+    def _broken(self, meta: StateMeta, key_type: TypeNode, ctx: str, e: Exception) -> None:
+        """A state whose serializers do not make a decoder (one missing, or of a layout that cannot be read): it is
+        declared, and reading it raises an UnsupportedSerializerError naming it; the other states are unaffected."""
+        missing = TypeNode("unknown", "<no serializer>")
+        value = meta.serializers.get("VALUE_SERIALIZER", missing)
+        self.key_node = value.children[0] if self.timer and value.kind == "timer" else key_type
+        self.ns_node = meta.serializers.get("NAMESPACE_SERIALIZER", value.children[1] if self.timer and value.kind == "timer" else missing)
+        self.value_node = None if self.timer else value
+        self.kind = "TIMER" if self.timer else meta.keyed_type
+        self.elem_node = None if self.timer else missing
+        self.ttl = False
+        self.ambiguous = False
+        self.plan = None
+        self.user_key_reader = None
+        self.rows = {"key_group": [], "key": []}
+        what = f"missing serializer {e}" if isinstance(e, KeyError) else str(e)
+        self.unreadable = f"{ctx}: its serializers do not make a decoder ({what}); the other states are read"
+        self.raw_error = None
 
     def _opaque(self, ctx: str) -> None:
-        """Kryo/Avro values: raw bytes where a record frames the value alone, else the state cannot be read."""
+        """Values no decoder types (Kryo, Avro, user Values, unknown or refused snapshots): the whole value's bytes where a
+        record frames it (a value, map value or TTL value, also when the undecodable part is nested in it), else the
+        state cannot be read; a refused serializer's state is never read."""
         self.unreadable: str | None = None
         self.raw_error: str | None = None
         value = opaque_part(self.elem_node) if self.value_node is not None else None
@@ -126,18 +156,32 @@ class StateDecoder:
         self.plan = None
         o = other or value
         assert o is not None
-        if other is not None or self.kind == "LIST":  # a value (inside its TTL wrapper) is framed whole, even with the part inside
-            self.unreadable = (f"{ctx}: serializer {o.cls}{_type_of(o)} cannot be decoded{_why(o)}, nor read as raw bytes: only "
-                               "a whole value, map value or TTL value is length-framed (not list elements or keys)")
+        why = f" ({o.error})" if o.error else _why(o)
+        if o.kind == "refused":
+            self.unreadable = (f"{ctx}: serializer {o.cls} is refused: Flink reads it only to migrate state written by releases "
+                               "before 1.20 (or no value of it exists); flinkstate neither decodes nor keeps its values")
             return
-        self.raw_error = (f"{ctx}: serializer {o.cls}{_type_of(o)} cannot be decoded{_why(o)}; read with raw_values=True "
+        if other is not None or self.kind == "LIST":
+            self.unreadable = (f"{ctx}: serializer {o.cls}{_type_of(o)}{why} cannot be decoded, nor read as raw bytes: only "
+                               "a whole value, map value or TTL value is length-framed (not list elements, keys or namespaces)")
+            return
+        whole = "" if o is self.elem_node else f", nested in {self.elem_node.cls}: the whole value is kept"
+        self.raw_error = (f"{ctx}: serializer {o.cls}{_type_of(o)}{why} cannot be decoded{whole}; read with raw_values=True "
                           "(Spark: .option('rawValues', 'true')) to get its values as raw serialized bytes")
+        if o is not self.elem_node:  # the value's own serializer decodes, but not a part of it: the value as its bytes
+            self.elem_node = TypeNode("opaque", self.elem_node.cls, names=(f"{self.elem_node.cls} holding {o.cls}",))
         if self.ttl:
             self.elem_reader = lambda buf, pos: ((_I64.unpack_from(buf, pos)[0], bytes(buf[pos + 8 :])), len(buf))
         else:
             self.elem_reader = read_rest
         # the same bytes at once when key and namespace have vector readers
         self.plan = record_plan(self.kind, self.prefix, self.key_node, self.ns_node, self.value_node, ctx, raw_rest=True)
+
+    def fail(self, error: FlinkStateError) -> None:
+        """A value of this state did not decode: the state is not read (its table raises error), the others are."""
+        if self.failed is None:
+            self.failed = error
+        self.starts, self.kg_runs, self.vector_chunks = [], [], []
 
     def kept_as_bytes(self) -> str | None:
         """The serializers of this state whose values are read as their serialized bytes (Kryo, Avro and unknown classes,
@@ -212,7 +256,7 @@ class StateDecoder:
 
     def add(self, kg: int, key: bytes, value: bytes) -> None:
         """Decode one (key, value) record of key group kg."""
-        if self.unreadable is not None:
+        if self.unreadable is not None or self.failed is not None:
             return
         rows = self.rows
         pos = self.prefix
@@ -343,6 +387,8 @@ class StateDecoder:
         """The decoded entries as an Arrow table (Kryo/Avro values as raw bytes only when raw_values is set)."""
         if self.unreadable is not None:
             raise UnsupportedSerializerError(self.unreadable)
+        if self.failed is not None:
+            raise self.failed
         if self.raw_error is not None and not raw_values:
             raise UnsupportedSerializerError(self.raw_error)
         self._settle_kryo()

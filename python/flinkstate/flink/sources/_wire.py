@@ -7,12 +7,12 @@ import struct
 from flinkstate.flink._io import DataReader
 from flinkstate.flink.errors import CorruptFileError
 from flinkstate.flink.serde.encode import encode_utf, make_writer
-from flinkstate.flink.serde.serializers import TypeNode
+from flinkstate.flink.serde.serializers import basic_node
 from flinkstate.flink.serde.values import read_java_string
 
 __all__ = ["Out", "done", "read_string_value"]
 
-_STRING = make_writer(TypeNode("string", "org.apache.flink.api.common.typeutils.base.StringSerializer"), "source split")
+_STRING = make_writer(basic_node("string"), "source split")
 
 
 class Out:
