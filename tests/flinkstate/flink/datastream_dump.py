@@ -63,12 +63,30 @@ def _child(node: TypeNode | None, i: int) -> TypeNode | None:
     return node.children[i] if i < len(node.children) else None
 
 
+def _has_kryo(node: TypeNode) -> bool:
+    return node.kind == "kryo" or any(_has_kryo(c) for c in node.children if isinstance(c, TypeNode))
+
+
+def _kryo_hex(v: Any, node: TypeNode) -> str:
+    """A value whose serializer holds a Kryo part that flinkstate decodes to typed columns, serialized again with that
+    serializer (the Kryo part by the Kryo that wrote it): the dump writes such values as the hex of Flink's bytes."""
+    from flinkstate.flink.serde.encode import make_writer
+
+    out = bytearray()
+    make_writer(node, "dump")(out, v)
+    return bytes(out).hex()
+
+
 def _canon(v: Any, t: pa.DataType, node: TypeNode | None) -> Any:
     """A decoded value as the dump writes it (node: its serializer, where known: sets are sorted)."""
     if node is not None and node.kind in ("nullable", "transparent"):
         return _canon(v, t, node.children[0])
+    if node is not None and node.kind == "ttl":  # the value (its last-access time is a column of its own)
+        return _canon(v, t, node.children[1])
     if v is None:
         return None
+    if node is not None and node.kind in ("row", "tuple", "pojo") and _has_kryo(node):
+        return _kryo_hex(v, node)
     if isinstance(v, (bytes, bytearray)):
         return bytes(v).hex()
     if pa.types.is_map(t):

@@ -29,7 +29,7 @@ from flinkstate.flink.bridge.serializer_json import node_to_json
 from flinkstate.flink.files.canonical import TIMER_PREFIX, _verify
 from flinkstate.flink.meta.metadata import CheckpointMetadata, OperatorState
 from flinkstate.flink.pyflink.coders import refuse_import
-from flinkstate.flink.errors import CorruptFileError, UnsupportedSerializerError
+from flinkstate.flink.errors import CorruptFileError, KryoDecodeError, UnsupportedSerializerError
 from flinkstate.flink.serde.serializers import arrow_type, key_hashing
 from flinkstate.format.datafile import FileEntry
 from flinkstate.format.schemas import state_schema, timer_schema
@@ -151,6 +151,8 @@ def _write_chunk(job: SubtaskImport, out: SubtaskImported, decoders: dict[str, A
         if key in out.refused:
             continue
         why = _refusal(dec, job)
+        if why is not None and any(m[:2] == (op.operator_id, dec.meta.name) for m in getattr(op.kryo, "misfits", ())):
+            raise UnsupportedSerializerError(why)  # a class schema the user gave that the bytes do not fit: nothing is written
         if why is not None:
             out.refused[key] = why
             _drop(out, writers, dec.meta.name)
@@ -163,6 +165,8 @@ def _write_chunk(job: SubtaskImport, out: SubtaskImported, decoders: dict[str, A
         except FlinkStateError as e:
             if not isinstance(e, (UnsupportedSerializerError, CorruptFileError)) or not job.raw_values:
                 raise  # asked to refuse undecodable states (raw_values=False): the import stops, naming it
+            if _given_schema_misfits(e, op):
+                raise  # a class schema the user gave that the bytes do not fit: the arguments are wrong, nothing is written
             out.refused[key] = str(e)
             _drop(out, writers, dec.meta.name)
             continue
@@ -249,3 +253,12 @@ def run_local(jobs: list[SubtaskImport]) -> list[SubtaskImported]:
             discard_files(jobs[0].io, done)
         raise
     return done
+
+
+def _given_schema_misfits(e: FlinkStateError, op: Any) -> bool:
+    """Whether e is a Kryo value that does not decode with a class schema the user gave (`--kryo-class`): an argument
+    to correct, unlike a state no decoder reads by itself (left out and named)."""
+    kryo = getattr(op, "kryo", None)
+    if not isinstance(e, KryoDecodeError) or kryo is None:
+        return False
+    return kryo.schemas.origin.get(e.cls) == "user" or kryo.schemas.origin.get(e.declared) == "user"

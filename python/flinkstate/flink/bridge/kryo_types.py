@@ -46,23 +46,27 @@ def _windows(rng: tuple[int, int]) -> list[list[int]]:
 
 
 def _learn(meta: CheckpointMetadata, op: OperatorState, state: str, paths: list[str],
-           declared: dict[str, str]) -> tuple[dict[str, TypeNode], dict[str, str]]:
-    """The shapes of a state's Kryo parts from its first values, and the parts whose values stay bytes (why): a part
-    whose values cannot be read (a class without a schema) is set aside and the others learnt again without it."""
+           declared: dict[str, str]) -> tuple[dict[str, TypeNode], dict[str, str], set[str]]:
+    """The shapes of a state's Kryo parts from its first values, the parts whose values stay bytes (why), and those of
+    them whose class has a schema the user gave that the bytes do not fit: a part whose values cannot be read (a class
+    without a schema) is set aside and the others learnt again without it."""
     failed: dict[str, str] = {}
+    misfits: set[str] = set()
     while True:
         live = [p for p in paths if p not in failed]
         if not live:
-            return {}, failed
+            return {}, failed, misfits
         assert op.kryo is not None
         trial = dataclasses.replace(op, kryo=dataclasses.replace(op.kryo, as_bytes={**op.kryo.as_bytes, **{
             (op.operator_id, state, p): why for p, why in failed.items()}}))
         try:
-            return _sample(meta, trial, state, live), failed
+            return _sample(meta, trial, state, live), failed, misfits
         except KryoDecodeError as e:
             why = re.sub(r"^operator .*?, state '.*?': ", "", str(e))  # said again wherever the reason is shown
             hit = [p for p in live if declared[p] == e.declared] or live
             failed.update(dict.fromkeys(hit, why))
+            if "user" in (op.kryo.schemas.origin.get(e.cls), op.kryo.schemas.origin.get(e.declared)):
+                misfits.update(hit)
         except ShapeError as e:
             failed.update(dict.fromkeys(live, f"its Kryo values do not make one column type: {e}"))
 
@@ -80,6 +84,8 @@ def _sample(meta: CheckpointMetadata, op: OperatorState, state: str, paths: list
                 dec = decode_subtask(meta, op, sub, key_groups=kgs, states=[state]).get(state)
                 if dec is None or not hasattr(dec, "kryo_shapes"):
                     return shapes
+                if isinstance(getattr(dec, "failed", None), KryoDecodeError):
+                    raise dec.failed  # the state's own failure is kept with it: here it says which part stays bytes
                 for path, shape in dec.kryo_shapes().items():
                     if path in shapes:
                         shapes[path] = merge(shapes[path], shape)
@@ -104,18 +110,21 @@ def with_kryo_types(meta: CheckpointMetadata, schemas: Schemas) -> CheckpointMet
             continue
         shapes: dict[tuple[str, str, str], TypeNode] = {}
         as_bytes: dict[tuple[str, str, str], str] = {}
+        misfit: set[tuple[str, str, str]] = set()
         for name, dec in subtask_states(meta, op, first).items():
             parts = _kryo_parts(dec)
             if not parts:
                 continue
-            learnt, failed = _learn(meta, op, name, list(parts), parts)
+            learnt, failed, misfits = _learn(meta, op, name, list(parts), parts)
+            misfit.update((op.operator_id, name, path) for path in misfits)
             for path in parts:
                 if path in failed:
                     as_bytes[(op.operator_id, name, path)] = failed[path]
                 else:
                     shapes[(op.operator_id, name, path)] = learnt.get(path, NULL_SHAPE)
         assert op.kryo is not None
-        ops.append(dataclasses.replace(op, kryo=dataclasses.replace(op.kryo, shapes=shapes, as_bytes=as_bytes)))
+        ops.append(dataclasses.replace(op, kryo=dataclasses.replace(op.kryo, shapes=shapes, as_bytes=as_bytes,
+                                                                    misfits=frozenset(misfit))))
     if any(o.kryo is not None and o.kryo.as_bytes for o in ops):
         ops = _with_pojo_hints(meta, ops)
     return dataclasses.replace(meta, operators=type(meta.operators)(ops))

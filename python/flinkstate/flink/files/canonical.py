@@ -27,6 +27,7 @@ from flinkstate.core.keygroups import assign_key_groups
 from flinkstate.flink._io import DataReader, snappy_unframe
 from flinkstate.flink.errors import (
     CorruptFileError,
+    KryoDecodeError,
     StateAccountingError,
     UnsupportedFlinkFormatError,
     UnsupportedSerializerError,
@@ -407,6 +408,8 @@ def _decode_framed(src: Source, records: _Records, decoders: list[_StateDecoder]
             continue
         try:
             _decode_state_records(src, dec, starts, kgs, lengths)
+        except KryoDecodeError as e:  # a Kryo class without a schema (or the like): named as it is, not as damage
+            dec.fail(e)
         except KeyGroupCorrupt as e:
             dec.fail(CorruptFileError(f"{where}: {dec.ctx}: key group {e.kg} is corrupt or truncated: {e}"))
         except _VALUE_ERRORS as e:

@@ -61,7 +61,8 @@ _BASE = "org.apache.flink.api.common.typeutils.base."
 # registry lists the one written back last), the composites it rebuilds, the enum and POJO snapshot classes.
 _SIMPLE = {s.cls: s.kind for s in SNAPSHOTS.values() if s.read == "simple" and s.kind not in ("parray", "sarray", "opaque", "refused", "javaser")}
 _COMPOSITE = {s.cls: (s.kind, "utf" if s.read == "composite:class" else "row" if s.read == "composite:row" else None)
-              for s in SNAPSHOTS.values() if s.kind in ("list", "map", "garray", "row", "tuple", "ttl", "timer") and not s.alias}
+              for s in SNAPSHOTS.values() if s.kind in ("list", "map", "garray", "row", "tuple", "ttl", "timer", "set", "nullable")
+              and not s.alias}
 _ENUM = "org.apache.flink.api.common.typeutils.base.EnumSerializer$EnumSerializerSnapshot"
 _POJO = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
 TABLE_ROW = "org.apache.flink.table.runtime.typeutils.RowDataSerializer$RowDataSerializerSnapshot"

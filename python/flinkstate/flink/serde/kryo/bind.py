@@ -64,6 +64,8 @@ class KryoOptions:
     shapes: Mapping[tuple[str, str, str], TypeNode] = field(default_factory=dict)  # (operator id, state, path) -> shape
     # (operator id, state, path) -> why the node's values stay bytes (a class without a schema seen in the first values)
     as_bytes: Mapping[tuple[str, str, str], str] = field(default_factory=dict)
+    # of those, the parts whose class has a schema the user gave that the values do not fit (an argument to correct)
+    misfits: frozenset[tuple[str, str, str]] = frozenset()
 
     def specs(self) -> tuple[str, ...]:
         return tuple(sorted(spec_of(s) for s in self.schemas.classes.values()))
@@ -133,7 +135,7 @@ def kryo_reader(node: TypeNode, ctx: str) -> Callable[[bytes, int], tuple[Any, i
         try:
             tagged, end = dec.read(buf, pos)
         except KryoUndecodable as e:
-            raise KryoDecodeError(f"{ctx}: a Kryo value (declared {declared}) cannot be read: {e}", e.cls, declared) from e
+            raise KryoDecodeError(f"{ctx}: a Kryo value (KryoSerializer of {declared}) cannot be read: {e}", e.cls, declared) from e
         except (WireError, IndexError, UnicodeDecodeError) as e:
             raise KryoDecodeError(f"{ctx}: bytes at offset {pos} do not decode as a Kryo {declared} (Kryo "
                                   f"{dec.gen}): {e}; a class schema that does not match the class?", declared, declared) from e
@@ -142,7 +144,7 @@ def kryo_reader(node: TypeNode, ctx: str) -> Callable[[bytes, int], tuple[Any, i
         try:
             return to_plain(tagged, shape), end
         except ShapeError as e:
-            raise KryoDecodeError(f"{ctx}: a Kryo value (declared {declared}) is not of the type this state's first values "
+            raise KryoDecodeError(f"{ctx}: a Kryo value (KryoSerializer of {declared}) is not of the type this state's first values "
                                   f"had: {e}", tagged[0] if tagged else declared, declared) from e
 
     return read

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from flinkstate.flink._io import DataReader
 from flinkstate.flink.errors import CorruptFileError
-from flinkstate.flink.serde.serializers import _optional_map  # LinkedOptionalMapSerializer, as POJO snapshots use it
+from flinkstate.flink.serde._snapshots import optional_map as _optional_map  # LinkedOptionalMapSerializer, as POJO snapshots use it
 
 __all__ = ["FIRST_JOB_ID", "KryoRegistrations", "default_ids", "parse_kryo_snapshot"]
 
