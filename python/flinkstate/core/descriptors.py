@@ -37,7 +37,9 @@ __all__ = [
 StateKind = Literal["value", "list", "map", "reducing", "aggregating"]
 STATE_KINDS: tuple[str, ...] = ("value", "list", "map", "reducing", "aggregating")
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,199}$")
+# '$' too: the table runtime names its state-backed data views so (`agg0$map`, `distinctAcc_0`), and Flink SQL jobs
+# have them wherever an aggregate retracts through a MapView or ListView
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.$\-]{0,199}$")
 
 
 def same_schema(a: Any, b: Any) -> bool:
@@ -57,7 +59,7 @@ def validate_name(name: object, what: str) -> str:
     """Check an operator uid or state name that becomes a path component; return it."""
     if not isinstance(name, str) or not _NAME_RE.match(name) or ".." in name:
         raise InvalidArgumentError(
-            f"invalid {what} {name!r}: use 1-200 characters of letters, digits, '_', '.', '-', "
+            f"invalid {what} {name!r}: use 1-200 characters of letters, digits, '_', '.', '-', '$', "
             "starting with a letter or digit and without '..' (it becomes a path component)"
         )
     return name
