@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from flinkstate.core.errors import (
+    CommitOutcomeUnknownError,
     InvalidArgumentError,
     SchemaMismatchError,
     StateNotFoundError,
@@ -469,15 +470,22 @@ class FlinkStateWriter(DataSourceArrowWriter):
         return write_tables_partition(self.plan, iterator, pid)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        if isinstance(self.plan, WritePlan):
-            commit_plan(self.plan, list(messages))
-            return
-        from pyspark_flinkstate.writer_tables import commit_tables_plan
+        try:
+            if isinstance(self.plan, WritePlan):
+                commit_plan(self.plan, list(messages))
+                return
+            from pyspark_flinkstate.writer_tables import commit_tables_plan
 
-        commit_tables_plan(self.plan, list(messages))
+            commit_tables_plan(self.plan, list(messages))
+        except CommitOutcomeUnknownError:
+            self._outcome_unknown = True  # Spark calls abort next: the files may belong to a landed checkpoint
+            raise
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         from pyspark_flinkstate.writer_tables import tables_entries
+
+        if getattr(self, "_outcome_unknown", False):
+            return  # kept: garbage collection deletes them if the commit did not land
 
         for m in messages:
             if isinstance(m, FlinkStateCommitMessage):

@@ -238,6 +238,11 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
     else:
         for d in report.damaged:
             out.write(f"DAMAGED {d.path}: {d.problem}\n")
+        for cid, why in report.not_checked.items():
+            out.write(f"NOT CHECKED checkpoint {cid}: {why}\n")
+        for url in report.stray:
+            out.write(f"STRAY {url}: staged by a write killed mid-commit, never part of the table; "
+                      "collect_orphans() deletes it once older than its retention\n")
         ids = ", ".join(map(str, report.checkpoints)) or "none readable"
         out.write(f"{'damaged' if report.damaged else 'ok'}: {report.files_checked} files of checkpoints [{ids}] at {report.root}, "
                   f"{len(report.damaged)} damaged\n")

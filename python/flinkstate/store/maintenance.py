@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from flinkstate.core.errors import (
     CheckpointNotFoundError,
+    CorruptFileError,
     InvalidArgumentError,
     StateNotFoundError,
 )
@@ -312,7 +313,11 @@ def _maintain(store: StoreRoot, what: str, operator: str | None, state: str | No
         before = {t: _count(ck.entries, *t) for t in targets}
         if progress is not None:
             progress(f"{what}: checkpoint {base_id} at {store.root}: {len(jobs)} key-group ranges of {len(targets)} states to read")
-        results = (run or run_local)(jobs) if jobs else []
+        try:
+            results = (run or run_local)(jobs) if jobs else []
+        except CorruptFileError as e:  # a base file gone: damage, unless another process's collection since the plan deleted it
+            w.conflict_if_collected(store.catalog.log_version(), e)
+            raise
         if not any(r.entries for r in results):
             w.abort()
             steps = tuple(_steps(targets, results, before, before))

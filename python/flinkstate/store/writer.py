@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import numbers
+import time
 import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -25,11 +26,14 @@ from flinkstate.core.descriptors import (
 from flinkstate.core.errors import (
     CheckpointNotFoundError,
     CommitConflictError,
+    CommitOutcomeUnknownError,
     CorruptFileError,
+    FlinkStateError,
     InvalidArgumentError,
     OperatorNotFoundError,
     SchemaMismatchError,
     StateNotFoundError,
+    StorageError,
 )
 from flinkstate.core.keygroups import (
     UPPER_BOUND_MAX_PARALLELISM,
@@ -60,6 +64,8 @@ if TYPE_CHECKING:
 __all__ = ["CheckpointWriter"]
 
 Scope = Literal["keyed", "timers", "operator", "coordinator"]
+#: pauses (s) before each fresh read of the log that tells whether a commit whose storage call failed had landed
+_OUTCOME_READS = (0.0, 0.2, 1.0)
 
 
 def _valid_max_parallelism(value: Any) -> int:
@@ -139,6 +145,10 @@ class CheckpointWriter:
         self._new_paths: list[str] = []
         self._kept: set[str] = set()
         self._done = False
+        #: the log row of a prepared commit whose outcome is not known yet (files and manifest rows recorded)
+        self._row: dict[str, Any] | None = None
+        #: the committed checkpoint's figures, once `commit()` succeeded
+        self.info: CheckpointInfo | None = None
         base_operators = {} if base_rec is None else store.metadata_of(base_rec).operators  # typed error if they do not decode
         track_writer(self)  # from here on garbage collection keeps the base and every file referenced
         self._base_paths: frozenset[str] = frozenset()
@@ -506,11 +516,14 @@ class CheckpointWriter:
         return [e.path for e in list(self._entries)] + list(self._new_paths)
 
     def abort(self) -> None:
-        """Forget this attempt and delete the files it wrote."""
+        """Forget this attempt and delete the files it wrote (after an unknown commit outcome: keep them, as the
+        commit may have landed; garbage collection deletes them if it did not)."""
         if self._done:
             return
         self._done = True
         self._release()
+        if self._row is not None:
+            return
         for p in self._new_paths:
             if p in self._kept:
                 continue
@@ -522,47 +535,96 @@ class CheckpointWriter:
             self.io.remove_empty_dirs(C.SAVEPOINTS_DIR)  # an aborted savepoint leaves no empty folders behind
 
     def commit(self) -> CheckpointInfo:
-        """Record the files and complete the checkpoint in one Delta commit of the log."""
+        """Record the files and complete the checkpoint in one Delta commit of the log; its figures as committed.
+
+        The outcome returned is the one that happened, whatever other processes do afterwards (a concurrent
+        `retain` may discard the checkpoint the moment it lands: it still landed). An error means nothing landed,
+        except `CommitOutcomeUnknownError`: the storage call failed and the log could not be read to tell; then
+        this writer keeps its files, and calling `commit()` again finds its own landed attempt or commits it.
+        """
+        if self.info is not None:
+            return self.info
         if self._done:
             raise InvalidArgumentError(f"checkpoint {self.checkpoint_id}: this writer already committed or aborted")
-        try:
-            self._check_rescaled()
-            self._drop_shadowed()
-            new = set(self._new_paths)
+        if self._row is None:
             try:
-                check_carried_files(self.io, self.checkpoint_id, [e for e in self._entries if e.path not in new])
-                if self.kind == C.SAVEPOINT:
-                    self._own_files()
-                else:
-                    self._release_savepoint_files()
-            except CorruptFileError as e:
-                self._conflict_if_collected(self.store.catalog.log_version(), e)  # damage only if no collection explains it
+                self._row = self._prepare()
+            except BaseException:
+                self.abort()
                 raise
-            catalog = self.store.catalog
-            catalog.append_manifest(self.checkpoint_id, self.attempt_id, self._entries)
-            now = dt.datetime.now(dt.timezone.utc)
-            row = {
-                "checkpoint_id": self.checkpoint_id,
-                "attempt_id": self.attempt_id,
-                "event": C.EVENT_COMPLETED,
-                "kind": self.kind,
-                "event_time": now,
-                "created_at": now,
-                "max_parallelism": self.max_parallelism,
-                "format_version": C.FORMAT_VERSION,
-                "base_checkpoint_id": None if self.base is None else self.base.checkpoint_id,
-                "files": len(self._entries),
-                "rows": sum(e.rows for e in self._entries if e.kind not in C.DELTA_KINDS),
-                "bytes": sum(e.bytes for e in self._entries),
-                "metadata": _json(CheckpointMetadata.encode(self.operators, self.properties)),
-            }
-            catalog.commit_log(row, self.planned_version, self._rebase)  # type: ignore[arg-type]
+        elif self._landed(self._row):
+            return self._finish(self._row)  # the earlier call's commit had landed after all
+        row = self._row
+        try:
+            self.store.catalog.commit_log(row, self.planned_version, self._rebase)
+        except StorageError as e:  # the storage call failed: did the row land before it did?
+            if not self._landed(row, cause=e):
+                self._row = None  # a fresh log read shows it did not: abort as for any failure
+                self.abort()
+                raise
         except BaseException:
+            self._row = None
             self.abort()
             raise
+        return self._finish(row)
+
+    def _prepare(self) -> dict[str, Any]:
+        """Check and own the files, record them in the manifest, and return the log row that completes the checkpoint."""
+        self._check_rescaled()
+        self._drop_shadowed()
+        new = set(self._new_paths)
+        try:
+            check_carried_files(self.io, self.checkpoint_id, [e for e in self._entries if e.path not in new])
+            if self.kind == C.SAVEPOINT:
+                self._own_files()
+            else:
+                self._release_savepoint_files()
+        except CorruptFileError as e:
+            self.conflict_if_collected(self.store.catalog.log_version(), e)  # damage only if no collection explains it
+            raise
+        self.store.catalog.append_manifest(self.checkpoint_id, self.attempt_id, self._entries)
+        now = dt.datetime.now(dt.timezone.utc)
+        return {
+            "checkpoint_id": self.checkpoint_id,
+            "attempt_id": self.attempt_id,
+            "event": C.EVENT_COMPLETED,
+            "kind": self.kind,
+            "event_time": now,
+            "created_at": now,
+            "max_parallelism": self.max_parallelism,
+            "format_version": C.FORMAT_VERSION,
+            "base_checkpoint_id": None if self.base is None else self.base.checkpoint_id,
+            "files": len(self._entries),
+            "rows": sum(e.rows for e in self._entries if e.kind not in C.DELTA_KINDS),
+            "bytes": sum(e.bytes for e in self._entries),
+            "metadata": _json(CheckpointMetadata.encode(self.operators, self.properties)),
+        }
+
+    def _landed(self, row: dict[str, Any], cause: BaseException | None = None) -> bool:
+        """Whether this attempt's log row is in the log, read afresh (a few tries); CommitOutcomeUnknownError when the
+        log cannot be read to tell (this writer then keeps its files and may commit again)."""
+        failure: BaseException | None = cause
+        for pause in _OUTCOME_READS:
+            time.sleep(pause)
+            try:
+                return any(r.attempt_id == self.attempt_id for r in self.store.catalog.records())
+            except (OSError, FlinkStateError) as e:
+                failure = e
+        raise CommitOutcomeUnknownError(
+            f"{self.kind} {self.checkpoint_id} (attempt {self.attempt_id}) at {self.store.root}: the commit of the log failed "
+            f"({failure}) and the log could not be read to tell whether it landed; its files are kept: call commit() again "
+            "on this writer (it finds its own landed attempt), never write the same data anew") from failure
+
+    def _finish(self, row: dict[str, Any]) -> CheckpointInfo:
+        """The writer is done: its checkpoint's figures from the row it committed (no lookup a concurrent retain races)."""
         self._done = True
+        self._row = None
         self._release()
-        return self.store.info(self.checkpoint_id)
+        self.info = CheckpointInfo(
+            checkpoint_id=row["checkpoint_id"], kind=row["kind"], status=C.STATUS_COMPLETED, created_at=row["created_at"],
+            max_parallelism=row["max_parallelism"], files=row["files"], rows=row["rows"], bytes=row["bytes"],
+            base_checkpoint_id=row["base_checkpoint_id"], format_version=row["format_version"])
+        return self.info
 
     def _check_rescaled(self) -> None:
         """Every keyed state and timer service of a rescaled operator must have been rewritten: none of its files
@@ -600,10 +662,10 @@ class CheckpointWriter:
                 raise CommitConflictError(
                     f"checkpoint {self.checkpoint_id}: checkpoint {r.checkpoint_id} completed first at {self.store.root} "
                     "and subsumes this pending checkpoint")
-        self._conflict_if_collected(version)
+        self.conflict_if_collected(version)
         return True
 
-    def _conflict_if_collected(self, version: int | None, cause: BaseException | None = None) -> None:
+    def conflict_if_collected(self, version: int | None, cause: BaseException | None = None) -> None:
         """CommitConflictError when a garbage collection announced after this write was planned may delete a file
         it references (FORMAT.md section 14): its base discarded, a reused file, its own savepoint folder."""
         for c in self.store.catalog.collections(version):

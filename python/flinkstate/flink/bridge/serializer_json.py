@@ -10,11 +10,12 @@ import base64
 from typing import Any
 
 from flinkstate.flink.serde.serializers import TypeNode
+from flinkstate.format.constants import FLINK_OPERATOR_ID_PROPERTY
 
 __all__ = ["OPERATOR_ID_PROPERTY", "SERIALIZERS_PROPERTY", "node_from_json", "node_to_json"]
 
 #: checkpoint property holding the Flink operator id (hex) of an imported operator, so export keeps it
-OPERATOR_ID_PROPERTY = "flink.operator-id."
+OPERATOR_ID_PROPERTY = FLINK_OPERATOR_ID_PROPERTY
 #: checkpoint property holding an imported operator's serializer snapshots (JSON), so export writes them back
 SERIALIZERS_PROPERTY = "flink.serializers."
 

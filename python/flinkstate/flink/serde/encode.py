@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from flinkstate.core.errors import InvalidArgumentError
+from flinkstate.core.operator_ids import murmur3_128
 from flinkstate.flink.errors import UnsupportedSerializerError
 from flinkstate.flink.serde._temporal import WRITERS
 from flinkstate.flink.serde.serializers import (
@@ -337,50 +338,6 @@ def type_for_arrow(t: pa.DataType, ctx: str) -> TypeNode:
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return TypeNode("list", _COMP_CLS["list"], (type_for_arrow(t.value_type, ctx),))
     raise UnsupportedSerializerError(f"{ctx}: Arrow type {t} has no Flink serializer here")
-
-
-def murmur3_128(data: bytes, seed: int = 0) -> bytes:
-    """Guava's murmur3_128 (x64 variant) hash bytes: Flink's operator id of a uid (StreamGraphHasherV2)."""
-    m = (1 << 64) - 1
-    c1, c2 = 0x87C37B91114253D5, 0x4CF5AD432745937F
-    h1 = h2 = seed
-
-    def rotl(x: int, r: int) -> int:
-        return ((x << r) | (x >> (64 - r))) & m
-
-    def fmix(k: int) -> int:
-        k ^= k >> 33
-        k = (k * 0xFF51AFD7ED558CCD) & m
-        k ^= k >> 33
-        k = (k * 0xC4CEB9FE1A85EC53) & m
-        return k ^ (k >> 33)
-
-    n = len(data)
-    nblocks = n // 16
-    for i in range(nblocks):
-        k1, k2 = struct.unpack_from("<QQ", data, 16 * i)
-        k1 = (rotl((k1 * c1) & m, 31) * c2) & m
-        h1 ^= k1
-        h1 = (rotl(h1, 27) + h2) & m
-        h1 = (h1 * 5 + 0x52DCE729) & m
-        k2 = (rotl((k2 * c2) & m, 33) * c1) & m
-        h2 ^= k2
-        h2 = (rotl(h2, 31) + h1) & m
-        h2 = (h2 * 5 + 0x38495AB5) & m
-    tail = data[16 * nblocks:] + bytes(16)
-    k1, k2 = struct.unpack_from("<QQ", tail)
-    if n & 15 > 8:
-        h2 ^= (rotl((k2 * c2) & m, 33) * c1) & m
-    if n & 15:
-        h1 ^= (rotl((k1 * c1) & m, 31) * c2) & m
-    h1 ^= n
-    h2 ^= n
-    h1 = (h1 + h2) & m
-    h2 = (h2 + h1) & m
-    h1, h2 = fmix(h1), fmix(h2)
-    h1 = (h1 + h2) & m
-    h2 = (h2 + h1) & m
-    return struct.pack("<QQ", h1, h2)
 
 
 def _crc32c_table() -> list[int]:
