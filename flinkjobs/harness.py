@@ -34,6 +34,9 @@ _JARS = ("flink-dist-", "log4j-")
 # SQL and Table API jobs (flinkjobs/sql/) also need the table jars the distribution ships beside flink-dist
 _TABLE_JARS = ("flink-table-api-java-uber-", "flink-table-planner-loader-", "flink-table-runtime-", "flink-cep-",
                "flink-connector-files-", "flink-json-", "flink-csv-")
+# Kept for the inventory of serializer snapshots (flinkjobs/inventory.py), on no job's class path: the Scala API
+# (lib/) and flink-python (opt/), whose classes a job puts in state too.
+_EXTRA_JARS = ("flink-scala_", "flink-python-")
 SQL_DIR = HERE / "sql"
 # What Flink's own config.yaml passes on Java 17 (1.18 needs more of these than 2.x).
 JVM_FLAGS = ("-XX:+IgnoreUnrecognizedVMOptions", *(
@@ -70,13 +73,14 @@ def cache_dir(version: str | None = None) -> Path:
 def flink_lib(version: str | None = None) -> Path:
     """The directory holding flink-dist, the table jars and log4j, downloaded and unpacked once.
 
-    apache-flink-libraries comes as a wheel (jars under pyflink/lib/) for some releases and as a
-    source archive (jars under <name>/deps/lib/) for others; either way only flink-dist, the table
-    jars (for SQL jobs) and log4j are kept, and the ~300 MB download is deleted.
+    apache-flink-libraries comes as a wheel (jars under pyflink/lib/ and pyflink/opt/) for some releases and as a
+    source archive (under <name>/deps/lib/ and deps/opt/) for others; either way only flink-dist, the table
+    jars (for SQL jobs), log4j and the jars the serializer inventory reads (_EXTRA_JARS) are kept, and the ~300 MB
+    download is deleted.
     """
     version = resolve(version)
     lib = cache_dir(version) / "pyflink" / "lib"
-    if (lib / f"flink-dist-{version}.jar").exists() and all(any(lib.glob(f"{t}*.jar")) for t in _TABLE_JARS):
+    if (lib / f"flink-dist-{version}.jar").exists() and all(any(lib.glob(f"{t}*.jar")) for t in _TABLE_JARS + _EXTRA_JARS):
         return lib
     dl = cache_dir(version) / "download"
     dl.mkdir(parents=True, exist_ok=True)
@@ -92,7 +96,7 @@ def flink_lib(version: str | None = None) -> Path:
     for archive in found:
         for base, read in _jars_in(archive):
             if (lib / base).exists():
-                continue  # a cache made before the table jars were kept: only those are added
+                continue  # a cache made before the table (or extra) jars were kept: only those are added
             tmp = lib / (base + ".tmp")
             tmp.write_bytes(read())
             tmp.rename(lib / base)
@@ -103,10 +107,11 @@ def flink_lib(version: str | None = None) -> Path:
 
 
 def _jars_in(archive: Path):
-    """(file name, reader) of the flink-dist and log4j jars in a wheel or source archive."""
+    """(file name, reader) of the jars kept (flink-dist, log4j, table, extra) in a wheel or source archive."""
     def wanted(name: str) -> str | None:
         parent, _, base = name.rpartition("/")
-        ok = parent.endswith(("pyflink/lib", "deps/lib")) and base.startswith(_JARS + _TABLE_JARS) and base.endswith(".jar")
+        ok = (parent.endswith(("pyflink/lib", "deps/lib", "pyflink/opt", "deps/opt")) and base.endswith(".jar")
+              and base.startswith(_JARS + _TABLE_JARS + _EXTRA_JARS))
         return base if ok else None
 
     if archive.name.endswith(".whl"):

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from flinkstate.flink.errors import UnsupportedSerializerError
+from flinkstate.flink.serde._datastream import datastream_reader
+from flinkstate.flink.serde._jstring import read_java_string
 from flinkstate.flink.serde._temporal import READERS
 from flinkstate.flink.serde.serializers import TypeNode
 
@@ -38,42 +40,6 @@ def _unpacker(s: struct.Struct) -> Reader:
         return unpack(buf, pos)[0], pos + size
 
     return read
-
-
-def read_java_string(buf: bytes, pos: int) -> tuple[str | None, int]:
-    """StringValue.readString: varint(length+1) (0 = null) then UTF-16 units as 7-bit varints."""
-    n = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += 7
-    if n == 0:
-        return None, pos
-    n -= 1
-    chunk = buf[pos : pos + n]
-    if len(chunk) == n and chunk.isascii():
-        return chunk.decode("ascii"), pos + n
-    units = []
-    for _ in range(n):
-        c = buf[pos]
-        pos += 1
-        if c >= 0x80:
-            shift = 7
-            c &= 0x7F
-            while True:
-                b = buf[pos]
-                pos += 1
-                c |= (b & 0x7F) << shift
-                if b < 0x80:
-                    break
-                shift += 7
-        units.append(c)
-    raw = struct.pack(f"<{n}H", *units)
-    return raw.decode("utf-16-le", "surrogatepass"), pos
 
 
 def _read_char(buf: bytes, pos: int) -> tuple[str, int]:
@@ -174,6 +140,11 @@ def make_reader(node: TypeNode, ctx: str) -> Reader:
         return _map_reader(node, ctx)
     if kind == "ttl":
         return _ttl_reader(node, ctx)
+    found = datastream_reader(node, ctx, make_reader)
+    if found is not None:
+        return found
+    if kind == "refused":
+        return _opaque_reader(node, ctx)
     raise UnsupportedSerializerError(f"{ctx}: values of serializer {node.cls} cannot be decoded")
 
 
