@@ -34,13 +34,15 @@ import org.apache.flink.types.RowKind;
  * STRING, k STRING, id BIGINT, PRIMARY KEY (pk)). Record i < 'rows' is pk = i % 5, name = 'n' || i, k = 'k' || i % 4, id = i, an INSERT the
  * first time its pk comes and an UPDATE_AFTER after; record 17 deletes pk 2 (inserted again by record 22). Records from
  * 'rows' on delete pk -1, which never existed, so the job keeps running while its state stays as the data rows left
- * it. A lookup by pk (a lookup join's dimension table) finds pk in 0..4 as (pk, 'n' || pk, 'k' || pk % 4, pk).
+ * it. A lookup by pk (a lookup join's dimension table) finds pk in 0..4 as (pk, 'n' || pk, 'k' || pk % 4, pk),
+ * synchronously or ('async' = 'true') as an async lookup.
  */
 public class GenSourceFactory implements DynamicTableSourceFactory {
 
     static final ConfigOption<Long> ROWS = ConfigOptions.key("rows").longType().defaultValue(60L);
     static final ConfigOption<Integer> RATE = ConfigOptions.key("rate").intType().defaultValue(100);
     static final ConfigOption<String> MODE = ConfigOptions.key("mode").stringType().defaultValue("upsert");
+    static final ConfigOption<Boolean> ASYNC = ConfigOptions.key("async").booleanType().defaultValue(false);
 
     @Override
     public String factoryIdentifier() {
@@ -58,6 +60,7 @@ public class GenSourceFactory implements DynamicTableSourceFactory {
         out.add(ROWS);
         out.add(RATE);
         out.add(MODE);
+        out.add(ASYNC);
         return out;
     }
 
@@ -66,7 +69,7 @@ public class GenSourceFactory implements DynamicTableSourceFactory {
         FactoryUtil.TableFactoryHelper helper = FactoryUtil.createTableFactoryHelper(this, context);
         helper.validate();
         ReadableConfig options = helper.getOptions();
-        return new Source(options.get(ROWS), options.get(RATE), options.get(MODE).equals("upsert"));
+        return new Source(options.get(ROWS), options.get(RATE), options.get(MODE).equals("upsert"), options.get(ASYNC));
     }
 
     static RowData row(RowKind kind, long pk, long id) {
@@ -93,14 +96,26 @@ public class GenSourceFactory implements DynamicTableSourceFactory {
         }
     }
 
+    static Collection<RowData> find(RowData key) {
+        long pk = key.getLong(0);
+        if (pk < 0 || pk > 4) return Collections.emptyList();
+        List<RowData> out = new ArrayList<>();
+        out.add(row(RowKind.INSERT, pk, pk));
+        return out;
+    }
+
     public static final class Lookup extends LookupFunction {
         @Override
         public Collection<RowData> lookup(RowData key) {
-            long pk = key.getLong(0);
-            if (pk < 0 || pk > 4) return Collections.emptyList();
-            List<RowData> out = new ArrayList<>();
-            out.add(row(RowKind.INSERT, pk, pk));
-            return out;
+            return find(key);
+        }
+    }
+
+    /** The same lookup answered asynchronously (an async lookup join keeps its in-flight rows as operator state). */
+    public static final class AsyncLookup extends org.apache.flink.table.functions.AsyncLookupFunction {
+        @Override
+        public java.util.concurrent.CompletableFuture<Collection<RowData>> asyncLookup(RowData key) {
+            return java.util.concurrent.CompletableFuture.completedFuture(find(key));
         }
     }
 
@@ -108,11 +123,13 @@ public class GenSourceFactory implements DynamicTableSourceFactory {
         final long rows;
         final int rate;
         final boolean upsert;
+        final boolean async;
 
-        Source(long rows, int rate, boolean upsert) {
+        Source(long rows, int rate, boolean upsert, boolean async) {
             this.rows = rows;
             this.rate = rate;
             this.upsert = upsert;
+            this.async = async;
         }
 
         @Override
@@ -135,12 +152,13 @@ public class GenSourceFactory implements DynamicTableSourceFactory {
 
         @Override
         public LookupRuntimeProvider getLookupRuntimeProvider(LookupContext context) {
+            if (async) return org.apache.flink.table.connector.source.lookup.AsyncLookupFunctionProvider.of(new AsyncLookup());
             return LookupFunctionProvider.of(new Lookup());
         }
 
         @Override
         public DynamicTableSource copy() {
-            return new Source(rows, rate, upsert);
+            return new Source(rows, rate, upsert, async);
         }
 
         @Override

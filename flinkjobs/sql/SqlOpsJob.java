@@ -32,8 +32,9 @@ import org.apache.flink.util.Collector;
 /**
  * Every stateful operator of Flink's SQL planner in one job per configuration, run from its compiled plan: each query an
  * INSERT INTO a blackhole sink of its own (s_NAME), compiled together as one statement set (COMPILE PLAN), so the plan
- * names each operator by its node id. Two configurations (SET): "plain" (one-phase aggregates, no mini-batch) and
- * "minibatch" (mini-batch, two-phase and split distinct aggregates, state TTL 1 h, non-deterministic updates resolved).
+ * names each operator by its node id. Configurations (SET): "plain" (one-phase aggregates, no mini-batch), "minibatch"
+ * (mini-batch, two-phase and split distinct aggregates, state TTL 1 h, non-deterministic updates resolved, the VALUE sink
+ * materializer on 2.x) and, on Flink 2.x, "multijoin" (every regular join one MultiJoin operator, the MAP sink materializer).
  *
  * <pre>
  * SqlOpsJob savepoint SET OUT ROWS RATE BACKEND PARALLELISM
@@ -92,43 +93,44 @@ public class SqlOpsJob {
     static {
         // group aggregates (plain: GroupAggregate; minibatch: LocalGroupAggregate + GlobalGroupAggregate, distinct split:
         // + IncrementalGroupAggregate)
-        q("agg", "both", "SELECT k, COUNT(*) AS cnt, SUM(v) AS total, MAX(v) AS mx, AVG(CAST(v AS DOUBLE)) AS av FROM src GROUP BY k");
-        q("agg_distinct", "both", "SELECT k, COUNT(DISTINCT v) AS dv, SUM(DISTINCT v) AS sdv, COUNT(*) AS cnt FROM src GROUP BY k");
+        q("agg", "plain,minibatch", "SELECT k, COUNT(*) AS cnt, SUM(v) AS total, MAX(v) AS mx, AVG(CAST(v AS DOUBLE)) AS av FROM src GROUP BY k");
+        q("agg_distinct", "plain,minibatch", "SELECT k, COUNT(DISTINCT v) AS dv, SUM(DISTINCT v) AS sdv, COUNT(*) AS cnt FROM src GROUP BY k");
         // an aggregate over an updating input: MAX and MIN retract through a MapView (state-backed data views)
-        q("agg_retract", "both", "SELECT cnt, MAX(k) AS mk, MIN(k) AS nk, COUNT(*) AS c "
+        q("agg_retract", "plain,minibatch", "SELECT cnt, MAX(k) AS mk, MIN(k) AS nk, COUNT(*) AS c "
                 + "FROM (SELECT k, COUNT(*) AS cnt FROM src WHERE v < 5 GROUP BY k) GROUP BY cnt");
         q("agg_collect", "plain", "SELECT k, LISTAGG(CAST(id AS STRING)) AS ids, COLLECT(v) AS vs FROM src GROUP BY k");
         // regular joins: no unique key on either side (MapState row -> count), a side whose unique key is in the join key
         // (ValueState), a side with a unique key outside the join key (MapState unique key -> row); outer joins keep the
         // number of associations beside each row
-        q("join", "both", "SELECT l.k, l.id AS lid, r.id AS rid FROM l JOIN r ON l.id + 1 = r.id");
-        q("join_uk_in_jk", "both", "SELECT a.k, a.sv, b.id FROM (SELECT k, SUM(v) AS sv FROM src GROUP BY k) a JOIN r b ON a.k = b.k");
-        q("join_uk", "both", "SELECT a.id, a.k, b.id AS rid FROM (SELECT id, MAX(k) AS k FROM l GROUP BY id) a JOIN r b ON a.k = b.k");
-        q("join_pk", "both", "SELECT u.pk, u.name, o.id FROM upserts u JOIN l o ON u.k = o.k");
+        q("join", "plain,minibatch,multijoin", "SELECT l.k, l.id AS lid, r.id AS rid FROM l JOIN r ON l.id + 1 = r.id");
+        q("join_uk_in_jk", "plain,minibatch", "SELECT a.k, a.sv, b.id FROM (SELECT k, SUM(v) AS sv FROM src GROUP BY k) a JOIN r b ON a.k = b.k");
+        q("join_uk", "plain,minibatch,multijoin", "SELECT a.id, a.k, b.id AS rid FROM (SELECT id, MAX(k) AS k FROM l GROUP BY id) a JOIN r b ON a.k = b.k");
+        q("join_pk", "plain,minibatch,multijoin", "SELECT u.pk, u.name, o.id FROM upserts u JOIN l o ON u.k = o.k");
         q("left_join", "plain", "SELECT l.id AS lid, r.id AS rid FROM l LEFT JOIN r ON l.id + 1 = r.id");
         q("left_join_uk", "plain", "SELECT a.id, a.k, b.sv FROM (SELECT id, MAX(k) AS k FROM l GROUP BY id) a "
                 + "LEFT JOIN (SELECT k, SUM(v) AS sv FROM r GROUP BY k) b ON a.k = b.k");
         q("full_join_uk", "plain", "SELECT a.id, b.k, b.sv FROM (SELECT id, MAX(k) AS k FROM l GROUP BY id) a "
                 + "FULL JOIN (SELECT k, SUM(v) AS sv FROM r GROUP BY k) b ON a.k = b.k");
         // interval joins: event time (row caches + cleanup timers), processing time
-        q("interval_join", "both", "SELECT l.id AS lid, r.id AS rid FROM l JOIN r ON l.k = r.k "
+        q("interval_join", "plain,minibatch", "SELECT l.id AS lid, r.id AS rid FROM l JOIN r ON l.k = r.k "
                 + "AND r.ts BETWEEN l.ts - INTERVAL '8' SECOND AND l.ts + INTERVAL '4' SECOND");
         q("interval_join_pt", "plain", "SELECT l.id AS lid, r.id AS rid FROM l JOIN r ON l.k = r.k "
                 + "AND r.pt BETWEEN l.pt - INTERVAL '1' HOUR AND l.pt + INTERVAL '1' HOUR");
         // temporal joins: event time against a versioned view (the last row per k of r), processing time against a
         // temporal table function (Table API only), lookup join against the primary-keyed dim (keyed when its input updates)
-        q("temporal_join", "both", "SELECT o.id, o.k, ver.v, ver.id AS vid FROM l AS o JOIN versions FOR SYSTEM_TIME AS OF o.ts AS ver ON o.k = ver.k");
+        q("temporal_join", "plain,minibatch", "SELECT o.id, o.k, ver.v, ver.id AS vid FROM l AS o JOIN versions FOR SYSTEM_TIME AS OF o.ts AS ver ON o.k = ver.k");
         q("temporal_join_pt", "plain", "SELECT o.id, x.v FROM l AS o, LATERAL TABLE (RatesPt(o.pt)) AS x WHERE o.k = x.k");
-        q("lookup_join", "both", "SELECT o.id, d.name FROM src AS o JOIN dim FOR SYSTEM_TIME AS OF o.pt AS d ON d.pk = CAST(o.v AS BIGINT)");
-        q("lookup_join_upd", "both", "SELECT u.pk, u.id, d.name FROM upserts AS u JOIN dim FOR SYSTEM_TIME AS OF u.pt AS d ON d.pk = u.pk");
+        q("lookup_join", "plain,minibatch", "SELECT o.id, d.name FROM src AS o JOIN dim FOR SYSTEM_TIME AS OF o.pt AS d ON d.pk = CAST(o.v AS BIGINT)");
+        q("lookup_join_async", "plain", "SELECT o.id, d.name FROM src AS o JOIN dim_async FOR SYSTEM_TIME AS OF o.pt AS d ON d.pk = CAST(o.v AS BIGINT)");
+        q("lookup_join_upd", "plain,minibatch", "SELECT u.pk, u.id, d.name FROM upserts AS u JOIN dim FOR SYSTEM_TIME AS OF u.pt AS d ON d.pk = u.pk");
         // window TVF aggregates (plain: WindowAggregate; minibatch: LocalWindowAggregate + GlobalWindowAggregate)
-        q("window_tumble", "both", "SELECT window_start, window_end, k, COUNT(*) AS cnt, SUM(v) AS total, COUNT(DISTINCT v) AS dv FROM "
+        q("window_tumble", "plain,minibatch", "SELECT window_start, window_end, k, COUNT(*) AS cnt, SUM(v) AS total, COUNT(DISTINCT v) AS dv FROM "
                 + TUMBLE + " GROUP BY window_start, window_end, k");
-        q("window_hop", "both", "SELECT window_start, window_end, k, COUNT(*) AS cnt, MAX(v) AS mx "
+        q("window_hop", "plain,minibatch", "SELECT window_start, window_end, k, COUNT(*) AS cnt, MAX(v) AS mx "
                 + "FROM TABLE(HOP(TABLE src, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '15' SECOND)) GROUP BY window_start, window_end, k");
-        q("window_cumulate", "both", "SELECT window_start, window_end, k, COUNT(*) AS cnt, SUM(v) AS total "
+        q("window_cumulate", "plain,minibatch", "SELECT window_start, window_end, k, COUNT(*) AS cnt, SUM(v) AS total "
                 + "FROM TABLE(CUMULATE(TABLE src, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '20' SECOND)) GROUP BY window_start, window_end, k");
-        q("window_session", "both", "SELECT window_start, window_end, k, COUNT(*) AS cnt, SUM(v) AS total "
+        q("window_session", "plain,minibatch", "SELECT window_start, window_end, k, COUNT(*) AS cnt, SUM(v) AS total "
                 + "FROM TABLE(SESSION(TABLE src PARTITION BY k, DESCRIPTOR(ts), INTERVAL '5' SECOND)) GROUP BY window_start, window_end, k");
         q("window_tvf_session", "plain", "SELECT window_start, window_end, k, id FROM TABLE(SESSION(TABLE src PARTITION BY k, DESCRIPTOR(ts), INTERVAL '5' SECOND))");
         // legacy group windows (GroupWindowAggregate: TimeWindow namespaces; a session window merges)
@@ -137,22 +139,22 @@ public class SqlOpsJob {
         q("gwindow_session", "plain", "SELECT SESSION_START(ts, INTERVAL '5' SECOND) AS ws, k, COUNT(*) AS cnt, SUM(v) AS total "
                 + "FROM src GROUP BY SESSION(ts, INTERVAL '5' SECOND), k");
         // window join, window Top-N, window deduplication
-        q("window_join", "both", "SELECT L.k, L.window_start, L.window_end, L.id AS lid, R.id AS rid "
+        q("window_join", "plain,minibatch", "SELECT L.k, L.window_start, L.window_end, L.id AS lid, R.id AS rid "
                 + "FROM (SELECT * FROM TABLE(TUMBLE(TABLE l, DESCRIPTOR(ts), INTERVAL '10' SECOND))) L "
                 + "JOIN (SELECT * FROM TABLE(TUMBLE(TABLE r, DESCRIPTOR(ts), INTERVAL '10' SECOND))) R "
                 + "ON L.k = R.k AND L.window_start = R.window_start AND L.window_end = R.window_end");
-        q("window_topn", "both", "SELECT window_start, window_end, k, id, v FROM (SELECT window_start, window_end, k, id, v, "
+        q("window_topn", "plain,minibatch", "SELECT window_start, window_end, k, id, v FROM (SELECT window_start, window_end, k, id, v, "
                 + "ROW_NUMBER() OVER (PARTITION BY window_start, window_end, k ORDER BY v DESC, id DESC) AS rn "
                 + "FROM TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts), INTERVAL '20' SECOND))) WHERE rn <= 2");
-        q("window_topn_agg", "both", "SELECT window_start, window_end, k, cnt FROM (SELECT *, ROW_NUMBER() OVER "
+        q("window_topn_agg", "plain,minibatch", "SELECT window_start, window_end, k, cnt FROM (SELECT *, ROW_NUMBER() OVER "
                 + "(PARTITION BY window_start, window_end ORDER BY cnt DESC) AS rn FROM (SELECT window_start, window_end, k, COUNT(*) AS cnt "
                 + "FROM TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts), INTERVAL '20' SECOND)) GROUP BY window_start, window_end, k)) WHERE rn <= 2");
-        q("window_dedup", "both", "SELECT window_start, window_end, k, id, v FROM (SELECT window_start, window_end, k, id, v, "
+        q("window_dedup", "plain,minibatch", "SELECT window_start, window_end, k, id, v FROM (SELECT window_start, window_end, k, id, v, "
                 + "ROW_NUMBER() OVER (PARTITION BY window_start, window_end, k ORDER BY ts DESC) AS rn FROM " + TUMBLE + ") WHERE rn = 1");
         // over aggregates: rows and range, bounded and unbounded, event and processing time
         String over = "SELECT id, k, v, SUM(v) OVER w AS s, COUNT(v) OVER w AS c FROM src WINDOW w AS (PARTITION BY k ORDER BY ";
-        q("over_rows", "both", over + "ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)");
-        q("over_range", "both", over + "ts RANGE BETWEEN INTERVAL '10' SECOND PRECEDING AND CURRENT ROW)");
+        q("over_rows", "plain,minibatch", over + "ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)");
+        q("over_range", "plain,minibatch", over + "ts RANGE BETWEEN INTERVAL '10' SECOND PRECEDING AND CURRENT ROW)");
         q("over_rows_unbounded", "plain", over + "ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)");
         q("over_range_unbounded", "plain", over + "ts RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)");
         q("over_rows_pt", "plain", over + "pt ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)");
@@ -160,13 +162,13 @@ public class SqlOpsJob {
         q("over_unbounded_pt", "plain", over + "pt ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)");
         // Top-N: append-only (ROW_NUMBER, RANK), over an updating input (retractable: a sort key that is not monotonic;
         // updatable: COUNT descending), Top-1, first N by processing time, ORDER BY ... LIMIT, LIMIT, ORDER BY event time
-        q("topn", "both", "SELECT k, id, v FROM (SELECT k, id, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC, id DESC) AS rn FROM src) WHERE rn <= 3");
+        q("topn", "plain,minibatch", "SELECT k, id, v FROM (SELECT k, id, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC, id DESC) AS rn FROM src) WHERE rn <= 3");
         q("topn_rank", "plain", "SELECT k, id, v, rk FROM (SELECT k, id, v, RANK() OVER (PARTITION BY k ORDER BY v DESC) AS rk FROM src) WHERE rk <= 2");
-        q("topn_retract", "both", "SELECT g, k, av FROM (SELECT g, k, av, ROW_NUMBER() OVER (PARTITION BY g ORDER BY av DESC) AS rn "
+        q("topn_retract", "plain,minibatch", "SELECT g, k, av FROM (SELECT g, k, av, ROW_NUMBER() OVER (PARTITION BY g ORDER BY av DESC) AS rn "
                 + "FROM (SELECT MOD(id, 2) AS g, k, AVG(v) AS av FROM src GROUP BY MOD(id, 2), k)) WHERE rn <= 2");
-        q("topn_update", "both", "SELECT g, k, cnt FROM (SELECT g, k, cnt, ROW_NUMBER() OVER (PARTITION BY g ORDER BY cnt DESC) AS rn "
+        q("topn_update", "plain,minibatch", "SELECT g, k, cnt FROM (SELECT g, k, cnt, ROW_NUMBER() OVER (PARTITION BY g ORDER BY cnt DESC) AS rn "
                 + "FROM (SELECT MOD(id, 3) AS g, k, COUNT(*) AS cnt FROM src GROUP BY MOD(id, 3), k)) WHERE rn <= 2");
-        q("top1", "both", "SELECT g, k, cnt FROM (SELECT g, k, cnt, ROW_NUMBER() OVER (PARTITION BY g ORDER BY cnt DESC) AS rn "
+        q("top1", "plain,minibatch", "SELECT g, k, cnt FROM (SELECT g, k, cnt, ROW_NUMBER() OVER (PARTITION BY g ORDER BY cnt DESC) AS rn "
                 + "FROM (SELECT MOD(id, 5) AS g, k, COUNT(*) AS cnt FROM src GROUP BY MOD(id, 5), k)) WHERE rn = 1");
         q("topn_first", "plain", "SELECT k, id FROM (SELECT k, id, ROW_NUMBER() OVER (PARTITION BY k ORDER BY pt ASC) AS rn FROM src) WHERE rn <= 2");
         q("sort_limit", "plain", "SELECT k, id, v FROM src ORDER BY v DESC, id DESC LIMIT 3");
@@ -174,22 +176,22 @@ public class SqlOpsJob {
         q("temporal_sort", "plain", "SELECT id, k, ts FROM src ORDER BY ts, id");
         // deduplication: first and last row, processing and event time (minibatch: the mini-batch functions)
         String dedup = "SELECT id, k, v FROM (SELECT id, k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ";
-        q("dedup_first_pt", "both", dedup + "pt ASC) AS rn FROM src) WHERE rn = 1");
-        q("dedup_last_pt", "both", dedup + "pt DESC) AS rn FROM src) WHERE rn = 1");
-        q("dedup_first_rt", "both", dedup + "ts ASC) AS rn FROM src) WHERE rn = 1");
-        q("dedup_last_rt", "both", dedup + "ts DESC) AS rn FROM src) WHERE rn = 1");
+        q("dedup_first_pt", "plain,minibatch", dedup + "pt ASC) AS rn FROM src) WHERE rn = 1");
+        q("dedup_last_pt", "plain,minibatch", dedup + "pt DESC) AS rn FROM src) WHERE rn = 1");
+        q("dedup_first_rt", "plain,minibatch", dedup + "ts ASC) AS rn FROM src) WHERE rn = 1");
+        q("dedup_last_rt", "plain,minibatch", dedup + "ts DESC) AS rn FROM src) WHERE rn = 1");
         // MATCH_RECOGNIZE (the CEP operator: NFA state, shared buffer, event queue)
         q("match", "plain", "SELECT * FROM src MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES FIRST(A.id) AS aid, "
                 + "LAST(A.id) AS alast, B.id AS bid ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A+ B) "
                 + "DEFINE A AS A.v < 4, B AS B.v >= 4)");
         // changelog normalize (an upsert source), sink upsert materializer (a sink keyed by a column that is not the
         // input's upsert key)
-        q("normalize", "both", "SELECT pk, name, k FROM upserts WHERE id >= 0");
+        q("normalize", "plain,minibatch", "SELECT pk, name, k FROM upserts WHERE id >= 0");
         String upsert = "SELECT b.k, a.mv, b.id FROM (SELECT k, MAX(v) AS mv FROM src GROUP BY k) a JOIN r b ON a.k = b.k";
-        QUERIES.add(new Q("upsert_sink", "both", upsert, "k", 1, "DEDUPLICATE"));
+        QUERIES.add(new Q("upsert_sink", "plain,minibatch,multijoin", upsert, "k", 1, "DEDUPLICATE"));
         QUERIES.add(new Q("upsert_sink_nothing", "plain", upsert, "k", 2, "NOTHING"));
         // a three-way join (Flink 2.x with table.optimizer.multi-join.enabled: one MultiJoin operator)
-        QUERIES.add(new Q("multi_join", "minibatch", "SELECT a.id, b.id AS bid, c.id AS cid FROM l a JOIN r b ON a.k = b.k "
+        QUERIES.add(new Q("multi_join", "multijoin", "SELECT a.id, b.id AS bid, c.id AS cid FROM l a JOIN r b ON a.k = b.k "
                 + "JOIN (SELECT * FROM src WHERE v = 0) c ON b.k = c.k", null, 2, null));
         // a table aggregate (Table API flatAggregate: GroupTableAggregate), added as a pipeline
         q("table_agg", "plain", null);
@@ -236,6 +238,9 @@ public class SqlOpsJob {
         conf.setString("table.exec.sort.non-temporal.enabled", "true");
         if (set.equals("plain")) {
             conf.setString("table.optimizer.agg-phase-strategy", "ONE_PHASE");
+        } else if (set.equals("multijoin")) {  // Flink 2.x: every regular join one MultiJoin operator; the MAP sink materializer
+            conf.setString("table.optimizer.multi-join.enabled", "true");
+            conf.setString("table.exec.sink.upsert-materialize-strategy.type", "MAP");
         } else {
             conf.setString("table.exec.mini-batch.enabled", "true");
             conf.setString("table.exec.mini-batch.allow-latency", "200 ms");
@@ -244,7 +249,6 @@ public class SqlOpsJob {
             conf.setString("table.optimizer.distinct-agg.split.enabled", "true");
             conf.setString("table.exec.state.ttl", "1 h");
             conf.setString("table.optimizer.non-deterministic-update.strategy", "TRY_RESOLVE");
-            conf.setString("table.optimizer.multi-join.enabled", "true");
             conf.setString("table.exec.sink.upsert-materialize-strategy.type", "VALUE");  // 2.3: SinkUpsertMaterializerV2
         }
         if (!restore.isEmpty()) SqlJob.set(conf, restore, "execution.state-recovery.path", "execution.savepoint.path");
@@ -260,10 +264,10 @@ public class SqlOpsJob {
         t.executeSql("CREATE VIEW r AS SELECT * FROM src WHERE MOD(id, 3) <> 0");
         t.executeSql("CREATE VIEW versions AS SELECT k, v, id, ts FROM (SELECT k, v, id, ts, "
                 + "ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts DESC) AS rn FROM r) WHERE rn = 1");
-        for (String name : new String[] {"upserts", "dim"}) {
+        for (String name : new String[] {"upserts", "dim", "dim_async"}) {
             t.executeSql("CREATE TABLE " + name + " (pk BIGINT NOT NULL, name STRING, k STRING, id BIGINT, pt AS PROCTIME(), "
                     + "PRIMARY KEY (pk) NOT ENFORCED) WITH ('connector' = 'flinkstate-gen', 'mode' = 'upsert', 'rows' = '" + rows + "', 'rate' = '"
-                    + rate + "')");
+                    + rate + "', 'async' = '" + name.equals("dim_async") + "')");
         }
         t.createTemporarySystemFunction("RatesPt", t.from("r").createTemporalTableFunction($("pt"), $("k")));
         t.createTemporarySystemFunction("Top2", Top2.class);
@@ -313,7 +317,7 @@ public class SqlOpsJob {
         StringJoiner doc = new StringJoiner(",\n", "{\n", "\n}\n");
         int major = major();
         for (Q q : QUERIES) {
-            if (!(q.sets.equals("both") || q.sets.equals(set)) || major < q.minMajor) continue;
+            if (!java.util.Arrays.asList(q.sets.split(",")).contains(set) || major < q.minMajor) continue;
             String status;
             try {
                 sink(t, q);
@@ -351,7 +355,9 @@ public class SqlOpsJob {
     static void run(String[] a) throws Exception {
         String mode = a[0];
         String set = a[1];
-        if (!set.equals("plain") && !set.equals("minibatch")) throw new IllegalArgumentException("SET is plain or minibatch, not " + set);
+        if (!set.equals("plain") && !set.equals("minibatch") && !(set.equals("multijoin") && major() >= 2)) {
+            throw new IllegalArgumentException("SET is plain, minibatch or (Flink 2.x) multijoin, not " + set);
+        }
         Path out = Paths.get(a[2]).toAbsolutePath();
         Files.createDirectories(out);
         System.setOut(new java.io.PrintStream(new SqlJob.Capture(System.out), true, "UTF-8"));

@@ -44,7 +44,6 @@ import org.apache.flink.table.data.StringData;
 import org.apache.flink.table.data.TimestampData;
 import org.apache.flink.table.runtime.typeutils.RowDataSerializer;
 import org.apache.flink.table.types.logical.LogicalType;
-import org.apache.flink.table.types.logical.RowType;
 
 /**
  * What real Flink holds in a canonical savepoint, read with Flink's own classes (no job, no state processor API):
@@ -61,13 +60,15 @@ import org.apache.flink.table.types.logical.RowType;
  * per entry {"op", "state", "kind", "kg", "key", "ns", "uk" (map), "value"} and per timer {"op", "state", "kind": "TIMER",
  * "kg", "ts", "key", "ns"}. op is the operator id (hex). Values are rendered by their serializers: a RowData as the list
  * of its fields (by its logical types: strings, numbers, booleans, timestamps as [epoch ms, nanos of the ms], decimals
- * as plain strings, bytes as base64, nested rows/arrays as lists, maps as sorted [key, value] lists), lists as lists,
+ * as plain strings, bytes and RAW values as base64, nested rows and structured types/arrays as lists, maps as sorted
+ * [key, value] lists), lists as lists,
  * maps as [key, value] lists sorted by key text, tuples as lists, a TTL value as {"ttl": last access, "v": value}, a
  * window as [start, end], anything else {"class": ..., "string": toString()}.
  */
 public class SqlStateDump {
 
     static Object invoke(Object o, String method) throws Exception {
+        if (o == null) return null;
         for (Class<?> c = o.getClass(); c != null; c = c.getSuperclass()) {
             for (Method m : c.getDeclaredMethods()) {
                 if (m.getName().equals(method) && m.getParameterCount() == 0) {
@@ -138,7 +139,12 @@ public class SqlStateDump {
             case VARBINARY:
                 return str(Base64.getEncoder().encodeToString((byte[]) v));
             case ROW:
-                return row((RowData) v, ((RowType) t).getChildren().toArray(new LogicalType[0]));
+            case STRUCTURED_TYPE:  // a structured type's internal form is a RowData of its attributes
+                return row((RowData) v, t.getChildren().toArray(new LogicalType[0]));
+            case DISTINCT_TYPE:
+                return logical(v, ((org.apache.flink.table.types.logical.DistinctType) t).getSourceType());
+            case RAW:
+                return str(Base64.getEncoder().encodeToString(raw(v, t)));
             case ARRAY:
                 return array((ArrayData) v, t.getChildren().get(0));
             case MAP:
@@ -160,6 +166,12 @@ public class SqlStateDump {
         }
     }
 
+    @SuppressWarnings({"rawtypes", "unchecked"})
+    static byte[] raw(Object v, LogicalType t) {
+        TypeSerializer ser = ((org.apache.flink.table.types.logical.RawType) t).getTypeSerializer();
+        return ((org.apache.flink.table.data.RawValueData) v).toBytes(ser);
+    }
+
     static String array(ArrayData a, LogicalType t) throws Exception {
         ArrayData.ElementGetter g = ArrayData.createElementGetter(t);
         List<String> out = new ArrayList<>();
@@ -169,7 +181,11 @@ public class SqlStateDump {
 
     static String row(RowData r, LogicalType[] types) throws Exception {
         List<String> out = new ArrayList<>();
-        for (int i = 0; i < types.length; i++) out.add(logical(RowData.createFieldGetter(types[i], i).getFieldOrNull(r), types[i]));
+        // isNullAt first: Flink 1.x's FieldGetter of a NOT NULL field skips it (and reads a processing-time field's
+        // placeholder, written with its null bit set, as epoch 0), Flink 2.x's does not
+        for (int i = 0; i < types.length; i++) {
+            out.add(r.isNullAt(i) ? "null" : logical(RowData.createFieldGetter(types[i], i).getFieldOrNull(r), types[i]));
+        }
         return "[" + String.join(", ", out) + "]";
     }
 
@@ -207,7 +223,38 @@ public class SqlStateDump {
         if (v instanceof Double || v instanceof Float) return num(((Number) v).doubleValue());
         if (v instanceof String) return str((String) v);
         if (v instanceof byte[]) return str(Base64.getEncoder().encodeToString((byte[]) v));
+        if (v instanceof StringData) return str(v.toString());
         String cls = v.getClass().getName();
+        if (cls.endsWith("sharedbuffer.EventId")) return "[" + invoke(v, "getId") + ", " + invoke(v, "getTimestamp") + "]";
+        if (cls.endsWith("sharedbuffer.NodeId")) return "[" + render(invoke(v, "getEventId"), null) + ", " + str((String) invoke(v, "getPageName")) + "]";
+        // the CEP operator's NFA state and shared buffer (MATCH_RECOGNIZE), field by field as their serializers write them
+        if (cls.endsWith("nfa.DeweyNumber")) return java.util.Arrays.toString((int[]) field(v, "deweyNumber"));
+        if (cls.endsWith("nfa.ComputationState")) {
+            return "[" + str((String) invoke(v, "getCurrentStateName")) + ", " + render(invoke(v, "getPreviousBufferEntry"), null) + ", "
+                    + render(invoke(v, "getVersion"), null) + ", " + invoke(v, "getStartTimestamp") + ", " + invoke(v, "getPreviousTimestamp")
+                    + ", " + render(invoke(v, "getStartEventID"), null) + "]";
+        }
+        if (cls.endsWith("nfa.NFAState")) {
+            List<String> parts = new ArrayList<>();
+            for (String getter : new String[] {"getPartialMatches", "getCompletedMatches"}) {
+                List<String> states = new ArrayList<>();
+                for (Object c : (Collection<?>) invoke(v, getter)) states.add(render(c, null));
+                parts.add("[" + String.join(", ", states) + "]");
+            }
+            return "[" + String.join(", ", parts) + "]";
+        }
+        if (cls.endsWith("sharedbuffer.SharedBufferEdge")) {
+            return "[" + render(invoke(v, "getTarget"), null) + ", " + render(invoke(v, "getDeweyNumber"), null) + "]";
+        }
+        if (cls.endsWith("sharedbuffer.SharedBufferNode")) {
+            List<String> edges = new ArrayList<>();
+            for (Object e : (Collection<?>) invoke(v, "getEdges")) edges.add(render(e, null));
+            return "[[" + String.join(", ", edges) + "]]";
+        }
+        if (cls.endsWith("sharedbuffer.Lockable") && s == null) return "[" + invoke(v, "getRefCounter") + ", " + render(invoke(v, "getElement"), null) + "]";
+        if (cls.endsWith("sharedbuffer.Lockable")) {
+            return "[" + invoke(v, "getRefCounter") + ", " + render(invoke(v, "getElement"), (TypeSerializer<?>) field(s, "elementSerializer")) + "]";
+        }
         if (cls.endsWith(".TimeWindow")) return "[" + invoke(v, "getStart") + ", " + invoke(v, "getEnd") + "]";
         if (cls.endsWith(".CountWindow")) return invoke(v, "getId").toString();
         return "{\"class\": " + str(cls) + ", \"string\": " + str(String.valueOf(v)) + "}";
