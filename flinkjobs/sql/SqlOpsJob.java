@@ -43,7 +43,8 @@ import org.apache.flink.util.Collector;
  *     (OUT/savepoint-dir); on rocksdb take a CANONICAL savepoint (OUT/canonical-dir, for SqlStateDump) and stop with a
  *     NATIVE one (OUT/savepoint-dir)
  * SqlOpsJob restore SET OUT PLAN BACKEND PARALLELISM SAVEPOINT SECONDS ROWS RATE
- *     run PLAN (of a savepoint run with ROWS and RATE) restored from SAVEPOINT for SECONDS, then stop it with a canonical savepoint under OUT/savepoint-dir
+ *     run PLAN (of a savepoint run with ROWS and RATE) restored from SAVEPOINT for SECONDS once it runs (its source's rows
+ *     reach s_progress), then stop it with a canonical savepoint under OUT/savepoint-dir
  *     (what a restore that failed would not reach)
  * </pre>
  *
@@ -381,6 +382,9 @@ public class SqlOpsJob {
                 Thread.sleep(50);
             }
             if (backend.equals("rocksdb")) {
+                // the dump is of this canonical savepoint, the fixture the native one taken right after: let processing-time
+                // timers that are due (a processing-time OVER's) fire first, so that nothing changes between the two
+                Thread.sleep(3000);
                 String canonical = client.triggerSavepoint(out.resolve("canonical-dir").toUri().toString(), SavepointFormatType.CANONICAL).get();
                 Files.write(out.resolve("canonical.txt"), canonical.getBytes(StandardCharsets.UTF_8));
             }
@@ -399,8 +403,11 @@ public class SqlOpsJob {
         TableEnvironment t = env(set, backend, parallelism, savepoint);
         declare(t, Long.parseLong(a[8]), Integer.parseInt(a[9]));  // the functions the plan calls
         JobClient client = t.loadPlan(PlanReference.fromFile(plan)).execute().getJobClient().orElseThrow(IllegalStateException::new);
-        long end = System.currentTimeMillis() + seconds * 1000;
+        long end = Long.MAX_VALUE;
         while (System.currentTimeMillis() < end) {
+            if (end == Long.MAX_VALUE && !SqlJob.CHANGELOG.isEmpty()) {  // running: its source's rows reach the progress sink
+                end = System.currentTimeMillis() + seconds * 1000;
+            }
             if (client.getJobStatus().get().isGloballyTerminalState()) {
                 client.getJobExecutionResult().get();  // the failure's cause
                 throw new IllegalStateException("the restored job ended: " + client.getJobStatus().get());

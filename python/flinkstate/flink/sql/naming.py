@@ -249,19 +249,23 @@ def _sink(plan: _Plan, node: dict[str, Any], state: str, dec: Any) -> SqlNames:
     schema = table.get("schema") or {}
     columns = [c.get("name") for c in schema.get("columns") or [] if c.get("kind", "PHYSICAL") == "PHYSICAL"]
     key = tuple((schema.get("primaryKey") or {}).get("columns") or ())
-    rows = plan.input_names(int(node["id"])) or columns
-    return SqlNames(key=key, value=tuple(rows))
+    rows = tuple(plan.input_names(int(node["id"])) or columns)
+    return SqlNames(key=key, user_key=rows, value=rows)  # 2.x MAP strategy: rows are map keys too (rowToSqnState)
 
 
 def _lookup(plan: _Plan, node: dict[str, Any], state: str, dec: Any) -> SqlNames:
     """A lookup join whose input updates (KeyedLookupJoinWrapper, `requireUpsertMaterialize`): keyed by its input's
-    upsert key, keeping the dimension table's rows it found (projected as the join reads them)."""
+    upsert key (2.x; 1.x: the input fields its lookup keys refer to), keeping the dimension table's rows it found
+    (projected as the join reads them)."""
     temporal = node.get("temporalTable") or {}
     dim = list(row_names(temporal.get("outputType") or ((temporal.get("lookupTableSource") or {}).get("outputType"))))
     projection = node.get("projectionOnTemporalTable")
     if projection:
         dim = [dim[p["inputIndex"]] for p in projection if p.get("kind") == "INPUT_REF" and p.get("inputIndex", -1) < len(dim)]
-    key = _pick(plan.input_names(int(node["id"])), node.get("inputUpsertKey"))
+    key_fields = node.get("inputUpsertKey")
+    if key_fields is None:  # Flink 1.x: keyed by the input fields the lookup keys refer to, in field order
+        key_fields = sorted(k["index"] for k in (node.get("lookupKeys") or {}).values() if k.get("type") == "FieldRef")
+    key = _pick(plan.input_names(int(node["id"])), key_fields)
     return SqlNames(key=key or None, value=tuple(dim) or None)
 
 

@@ -32,6 +32,18 @@ _PASS = ("stream-exec-exchange", "stream-exec-calc", "stream-exec-drop-update-be
          "stream-exec-sink")
 
 
+# exec nodes whose operators' transformations are not named as the node (the planner's *_TRANSFORMATION constants)
+_TRANSFORMATIONS = {
+    "stream-exec-sort-limit": ("rank",), "stream-exec-limit": ("rank",), "stream-exec-window-table-function": ("window",),
+    "stream-exec-table-source-scan": ("source",), "stream-exec-values": ("values",), "stream-exec-process-table-function": ("process",),
+    "stream-exec-sink": ("sink", "upsert-materialize", "constraint-validator", "partitioner", "timestamp-inserter",
+                         "watermark-timestamp-assigner"),
+    "stream-exec-lookup-join": ("lookup-join", "lookup-join-materialize", "lookup-join-key-ordered", "custom-shuffle"),
+    "stream-exec-match": ("match", "timestamp-inserter"),
+    "stream-exec-interval-join": ("interval-join", "filter-left", "filter-right", "pad-left", "pad-right"),
+}
+
+
 def _made_up(name: str) -> bool:
     """A name the planner made up ($f2, $2, EXPR$0, w0$o0) rather than one the SQL gave."""
     return "$" in name
@@ -51,9 +63,14 @@ class SqlPlan:
     outputs: dict[int, list[int]]
 
     def uids(self) -> tuple[str, ...]:
-        """The uids a job run from this plan gives its operators (`<id>_<type>`, e.g. 6_group-aggregate): Flink 1.x
-        metadata records operators by their hash only, and these name them."""
-        return tuple(f"{i}_{_kind(n).removeprefix('stream-exec-')}" for i, n in sorted(self.nodes.items()))
+        """The uids a job run from this plan gives its operators (`<id>_<transformation>`, e.g. 6_group-aggregate, 9_rank
+        of a SortLimit, 12_upsert-materialize of a sink): Flink 1.x metadata records operators by their hash only, and
+        these name them."""
+        out = []
+        for i, n in sorted(self.nodes.items()):
+            kind = _kind(n)
+            out += [f"{i}_{t}" for t in _TRANSFORMATIONS.get(kind, (kind.removeprefix("stream-exec-"),))]
+        return tuple(out)
 
     def node_of(self, op: Any) -> dict[str, Any] | None:
         """The exec node of a Flink operator named `<Kind>[<id>]` by the planner (or with uid `<id>_<type>`), if any."""
