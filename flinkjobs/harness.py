@@ -258,6 +258,7 @@ def sql_ops_savepoint(set_name: str, out: Path, rows: int = 60, rate: int = 100,
         (out / "canonical.txt").unlink()
     sql_state_dump(canonical, out / "dump.jsonl", version)
     shutil.rmtree(out / "canonical-dir", ignore_errors=True)
+    shutil.rmtree(out / "flush-dir", ignore_errors=True)
     return out
 
 

@@ -162,7 +162,8 @@ public class SqlOpsJob {
         q("over_range_pt", "plain", over + "pt RANGE BETWEEN INTERVAL '1' HOUR PRECEDING AND CURRENT ROW)");
         q("over_unbounded_pt", "plain", over + "pt ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)");
         // Top-N: append-only (ROW_NUMBER, RANK), over an updating input (retractable: a sort key that is not monotonic;
-        // updatable: COUNT descending), Top-1, first N by processing time, ORDER BY ... LIMIT, LIMIT, ORDER BY event time
+        // updatable: COUNT descending), Top-1, first N by processing time, ORDER BY ... LIMIT, LIMIT, ORDER BY event time,
+        // ORDER BY another column
         q("topn", "plain,minibatch", "SELECT k, id, v FROM (SELECT k, id, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC, id DESC) AS rn FROM src) WHERE rn <= 3");
         q("topn_rank", "plain", "SELECT k, id, v, rk FROM (SELECT k, id, v, RANK() OVER (PARTITION BY k ORDER BY v DESC) AS rk FROM src) WHERE rk <= 2");
         q("topn_retract", "plain,minibatch", "SELECT g, k, av FROM (SELECT g, k, av, ROW_NUMBER() OVER (PARTITION BY g ORDER BY av DESC) AS rn "
@@ -175,6 +176,7 @@ public class SqlOpsJob {
         q("sort_limit", "plain", "SELECT k, id, v FROM src ORDER BY v DESC, id DESC LIMIT 3");
         q("limit", "plain", "SELECT id, k FROM src LIMIT 5");
         q("temporal_sort", "plain", "SELECT id, k, ts FROM src ORDER BY ts, id");
+        q("sort", "plain", "SELECT id, k, v FROM src ORDER BY v, id");  // table.exec.sort.non-temporal.enabled: an operator state
         // deduplication: first and last row, processing and event time (minibatch: the mini-batch functions)
         String dedup = "SELECT id, k, v FROM (SELECT id, k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ";
         q("dedup_first_pt", "plain,minibatch", dedup + "pt ASC) AS rn FROM src) WHERE rn = 1");
@@ -382,8 +384,11 @@ public class SqlOpsJob {
                 Thread.sleep(50);
             }
             if (backend.equals("rocksdb")) {
-                // the dump is of this canonical savepoint, the fixture the native one taken right after: let processing-time
-                // timers that are due (a processing-time OVER's) fire first, so that nothing changes between the two
+                // the dump is of a canonical savepoint, the fixture the native one taken right after: nothing may change
+                // between the two. A first savepoint makes sure every operator processed every data row (a lagging one
+                // may get its last rows just before a barrier); then the processing-time timers those rows registered
+                // (a processing-time RANGE OVER's, due 1 ms later) fire before the two savepoints are taken
+                client.triggerSavepoint(out.resolve("flush-dir").toUri().toString(), SavepointFormatType.CANONICAL).get();
                 Thread.sleep(3000);
                 String canonical = client.triggerSavepoint(out.resolve("canonical-dir").toUri().toString(), SavepointFormatType.CANONICAL).get();
                 Files.write(out.resolve("canonical.txt"), canonical.getBytes(StandardCharsets.UTF_8));

@@ -395,8 +395,9 @@ def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: M
                                        (dec.key_node.cls, value.cls))
             if dec.timer:
                 service = dec.meta.name.removeprefix(TIMER_PREFIX)
+                key_type = getattr(dec, "key_type", None)  # a SQL key row of no fields is an empty struct, falsy
                 om.timer_services[service] = TimerServiceDescriptor(
-                    name=service, domain=service.partition("_")[0], key_type=getattr(dec, "key_type", None) or arrow_type(dec.key_node),
+                    name=service, domain=service.partition("_")[0], key_type=arrow_type(dec.key_node) if key_type is None else key_type,
                     namespace_type=None if dec.ns_node.kind == "void" else arrow_type(dec.ns_node))
             elif dec.meta.name not in om.keyed_states:
                 om.keyed_states[dec.meta.name] = state_descriptor(dec, name, ttl, unknown, options, flink_op=op)

@@ -74,8 +74,9 @@ def _named(sql: tuple[SqlType, ...], names: tuple[str, ...] | None) -> SqlType:
 
 
 def _typed_row(node: TypeNode) -> bool:
-    """A RowData whose field types the snapshot lists (RowDataSerializer; a BinaryRowDataSerializer lists none)."""
-    return node.kind == "rowdata" and "BinaryRowDataSerializer" not in node.cls
+    """A RowData whose field types the snapshot lists (RowDataSerializer; a BinaryRowDataSerializer lists none, so only
+    one of no fields is known: the timers' key of an operator keyed by the empty key, a Top-N without PARTITION BY)."""
+    return node.kind == "rowdata" and ("BinaryRowDataSerializer" not in node.cls or tuple(node.params[:1]) == (0,))
 
 
 def _table_reader(node: TypeNode, ctx: str) -> Reader | None:
