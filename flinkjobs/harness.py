@@ -145,9 +145,11 @@ def compile_job(version: str | None = None) -> Path:
     return _compile(sources, classpath(lib), "classes", version, "RestoreDumpJob.class")
 
 
-def _compile(sources: list[Path], cp: list[Path], name: str, version: str, marker: str) -> Path:
-    """javac sources against cp into a cache folder named by their hash (shared by processes)."""
-    digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()[:16]
+def _compile(sources: list[Path], cp: list[Path], name: str, version: str, marker: str, resources: Path | None = None) -> Path:
+    """javac sources against cp into a cache folder named by their hash (shared by processes), with the files below
+    `resources` copied beside the classes (a service file, say)."""
+    extra = sorted(p for p in resources.rglob("*") if p.is_file()) if resources is not None and resources.is_dir() else []
+    digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources + extra)).hexdigest()[:16]
     classes = cache_dir(version) / f"{name}-{digest}"
     if not (classes / marker).exists():
         tmp = classes.with_name(classes.name + f".tmp{os.getpid()}")
@@ -157,6 +159,11 @@ def _compile(sources: list[Path], cp: list[Path], name: str, version: str, marke
                               capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"javac of {name} against Flink {version} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        for p in extra:
+            assert resources is not None
+            target = tmp / p.relative_to(resources)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(p, target)
         try:
             tmp.rename(classes)
         except OSError:  # another process compiled the same sources first
@@ -167,7 +174,8 @@ def _compile(sources: list[Path], cp: list[Path], name: str, version: str, marke
 def compile_sql_job(version: str | None = None) -> Path:
     """Compile flinkjobs/sql/*.java against the version's flink-dist and table jars (cached by the sources' hash)."""
     version = resolve(version)
-    return _compile(sorted(SQL_DIR.glob("*.java")), sql_classpath(flink_lib(version)), "sql-classes", version, "SqlJob.class")
+    return _compile(sorted(SQL_DIR.glob("*.java")), sql_classpath(flink_lib(version)), "sql-classes", version, "SqlJob.class",
+                    resources=SQL_DIR / "resources")  # the table factory's service file
 
 
 KRYO_DIR = HERE / "kryo"
@@ -237,12 +245,12 @@ def sql_classpath(lib: Path) -> list[Path]:
     return classpath(lib) + sorted(p for p in lib.glob("*.jar") if p.name.startswith(_TABLE_JARS))
 
 
-def run_sql_job(args: list[str], timeout: float = 900, version: str | None = None) -> str:
-    """Run flinkjobs/sql/SqlJob.java on Flink `version` with `args`; its standard output."""
+def run_sql_job(args: list[str], timeout: float = 900, version: str | None = None, main: str = "SqlJob") -> str:
+    """Run flinkjobs/sql/<main>.java (SqlJob, SqlOpsJob, SqlStateDump) on Flink `version` with `args`; its standard output."""
     version = resolve(version)
     lib = flink_lib(version)
     cp = os.pathsep.join([str(compile_sql_job(version))] + [str(p) for p in sql_classpath(lib)])
-    cmd = ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", "-cp", cp, "SqlJob", *args]
+    cmd = ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", "-cp", cp, main, *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"Flink {version} SQL job failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
@@ -281,6 +289,50 @@ def sql_restore(query: str, savepoint: Path, plan: Path, out: Path, backend: str
         args.append(str(Path(initial).resolve()))
     run_sql_job(args, timeout, version)
     return out
+
+
+SQL_OPS_SETS = ("plain", "minibatch")
+
+
+def sql_ops_savepoint(set_name: str, out: Path, rows: int = 60, rate: int = 100, backend: str = "hashmap", parallelism: int = 2,
+                      version: str | None = None, timeout: float = 900) -> Path:
+    """Run SqlOpsJob's statement set `set_name` (SQL_OPS_SETS: every stateful SQL operator, from its compiled plan) until
+    its sources are past `rows`, then stop it with a savepoint: returns out, holding savepoint/ (CANONICAL on hashmap,
+    NATIVE on rocksdb), plan.json, queries.json (each query's sink and statement, and whether Flink compiled it) and
+    dump.jsonl (SqlStateDump of a canonical savepoint of that state: on rocksdb one taken just before the native one)."""
+    out = Path(out).resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    run_sql_job(["savepoint", set_name, str(out), str(rows), str(rate), backend, str(parallelism)], timeout, version, "SqlOpsJob")
+    (taken,) = (out / "savepoint-dir").iterdir()
+    taken.rename(out / "savepoint")
+    (out / "savepoint-dir").rmdir()
+    (out / "savepoint.txt").unlink()
+    canonical = out / "savepoint"
+    if backend == "rocksdb":
+        (canonical,) = (out / "canonical-dir").iterdir()
+        (out / "canonical.txt").unlink()
+    sql_state_dump(canonical, out / "dump.jsonl", version)
+    shutil.rmtree(out / "canonical-dir", ignore_errors=True)
+    shutil.rmtree(out / "flush-dir", ignore_errors=True)
+    return out
+
+
+def sql_ops_restore(set_name: str, savepoint: Path, plan: Path, out: Path, backend: str = "hashmap", parallelism: int = 2,
+                    seconds: int = 5, rows: int = 60, rate: int = 100, version: str | None = None, timeout: float = 900) -> Path:
+    """Restore SqlOpsJob's plan from savepoint (Flink's or an exported one), run it `seconds`, and stop it with a canonical
+    savepoint: returns that savepoint (a restore Flink refuses raises, with Flink's error)."""
+    out = Path(out).resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    run_sql_job(["restore", set_name, str(out), str(Path(plan).resolve()), backend, str(parallelism), str(Path(savepoint).resolve()),
+                 str(seconds), str(rows), str(rate)], timeout, version, "SqlOpsJob")
+    (taken,) = (out / "savepoint-dir").iterdir()
+    return taken
+
+
+def sql_state_dump(savepoint: Path, out: Path, version: str | None = None) -> Path:
+    """SqlStateDump: every keyed state entry and timer of a canonical savepoint as Flink's own serializers read it (JSON lines)."""
+    run_sql_job([str(Path(savepoint).resolve()), str(Path(out).resolve())], 600, version, "SqlStateDump")
+    return Path(out)
 
 
 def java_command(main: str, args: list[str], version: str | None = None, props: dict[str, object] | None = None,

@@ -77,8 +77,9 @@ def _keyed_metadata(meta: FlinkMetadata, op: OperatorState, name: str, om: Opera
             if seen is not dec:
                 continue
             if dec.timer:
+                key_type = getattr(dec, "key_type", None)  # a SQL key row of no fields is an empty struct, falsy
                 om.timer_services[short] = TimerServiceDescriptor(
-                    name=short, domain=short.partition("_")[0], key_type=getattr(dec, "key_type", None) or arrow_type(dec.key_node),
+                    name=short, domain=short.partition("_")[0], key_type=arrow_type(dec.key_node) if key_type is None else key_type,
                     namespace_type=None if unit_namespace(dec.ns_node) else arrow_type(dec.ns_node))
             else:
                 om.keyed_states[dec.meta.name] = state_descriptor(dec, name, ttl, unknown, options, flink_op=op)

@@ -10,7 +10,7 @@ __all__ = ["FIXED_WIDTH", "TypeNode"]
 
 # Serialized width in bytes of fixed-length kinds (where Flink's TypeSerializer.getLength() is >= 0; "void" is the one
 # byte VoidNamespace, GlobalWindow and Void write, though VoidNamespaceSerializer.getLength() says 0).
-FIXED_WIDTH = {"long": 8, "int": 4, "short": 2, "byte": 1, "double": 8, "float": 4, "bool": 1, "char": 2, "void": 1,
+FIXED_WIDTH = {"long": 8, "sortedlong": 8, "int": 4, "short": 2, "byte": 1, "double": 8, "float": 4, "bool": 1, "char": 2, "void": 1,
                "localdate": 6, "localtime": 7, "localdatetime": 13, "instant": 12, "sqldate": 8, "sqltime": 8, "sqltimestamp": 12,
                "enum": 4, "timewindow": 16, "date": 8, "nullvalue": 0, "tuple0": 1, "eventid": 12}
 

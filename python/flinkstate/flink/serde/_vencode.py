@@ -347,6 +347,8 @@ def _array(node: TypeNode, ctx: str, fallback: VEncoder, flagged: bool) -> VEnco
 def column_encoder(node: TypeNode, ctx: str) -> VEncoder:
     """The column encoder of this serializer: vectorised where listed above, else the per-value writer."""
     kind = node.kind
+    if kind == "transparent":  # its nested serializer's bytes
+        return column_encoder(node.children[0], ctx)
     fallback = per_value_encoder(node, ctx)
     if kind in _NUMERIC:
         return _numeric(node, fallback)

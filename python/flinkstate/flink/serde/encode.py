@@ -218,6 +218,8 @@ def make_writer(node: TypeNode, ctx: str) -> Writer:
                 if x is not None:
                     vw(out, x)
         return wm
+    if kind == "transparent":  # a wrapper that writes its nested serializer's bytes (ExternalSerializer, RowDataKey)
+        return make_writer(node.children[0], ctx)
     raise UnsupportedSerializerError(f"{ctx}: values of serializer {node.cls} cannot be encoded")
 
 

@@ -39,8 +39,9 @@ _DS_IMPORT = "tests/flinkstate/flink/test_datastream_states.py::test_every_state
 _PARSE = "tests/flinkstate/flink/serde/test_snapshot_registry.py::test_parse_only_snapshots_parse_and_keep_the_header_readable"
 _SQL = "tests/flinkstate/flink/test_sql_savepoints.py::test_sql_savepoint_opens_lists_serializers_and_reads_every_row"
 _KRYO = "tests/flinkstate/flink/serde/test_types_more.py::test_kryo_values_are_a_typed_error_or_raw_bytes"
+_SQLOPS = "tests/flinkstate/flink/sql/test_sql_operators.py::test_every_sql_state_reads_as_flink_holds_it"
 _PYFLINK = "tests/flinkstate/flink/pyflink/test_pyflink.py::test_fixture_equals_what_pyflink_wrote"
-TESTS = (_DS, _DS_IMPORT, _PARSE, _SQL, _KRYO, _PYFLINK)
+TESTS = (_DS, _DS_IMPORT, _PARSE, _SQL, _KRYO, _PYFLINK, _SQLOPS)
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,8 @@ _ROWS: list[Snapshot] = [
     Snapshot(_TR + "MapDataSerializer$MapDataSerializerSnapshot", "java4", "opaque", "bytes", _PARSE,
              "key/value LogicalTypes and serializers, Java-serialized"),
     Snapshot(_TR + "SortedMapSerializerSnapshot", "sorted_map", "opaque", "bytes", _PARSE, "a Java-serialized comparator + nested"),
-    Snapshot(_TR + "ExternalSerializer$ExternalSerializerSnapshot", "composite:java_bool", "opaque", "bytes", _PARSE),
+    Snapshot(_TR + "ExternalSerializer$ExternalSerializerSnapshot", "composite:java_bool", "transparent", "decoded", _SQLOPS,
+             "its internal serializer's bytes (serialize converts to the internal form): data views' keys and values"),
     Snapshot(_TR + "LinkedListSerializer$LinkedListSerializerSnapshot", "composite:bool2", "opaque", "bytes", _PARSE),
     Snapshot(_TR + "RawValueDataSerializer$RawValueDataSerializerSnapshot", "composite", "opaque", "bytes", _PARSE),
     Snapshot(_TR + "WindowKeySerializer$WindowKeySerializerSnapshot", "composite", "opaque", "bytes", _PARSE),
@@ -222,13 +224,13 @@ _ROWS: list[Snapshot] = [
     Snapshot("org.apache.flink.table.dataview.MapViewSerializerSnapshot", "composite", "opaque", "bytes", _PARSE),
     Snapshot("org.apache.flink.table.dataview.NullAwareMapSerializerSnapshot", "composite", "opaque", "bytes", _PARSE),
     Snapshot("org.apache.flink.table.dataview.NullSerializer$NullSerializerSnapshot", "simple", "opaque", "bytes", _PARSE),
-    Snapshot("org.apache.flink.table.runtime.operators.sink.SortedLongSerializer$SortedLongSerializerSnapshot", "simple", "opaque",
-             "bytes", _PARSE),
+    Snapshot("org.apache.flink.table.runtime.operators.sink.SortedLongSerializer$SortedLongSerializerSnapshot", "simple", "sortedlong",
+             "decoded", _SQLOPS, "a long with its sign bit flipped (2.x sink materializer's watermark buffer keys)"),
     *(Snapshot("org.apache.flink.table.runtime.sequencedmultisetstate.linked." + name, "composite", "opaque", "bytes", _PARSE, "2.x")
       for name in ("MetaSqnInfoSerializer$MetaSqnInfoSerializerSnapshot", "NodeSerializer$NodeSerializerSnapshot",
                    "RowSqnInfoSerializer$RowSqnInfoSerializerSnapshot")),
-    Snapshot("org.apache.flink.table.runtime.sequencedmultisetstate.linked.RowDataKeySerializerSnapshot", "rowdata_key", "opaque",
-             "bytes", _PARSE, "2.x: two Java-serialized generated classes (i32-framed) + the RowData snapshot"),
+    Snapshot("org.apache.flink.table.runtime.sequencedmultisetstate.linked.RowDataKeySerializerSnapshot", "rowdata_key", "transparent",
+             "decoded", _SQLOPS, "2.x: two Java-serialized generated classes (i32-framed) + the RowData snapshot; values: the RowData's"),
     # --- flink-python's table serializers (Python UDFs) ---
     Snapshot(_PY + "RowDataSerializer$RowDataSerializerSnapshot", "table_row", "opaque", "bytes", _PARSE),
     Snapshot(_PY + "ArrayDataSerializer$ArrayDataSerializerSnapshot", "table_array", "opaque", "bytes", _PARSE),

@@ -254,7 +254,7 @@ def opaque_part(node: TypeNode | None) -> TypeNode | None:
 
 
 _ARROW = {
-    "long": pa.int64(), "int": pa.int32(), "short": pa.int16(), "byte": pa.int8(), "double": pa.float64(),
+    "long": pa.int64(), "sortedlong": pa.int64(), "int": pa.int32(), "short": pa.int16(), "byte": pa.int8(), "double": pa.float64(),
     "float": pa.float32(), "bool": pa.bool_(), "char": pa.string(), "string": pa.string(), "bytes": pa.binary(),
     # BigDecimal/BigInteger have no fixed precision or scale: their exact decimal text (BigDecimal.toString) keeps
     # unscaled value and scale, so equals/hashCode (key groups of such keys) survive a round trip.
