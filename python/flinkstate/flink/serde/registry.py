@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["OUTCOMES", "Outcome", "SNAPSHOTS", "Snapshot", "TESTS"]
+__all__ = ["OUTCOMES", "Outcome", "SNAPSHOTS", "SORTED_MAP_SNAPSHOT", "Snapshot", "TESTS"]
 
 Outcome = Literal["decoded", "bytes", "refused"]
 OUTCOMES: tuple[Outcome, ...] = ("decoded", "bytes", "refused")
@@ -61,6 +61,8 @@ _B = "org.apache.flink.api.common.typeutils.base."
 _R = "org.apache.flink.api.java.typeutils.runtime."
 _CEP = "org.apache.flink.cep.nfa."
 _TR = "org.apache.flink.table.runtime.typeutils."
+#: the table runtime's SortedMapSerializer (a retracting Top-N's sorted map): the SQL decoders read its values
+SORTED_MAP_SNAPSHOT = _TR + "SortedMapSerializerSnapshot"
 _PY = "org.apache.flink.table.runtime.typeutils.serializers.python."
 _SCALA1 = "org.apache.flink.api.scala.typeutils."  # Flink 1.x flink-scala
 _SCALA2 = "org.apache.flink.table.api.typeutils."  # Flink 2.x: the same classes, in the table planner
@@ -214,7 +216,7 @@ _ROWS: list[Snapshot] = [
              "element LogicalType and serializer, Java-serialized; arrays as their BinaryArrayData bytes"),
     Snapshot(_TR + "MapDataSerializer$MapDataSerializerSnapshot", "java4", "opaque", "bytes", _PARSE,
              "key/value LogicalTypes and serializers, Java-serialized"),
-    Snapshot(_TR + "SortedMapSerializerSnapshot", "sorted_map", "opaque", "bytes", _PARSE, "a Java-serialized comparator + nested"),
+    Snapshot(SORTED_MAP_SNAPSHOT, "sorted_map", "opaque", "bytes", _PARSE, "a Java-serialized comparator + nested"),
     Snapshot(_TR + "ExternalSerializer$ExternalSerializerSnapshot", "composite:java_bool", "transparent", "decoded", _SQLOPS,
              "its internal serializer's bytes (serialize converts to the internal form): data views' keys and values"),
     Snapshot(_TR + "LinkedListSerializer$LinkedListSerializerSnapshot", "composite:bool2", "opaque", "bytes", _PARSE),

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from flinkstate.core.errors import InvalidArgumentError
 from flinkstate.flink.errors import UnsupportedSerializerError
+from flinkstate.flink.serde.registry import SORTED_MAP_SNAPSHOT
 from flinkstate.flink.serde.rowdata import decode_rows, encode_rows, row_type
 from flinkstate.flink.serde.serializers import TypeNode, arrow_type
 from flinkstate.flink.serde.sqltypes import SqlType, sql_arrow_type
@@ -34,7 +35,6 @@ __all__ = ["SqlNames", "SqlDecoder", "SqlTimerDecoder", "sql_states", "sql_key_g
 SQL_OPS = "sql_ops"  # meta.options: operator label -> the ROW type of its keys (struct-keyed SQL operators)
 SQL_NAMING = "sql_naming"  # meta.options: a callable (op, state name, inner decoder) -> SqlNames, or absent (f0..fn)
 
-_SORTED_MAP = "org.apache.flink.table.runtime.typeutils.SortedMapSerializerSnapshot"
 # struct kinds whose Arrow fields are their nested serializers' values, by field name (flink.serde's Arrow forms)
 _FIELDS = {"bufferentry": ("element",), "lockable": ("element",), "streamrecord": (None, "value"), "either": (None, "left", "right"),
            "taggedunion": (None, "one", "two")}
@@ -82,7 +82,7 @@ def _typed_row(node: TypeNode) -> bool:
 def _table_reader(node: TypeNode, ctx: str) -> Reader | None:
     """A reader of a table-runtime helper serializer the serde keeps as bytes (None: not one this module reads): a
     retracting Top-N's SortedMapSerializer (kept as bytes there: its snapshot must go back as it was, not as a MapSerializer's)."""
-    if node.cls == _SORTED_MAP and len(node.children) == 2:  # AbstractMapSerializer: i32 n, n x (key, null flag, value)
+    if node.cls == SORTED_MAP_SNAPSHOT and len(node.children) == 2:  # AbstractMapSerializer: i32 n, n x (key, null flag, value)
         return map_entries_reader(make_reader(node.children[0], ctx), make_reader(node.children[1], ctx))
     return None
 

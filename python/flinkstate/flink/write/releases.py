@@ -17,23 +17,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from flinkstate.flink.errors import IncompatibleReleaseError
+from flinkstate.flink.serde.kryo.bind import is_kryo
 from flinkstate.flink.serde.serializers import TypeNode
 from flinkstate.flink.write.savepoint_writer import OperatorExport
 
-__all__ = ["KRYO_SNAPSHOT", "check_target_release", "kryo_conflicts", "kryo_generation"]
-
-#: the snapshot class of Flink's KryoSerializer in 1.x (Kryo 2 bytes) and in 2.x (Kryo 5 bytes)
-KRYO_SNAPSHOT = "org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
+__all__ = ["check_target_release", "kryo_conflicts", "kryo_generation"]
 
 
 def kryo_generation(release: str) -> int:
-    """The Kryo major version a Flink release ("1.20", "2.3.0", "<1.18") reads and writes KRYO_SNAPSHOT's values with."""
+    """The Kryo major version a Flink release ("1.20", "2.3.0", "<1.18") reads and writes a KryoSerializer's values with."""
     return 2 if release.startswith(("0.", "1.", "<")) else 5
 
 
 def _kryo(node: TypeNode) -> Iterator[TypeNode]:
     """The Kryo serializers in a serializer tree (read as typed columns, kind "kryo", or kept as their bytes)."""
-    if node.kind == "kryo" or (node.kind == "opaque" and node.cls == KRYO_SNAPSHOT):
+    if node.kind == "kryo" or is_kryo(node):
         yield node
     for c in node.children:
         yield from _kryo(c)
