@@ -390,6 +390,10 @@ def test_flink_restores_the_exported_sql_states_and_holds_them_unchanged(cell_of
                                     rate=fixture["rate"], version="2.3")
     after = Dump(harness.sql_state_dump(taken, tmp_path / "dump.jsonl", "2.3"))
     uids = _uids(fs.open(str(c.savepoint), sql_plan=str(c.plan)).checkpoint())
-    kept = [k for k in c.dump.headers if uids[k[0]] not in left_out]
-    assert len(kept) >= 200
-    assert [k for k in kept if c.dump.comparable(*k) != after.comparable(*k)] == []
+    # an operator holding processing-time timers fires them right after the restore: the wall clock has moved on since
+    # the fixture was taken, so its state changes as Flink's would (not compared; its restore is checked by its timers)
+    clocked = {op for (op, state), rows in c.dump.entries.items() if rows and "processing" in state.rpartition("/")[2]}
+    kept = [k for k in c.dump.headers if uids[k[0]] not in left_out and k[0] not in clocked]
+    assert len(kept) >= 180
+    bad = [k for k in kept if c.dump.comparable(*k) != after.comparable(*k)]
+    assert bad == [], [(k, str(c.dump.comparable(*k))[:100], str(after.comparable(*k))[:100]) for k in bad]
