@@ -188,17 +188,12 @@ def _value(buf: _Buf, t: SqlType, slot: np.ndarray, base: np.ndarray, present: n
 
 def _bytes_array(buf: _Buf, start: np.ndarray, size: np.ndarray, validity: pa.Buffer | None, nulls: int,
                  typ: pa.DataType) -> pa.Array:
-    total = int(size.sum())
-    if total:
-        ends = start + size
-        if int(start.min()) < 0 or int(ends.max()) > len(buf.arr):
-            raise CorruptFileError(f"{buf.where}: a BinaryRowData string or binary runs outside its row's bytes")
-        idx = np.repeat(start - (np.cumsum(size) - size), size) + np.arange(total)
-        data = buf.arr[idx]
-    else:
-        data = np.zeros(0, np.uint8)
-    offsets = np.zeros(len(size) + 1, np.int64)
-    np.cumsum(size, out=offsets[1:])
+    offsets = _layout(size)
+    total = int(offsets[-1])
+    if total and (int(start.min()) < 0 or int((start + size).max()) > len(buf.arr)):
+        raise CorruptFileError(f"{buf.where}: a BinaryRowData string or binary runs outside its row's bytes")
+    data = np.empty(total, np.uint8)
+    _copy(data, offsets[:-1], buf.arr, start, size, size > 0)
     large = pa.large_string() if pa.types.is_string(typ) else pa.large_binary()
     out = pa.Array.from_buffers(large, len(size), [validity, pa.py_buffer(offsets), pa.py_buffer(data)], nulls)
     return out.cast(typ) if total < 2**31 else out
