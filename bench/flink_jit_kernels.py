@@ -4,8 +4,8 @@
 
 Decodes every keyed operator (`read_keyed_state`, as `flink_large_savepoint.py`'s decode row) of the cached bench
 savepoints (written by real Flink the first time, see that bench), alternating this tree's code with revision REV's
-(default bf39b2d, before the kernels) SST block parser (files/sst_blocks.py) and Java string reader
-(serde/_vstring.py with _vrun.py), loaded from git into this process. CPU seconds, pyarrow on one thread; the best of
+(default bf39b2d, before the kernels) SST block parser (files/sst_blocks.py), Java string reader (serde/_vstring.py
+with _vrun.py) and canonical stream framing (serde/_framing.py), loaded from git into this process. CPU seconds, pyarrow on one thread; the best of
 --rounds for each, and their ratio. Then the cold start: the first kernel call of a fresh process with numba's cache
 warm (the import of numba, then the first kernel) and the first decode without the cache (compiling).
 """
@@ -25,6 +25,7 @@ from types import ModuleType
 import pyarrow as pa
 
 import flink_large_savepoint as large
+import flinkstate.flink.files.canonical as canonical
 import flinkstate.flink.files.sst as sst
 import flinkstate.flink.serde._vector as vector
 
@@ -62,17 +63,20 @@ def compare(kinds: list[str], rev: str, rounds: int, keys: int) -> None:
     old_blocks = _module_at(rev, "python/flinkstate/flink/files/sst_blocks.py", "rev_sst_blocks")
     _module_at(rev, "python/flinkstate/flink/serde/_vrun.py", "flinkstate.flink.serde._vrun")  # what the old reader imports
     old_strings = _module_at(rev, "python/flinkstate/flink/serde/_vstring.py", "rev_vstring")
-    impl = {"numba": (sst.parse_blocks, vector.string_reader), rev: (old_blocks.parse_blocks, old_strings.string_reader)}
+    old_framing = _module_at(rev, "python/flinkstate/flink/serde/_framing.py", "rev_framing")
+    impl = {"numba": (sst.parse_blocks, vector.string_reader, canonical.frame_records),
+            rev: (old_blocks.parse_blocks, old_strings.string_reader, old_framing.frame_records)}
     for kind in kinds:
         path = str(large.savepoint(kind, keys))
         runs: dict[str, list[float]] = {name: [] for name in impl}
-        for name, (blocks, strings) in [*impl.items()] * (rounds + 1):
-            sst.parse_blocks, vector.string_reader = blocks, strings
+        for name, (blocks, strings, framing) in [*impl.items()] * (rounds + 1):
+            sst.parse_blocks, vector.string_reader, canonical.frame_records = blocks, strings, framing
+            canonical._FRAMED.clear()  # framings are cached per file
             t = time.process_time()
             n = large.step_decode(path)
             runs[name].append(time.process_time() - t)
         best = {name: min(times[1:]) for name, times in runs.items()}  # the first run of each warms up
-        sst.parse_blocks, vector.string_reader = impl["numba"]
+        sst.parse_blocks, vector.string_reader, canonical.frame_records = impl["numba"]
         print(f"{kind}: decode {n:,} entries: numba {best['numba']:.2f} s ({n / best['numba']:,.0f}/s), {rev} "
               f"{best[rev]:.2f} s ({n / best[rev]:,.0f}/s): {best[rev] / best['numba']:.2f}x", flush=True)
 
