@@ -9,6 +9,7 @@ read-only in site-packages still caches. `import flinkstate` never imports numba
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from typing import Any
 __all__ = ["kernel", "cache_dir"]
 
 _LOCK = threading.Lock()
+_LOG = logging.getLogger(__name__)
 
 
 def cache_dir() -> str:
@@ -30,7 +32,8 @@ def cache_dir() -> str:
 
 def _numba() -> Any:
     """numba, imported after NUMBA_CACHE_DIR has its default (numba reads it once, when first imported)."""
-    os.environ.setdefault("NUMBA_CACHE_DIR", cache_dir())
+    if not os.environ.get("NUMBA_CACHE_DIR"):  # unset or empty (numba's "none")
+        os.environ["NUMBA_CACHE_DIR"] = cache_dir()
     import numba  # noqa: PLC0415 (imported on the first kernel call only)
 
     return numba
@@ -53,6 +56,11 @@ class kernel:  # noqa: N801 (used as a decorator)
         if fn is None:
             with _LOCK:
                 if self._compiled is None:
-                    self._compiled = _numba().njit(cache=True, nogil=True, boundscheck=False)(self.py_func)
+                    numba = _numba()
+                    try:
+                        self._compiled = numba.njit(cache=True, nogil=True, boundscheck=False)(self.py_func)
+                    except RuntimeError as e:  # no writable cache folder anywhere: compile in every process
+                        _LOG.warning("flinkstate: numba cannot cache %s (%s); it is compiled in each process", self.__qualname__, e)
+                        self._compiled = numba.njit(nogil=True, boundscheck=False)(self.py_func)
                 fn = self._compiled
         return fn(*args)
