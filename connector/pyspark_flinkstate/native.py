@@ -1,0 +1,356 @@
+"""Reads executed by Spark's own Parquet reader: the core's scan plan compiled into Spark expressions.
+
+A flinkstate checkpoint (and every imported savepoint) is Parquet already, so Spark need not take its rows from a
+Python data source, which it copies out of Arrow row by row. The core plans as for every reader (`Checkpoint.scan` →
+`Scan.plan()` → tasks, each naming its files and the key groups where each counts: `ScanTask.file_slices`); here each
+task becomes `spark.read.schema(stored schema).parquet(files)` with a key-group filter that Parquet statistics prune
+(files are sorted by key group), delta chains merge newest-wins in Spark (the deltas' keys anti-joined from the full
+files' rows, the deltas' own newest row per key by a window over the deltas only), and what `read.visibility` does to
+stored rows is done with column expressions: TTL expiry and the `expired` flag, lists flattened by `posexplode`, maps
+grouped by `collect_list`. The result has exactly the schema and rows of `format("flinkstate")` with the same options
+(`tests/pyspark_flinkstate/test_native.py` checks it for every state kind).
+
+What Spark's Parquet reader cannot read as the Python source shows it (nanosecond timestamps, times, durations,
+unsigned 64-bit and half floats, decimals over 38 digits), roots Spark's file systems do not reach (memory://; s3://
+needs Hadoop's s3a on the cluster), Flink savepoints read in place and the other tables: `unsupported` says why, and
+`pyspark_flinkstate.table` reads those through the Python source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+from flinkstate.core.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor
+from flinkstate.format import constants as C
+from flinkstate.format.datafile import operator_state_schema, primary_key_columns, state_schema, timer_schema
+from flinkstate.read.checkpoint import StoreCheckpoint
+from flinkstate.read.slices import FileSlice
+from flinkstate.read.visibility import MAX_EXPIRY_MS
+
+from pyspark_flinkstate.resolve import Resolved, non_null_columns, output_columns
+from pyspark_flinkstate.schema import spark_schema, spark_type
+
+__all__ = ["BROADCAST_DELTA_ROWS", "NATIVE_TABLES", "frame", "parquet_readable", "unsupported"]
+
+NATIVE_TABLES = ("state", "timers", "operatorState")
+# deltas of at most this many rows are broadcast to the anti-join with the full files' rows (no shuffle of those)
+BROADCAST_DELTA_ROWS = 2_000_000
+_MAX_TS = (1 << 63) - 1
+_ROW, _RANK = "__fs_row", "__fs_rank"
+
+
+def parquet_readable(t: pa.DataType) -> bool:
+    """Whether Spark's Parquet reader reads a column of this stored type as `schema.spark_type` shows it."""
+    if pa.types.is_dictionary(t):
+        return False
+    if (pa.types.is_boolean(t) or pa.types.is_int8(t) or pa.types.is_int16(t) or pa.types.is_int32(t) or pa.types.is_int64(t)
+            or pa.types.is_uint8(t) or pa.types.is_uint16(t) or pa.types.is_uint32(t) or pa.types.is_float32(t)
+            or pa.types.is_float64(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t) or pa.types.is_date32(t)):
+        return True
+    if pa.types.is_timestamp(t):
+        return t.unit in ("ms", "us")
+    if pa.types.is_decimal128(t):
+        return t.precision <= 38
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return parquet_readable(t.value_type)
+    if pa.types.is_map(t):
+        return parquet_readable(t.key_type) and parquet_readable(t.item_type)
+    if pa.types.is_struct(t):
+        return t.num_fields > 0 and all(parquet_readable(t.field(i).type) for i in range(t.num_fields))
+    return False
+
+
+def _stored_schema(res: Resolved) -> list[pa.Schema]:
+    """The stored schemas of the files a read reads (a timers read: one per service)."""
+    t = res.opts.table
+    if t == "state":
+        return [state_schema(res.descriptor(), delta=True)]
+    if t == "timers":
+        return [timer_schema(TimerServiceDescriptor.from_dict(s), delta=True) for s in res.timer_services]
+    assert res.desc is not None
+    return [operator_state_schema(OperatorStateDescriptor.from_dict(res.desc))]
+
+
+def unsupported(res: Resolved) -> str | None:
+    """Why a resolved read cannot run on Spark's Parquet reader (None: it can)."""
+    if res.opts.table not in NATIVE_TABLES:
+        return f"table {res.opts.table!r} is read by the Python source"
+    if not isinstance(res.checkpoint, StoreCheckpoint):
+        return "a Flink savepoint read in place is not Parquet: the Python source decodes it"
+    if res.io is None or res.io.scheme != "file":
+        return f"the root {getattr(res.io, 'root', None)!r} is not on a local file system Spark reads without its own configuration"
+    for schema in _stored_schema(res):
+        for f in schema:
+            if not parquet_readable(f.type):
+                return f"column {f.name!r} of type {f.type} has no Spark Parquet reading equal to the Python source's"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- literals and filters
+def _lit(value: Any, t: pa.DataType) -> Any:
+    """A Spark literal of a value of an Arrow type (as `pa.array([value], t).to_pylist()` gives it)."""
+    from pyspark.sql import functions as F
+
+    if value is None:
+        return F.lit(None).cast(spark_type(t))
+    if pa.types.is_struct(t):
+        return F.struct(*[_lit(value.get(t.field(i).name), t.field(i).type).alias(t.field(i).name) for i in range(t.num_fields)])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return F.array(*[_lit(v, t.value_type) for v in value]).cast(spark_type(t))
+    if isinstance(value, bytes):
+        value = bytearray(value)
+    return F.lit(value).cast(spark_type(t))
+
+
+def key_column_filter(keys: Sequence[Any], key_type: pa.DataType) -> Any:
+    """`key IN (keys)` as a Spark column, the keys typed as the state's key type."""
+    from pyspark.sql import functions as F
+
+    values = pa.array(list(keys), key_type).to_pylist()
+    return F.col(C.COL_KEY).isin(*[_lit(v, key_type) for v in values])
+
+
+def _ranges_filter(ranges: tuple[tuple[int, int], ...]) -> Any:
+    from pyspark.sql import functions as F
+
+    cond = None
+    for a, b in ranges:
+        kg = F.col(C.COL_KEY_GROUP)
+        c = (kg == a) if a == b else kg.between(a, b)
+        cond = c if cond is None else (cond | c)
+    return cond
+
+
+# ---------------------------------------------------------------------------------------------- reading slices
+class _Reads:
+    """The stored rows of a set of file slices of one state (or timer service): read by Spark, merged newest-wins."""
+
+    def __init__(self, spark: Any, schema: pa.Schema, pk: list[str], keys: Any) -> None:
+        self.spark, self.schema, self.pk, self.keys = spark, schema, pk, keys
+
+    def _struct(self, delta: bool) -> Any:
+        from pyspark.sql import types as T
+
+        return T.StructType([T.StructField(f.name, spark_type(f.type), True) for f in self.schema
+                             if delta or f.name != C.COL_TOMBSTONE])
+
+    def read(self, slices: list[FileSlice], delta: bool = False, ranks: dict[str, int] | None = None) -> Any:
+        """The rows of slices of one file kind, one Parquet scan per key-group filter. Deltas carry the merge's order:
+        their file's rank (`ranks`, by file name) and the row's index in its file."""
+        from pyspark.sql import functions as F
+
+        by_ranges: dict[tuple[tuple[int, int], ...] | None, list[str]] = {}
+        for s in slices:
+            by_ranges.setdefault(None if s.whole else s.key_group_ranges, []).append(s.url)
+        out = None
+        for ranges, urls in by_ranges.items():
+            df = self.spark.read.schema(self._struct(delta)).parquet(*urls)
+            if ranks is not None:
+                rank = F.create_map(*[x for name, i in ranks.items() for x in (F.lit(name), F.lit(i))])
+                df = df.select("*", rank[F.col("_metadata.file_name")].alias(_RANK), F.col("_metadata.row_index").alias(_ROW))
+            cond = None if ranges is None else _ranges_filter(ranges)
+            if self.keys is not None:
+                cond = self.keys if cond is None else (cond & self.keys)
+            if cond is not None:
+                df = df.where(cond)
+            out = df if out is None else out.unionByName(df)
+        return out
+
+    def stored_rows(self, slices: list[FileSlice]) -> Any:
+        """The merged stored rows (the stored columns but the tombstone), None when no slice has any."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        full = [s for s in slices if not s.delta]
+        deltas = sorted((s for s in slices if s.delta), key=lambda s: s.order)
+        cols = [f.name for f in self.schema if f.name != C.COL_TOMBSTONE]
+        base = self.read(full) if full else None
+        if not deltas:
+            return base
+        names = [s.url.rsplit("/", 1)[-1] for s in deltas]
+        if len(set(names)) == len(names):  # one scan of them all, each row ranked by its file's name
+            d = self.read(deltas, True, {n: i for i, n in enumerate(names)})
+        else:  # files of one name in two folders (copied there by hand): a scan each
+            d = None
+            for i, (s, n) in enumerate(zip(deltas, names)):
+                one = self.read([s], True, {n: i})
+                d = one if d is None else d.unionByName(one)
+        keys = [C.COL_KEY_GROUP, *self.pk]
+        newest = Window.partitionBy(*keys).orderBy(F.col(_RANK).desc(), F.col(_ROW).desc())
+        winners = (d.withColumn("__fs_n", F.row_number().over(newest)).where((F.col("__fs_n") == 1) & ~F.col(C.COL_TOMBSTONE))
+                   .select(*cols))
+        if base is None:
+            return winners
+        replaced = d.select(*[F.col(c).alias(f"__fs_k_{c}") for c in keys])
+        if sum(s.entry.rows for s in deltas) <= BROADCAST_DELTA_ROWS:
+            replaced = F.broadcast(replaced)
+        on = None
+        for c in keys:
+            eq = base[c].eqNullSafe(replaced[f"__fs_k_{c}"]) if c == C.COL_NAMESPACE else (base[c] == replaced[f"__fs_k_{c}"])
+            on = eq if on is None else (on & eq)
+        return base.join(replaced, on, "left_anti").select(*cols).unionByName(winners)
+
+
+# ---------------------------------------------------------------------------------------------- visibility as expressions
+def _expiry(ts: Any, ttl_ms: int) -> Any:
+    """Flink's saturating last access + ttl (a null last access as 0), as `core.ttl.expiry_timestamps`."""
+    from pyspark.sql import functions as F
+
+    return F.least(F.coalesce(ts, F.lit(0).cast("long")), F.lit(_MAX_TS - ttl_ms)) + F.lit(ttl_ms)
+
+
+def _shown(exp: Any) -> Any:
+    """An expiry as the `ttl_expires_at` timestamp (saturated at 9999-12-31, as `read.visibility`)."""
+    from pyspark.sql import functions as F
+
+    return F.timestamp_millis(F.least(exp, F.lit(MAX_EXPIRY_MS)))
+
+
+def _shape_state(df: Any, desc: KeyedStateDescriptor, reference_ms: int, include_expired: bool, flatten: bool) -> Any:
+    """Stored rows of a keyed state to the rows a read returns: `read.visibility.shape_state` in Spark expressions."""
+    from pyspark.sql import functions as F
+
+    ttl_ms = desc.ttl.ttl_ms if desc.ttl_enabled else None  # type: ignore[union-attr]
+    ref = F.lit(int(reference_ms))
+    if desc.kind == "list":
+        return _shape_list(df, ttl_ms, ref, include_expired, flatten)
+    if ttl_ms is not None:
+        df = df.withColumn("__fs_exp", _expiry(F.col(C.COL_TTL), ttl_ms))
+        df = df.withColumn("ttl_expires_at", _shown(F.col("__fs_exp")))
+        if include_expired:
+            df = df.withColumn("expired", F.col("__fs_exp") <= ref)
+        else:
+            df = df.where(F.col("__fs_exp") > ref)
+        df = df.drop("__fs_exp", C.COL_TTL)
+    if desc.kind == "map" and not flatten:
+        group = [C.COL_KEY] + ([C.COL_NAMESPACE] if desc.namespace_type is not None else []) + [C.COL_KEY_GROUP]
+        aggs = [F.map_from_entries(F.collect_list(F.struct(C.COL_USER_KEY, C.COL_VALUE))).alias(C.COL_VALUE)]
+        if ttl_ms is not None:
+            aggs.append(F.map_from_entries(F.collect_list(F.struct(C.COL_USER_KEY, "ttl_expires_at"))).alias("ttl_expires_at"))
+            if include_expired:  # a key is expired when every entry is
+                aggs.append(F.bool_and("expired").alias("expired"))
+        df = df.groupBy(*group).agg(*aggs)
+    return df
+
+
+def _shape_list(df: Any, ttl_ms: int | None, ref: Any, include_expired: bool, flatten: bool) -> Any:
+    from pyspark.sql import functions as F
+
+    v, t = F.col(C.COL_VALUE), F.col(C.COL_TTL)
+    if ttl_ms is not None:  # a value list and its last-access list must pair up (as the Python source checks)
+        n_v, n_t = F.coalesce(F.size(v), F.lit(0)), F.coalesce(F.size(t), F.lit(0))
+        df = df.withColumn(C.COL_TTL, F.when(n_v == n_t, t).otherwise(
+            F.raise_error(F.lit("list state: the ttl_timestamp list does not match the value list"))))
+    if flatten:
+        rest = [c for c in df.columns if c not in (C.COL_VALUE, C.COL_TTL)]
+        df = df.select(*rest, F.posexplode(C.COL_VALUE).alias("__fs_pos", C.COL_VALUE), *([C.COL_TTL] if ttl_ms is not None else []))
+        if ttl_ms is None:
+            return df.drop("__fs_pos")
+        exp = _expiry(F.col(C.COL_TTL)[F.col("__fs_pos")], ttl_ms)
+        df = df.withColumn("__fs_exp", exp).withColumn("ttl_expires_at", _shown(F.col("__fs_exp")))
+        df = df.withColumn("expired", F.col("__fs_exp") <= ref) if include_expired else df.where(F.col("__fs_exp") > ref)
+        return df.drop("__fs_exp", "__fs_pos", C.COL_TTL)
+    if ttl_ms is None:
+        return df
+    if include_expired:  # every element kept; as the Python source, no `expired` flag per key (NULL)
+        shown = F.transform(t, lambda x: _shown(_expiry(x, ttl_ms)))
+        df = df.withColumn("ttl_expires_at", F.when(v.isNull(), F.array().cast("array<timestamp>")).otherwise(shown))
+        return df.withColumn("expired", F.lit(None).cast("boolean")).drop(C.COL_TTL)
+    pairs = F.filter(F.zip_with(v, t, lambda x, y: F.struct(x.alias("v"), _expiry(y, ttl_ms).alias("e"))), lambda p: p["e"] > ref)
+    df = df.withColumn("__fs_live", pairs).where(F.coalesce(F.size("__fs_live"), F.lit(0)) > 0)  # keys left empty are dropped
+    df = df.withColumn(C.COL_VALUE, F.transform("__fs_live", lambda p: p["v"]))
+    df = df.withColumn("ttl_expires_at", F.transform("__fs_live", lambda p: _shown(p["e"])))
+    return df.drop("__fs_live", C.COL_TTL)
+
+
+# ---------------------------------------------------------------------------------------------- the frame
+def _empty(spark: Any, res: Resolved) -> Any:
+    return spark.createDataFrame([], spark_schema(output_columns(res), ()))
+
+
+def frame(spark: Any, res: Resolved, keys: Sequence[Any] | None = None) -> Any:
+    """The read as a DataFrame over Spark's Parquet reader, with exactly the schema and rows of `format("flinkstate")` with
+    the same options (and `key IN keys` when keys are given); `unsupported(res)` must be None."""
+    from pyspark.sql import functions as F
+
+    ck, o = res.checkpoint, res.opts
+    assert isinstance(ck, StoreCheckpoint) and o.operator is not None
+    if o.table == "operatorState":
+        assert o.state is not None
+        slices = [s for task in ck.scan_operator_state(o.operator, o.state).plan() for s in task.file_slices()]  # type: ignore[attr-defined]
+        df = _Reads(spark, _stored_schema(res)[0], [], None).read(slices) if slices else None
+    elif o.table == "timers":
+        scan = ck.scan_timers(o.operator, o.state or None, keys=keys, service_columns=True)
+        slices = [s for task in scan.plan(1 << 62) for s in task.file_slices()]  # type: ignore[attr-defined]
+        df = None
+        for sd in res.timer_services:
+            svc = TimerServiceDescriptor.from_dict(sd)
+            mine = [s for s in slices if s.entry.state == svc.name]
+            if not mine:
+                continue
+            kf = None if keys is None else key_column_filter(keys, svc.key_type)
+            rows = _Reads(spark, timer_schema(svc, delta=True), primary_key_columns(svc), kf).stored_rows(mine)
+            rows = rows.withColumn("domain", F.lit(svc.domain)).withColumn("timer_service", F.lit(svc.name))
+            df = rows if df is None else df.unionByName(rows)
+    else:
+        assert o.state is not None
+        desc = res.descriptor()
+        scan = ck.scan(o.operator, o.state, keys=keys, ttl_reference=o.ttl_reference_ms, include_expired=o.include_expired,
+                       flatten=o.flatten)
+        slices = [s for task in scan.plan(1 << 62) for s in task.file_slices()]  # type: ignore[attr-defined]
+        kf = None if keys is None else key_column_filter(keys, desc.key_type)
+        df = _Reads(spark, state_schema(desc, delta=True), primary_key_columns(desc), kf).stored_rows(slices) if slices else None
+        if df is not None:
+            df = _shape_state(df, desc, scan.reference_ms, o.include_expired, o.flatten)
+    if df is None:
+        return _empty(spark, res)
+    return conform(df, res)
+
+
+def _zero(t: Any) -> Any:
+    """A non-null literal of a Spark type (what `conform` declares never-null columns with)."""
+    import datetime as dt
+
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if isinstance(t, T.StructType):
+        return F.struct(*[_zero(f.dataType).alias(f.name) for f in t.fields])
+    if isinstance(t, T.ArrayType):
+        return F.array().cast(t)
+    if isinstance(t, T.MapType):
+        return F.create_map().cast(t)
+    if isinstance(t, T.StringType):
+        return F.lit("")
+    if isinstance(t, T.BinaryType):
+        return F.lit(bytearray())
+    if isinstance(t, T.BooleanType):
+        return F.lit(False)
+    if isinstance(t, T.DateType):
+        return F.lit(dt.date(1970, 1, 1))
+    if isinstance(t, (T.TimestampType, T.TimestampNTZType)):
+        return F.lit(dt.datetime(1970, 1, 1)).cast(t)
+    return F.lit(0).cast(t)
+
+
+def conform(df: Any, res: Resolved) -> Any:
+    """df's columns in the read's order and Spark types. Spark reads every Parquet column as nullable; the columns the read
+    declares never null (key and key group: required in the files) are declared so again by a coalesce that never applies
+    (Spark keeps no NOT NULL through a filter in a DataFrame's schema)."""
+    from pyspark.sql import functions as F
+
+    target = spark_schema(output_columns(res), non_null_columns(res))
+    have = {f.name: f for f in df.schema.fields}
+    cols = []
+    for f in target.fields:
+        c = F.col(f.name) if f.name in have else F.lit(None)
+        c = c if f.name in have and have[f.name].dataType == f.dataType else c.cast(f.dataType)
+        if not f.nullable:
+            c = F.coalesce(c, _zero(f.dataType))
+        elif f.name in have and not have[f.name].nullable:  # computed never null (an expiry): nullable as the source declares it
+            c = F.when(c.isNull(), F.lit(None)).otherwise(c)  # folded away by the optimizer; only the schema sees it
+        cols.append(c.alias(f.name))
+    return df.select(*cols)
