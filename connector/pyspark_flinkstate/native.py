@@ -18,21 +18,26 @@ needs Hadoop's s3a on the cluster), Flink savepoints read in place and the other
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
+import numpy as np
 import pyarrow as pa
 from flinkstate.core.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import operator_state_schema, primary_key_columns, state_schema, timer_schema
 from flinkstate.read.checkpoint import StoreCheckpoint
-from flinkstate.read.slices import FileSlice
+from flinkstate.read.slices import FileSlice, key_groups_held
 from flinkstate.read.visibility import MAX_EXPIRY_MS
 
 from pyspark_flinkstate.resolve import Resolved, non_null_columns, output_columns
 from pyspark_flinkstate.schema import spark_schema, spark_type
 
-__all__ = ["BROADCAST_DELTA_ROWS", "NATIVE_TABLES", "frame", "parquet_readable", "unsupported"]
+__all__ = ["BROADCAST_DELTA_ROWS", "NATIVE_TABLES", "Merge", "frame", "key_column_filter", "parquet_readable", "python_frame",
+           "unsupported"]
+
+Merge = Literal["python", "spark"]
 
 NATIVE_TABLES = ("state", "timers", "operatorState")
 # deltas of at most this many rows are broadcast to the anti-join with the full files' rows (no shuffle of those)
@@ -268,46 +273,119 @@ def _shape_list(df: Any, ttl_ms: int | None, ref: Any, include_expired: bool, fl
 
 # ---------------------------------------------------------------------------------------------- the frame
 def _empty(spark: Any, res: Resolved) -> Any:
-    return spark.createDataFrame([], spark_schema(output_columns(res), ()))
+    return spark.createDataFrame([], spark_schema(output_columns(res), non_null_columns(res)))
 
 
-def frame(spark: Any, res: Resolved, keys: Sequence[Any] | None = None) -> Any:
-    """The read as a DataFrame over Spark's Parquet reader, with exactly the schema and rows of `format("flinkstate")` with
-    the same options (and `key IN keys` when keys are given); `unsupported(res)` must be None."""
-    from pyspark.sql import functions as F
+def _set(options: dict[str, str], name: str, value: str) -> None:
+    """options[name] = value, replacing the option under any spelling (Spark's option names ignore case)."""
+    for k in [k for k in options if k.lower() == name.lower()]:
+        del options[k]
+    options[name] = value
 
+
+def python_frame(spark: Any, res: Resolved, options: Mapping[str, str], keys: Sequence[Any] | None = None,
+                 key_groups: tuple[tuple[int, int], ...] | None = None) -> Any:
+    """The read through the Python source `format("flinkstate")` with these options (`key_groups`: only those), at the
+    checkpoint and TTL reference time resolved in `res`, given the schema resolved there (Spark asks the source for none)."""
+    opts = {k: v for k, v in options.items() if k.lower() != "path"}
+    if res.checkpoint is not None:
+        _set(opts, "checkpointId", str(res.checkpoint.checkpoint_id))  # the checkpoint pinned when the read was resolved
+    if res.opts.ttl_reference_ms is not None:
+        _set(opts, "ttlReferenceTime", str(res.opts.ttl_reference_ms))  # "now" as it was then
+    if key_groups is not None:
+        _set(opts, "keyGroups", ",".join(f"{a}-{b}" for a, b in key_groups))
+    df = spark.read.format("flinkstate").schema(spark_schema(output_columns(res), non_null_columns(res))).options(**opts).load(res.opts.path)
+    if keys is not None:
+        key_type = (TimerServiceDescriptor.from_dict(res.timer_services[0]).key_type if res.opts.table == "timers"
+                    else res.descriptor().key_type)
+        df = df.where(key_column_filter(keys, key_type))
+    return df
+
+
+def _split(io: Any, slices: list[FileSlice], max_parallelism: int) -> tuple[list[FileSlice], tuple[tuple[int, int], ...]]:
+    """The full files' slices outside the key groups the deltas hold rows of, and those key groups (as ranges)."""
+    touched = np.zeros(max_parallelism, dtype=bool)
+    for s in slices:
+        if s.delta:
+            touched[key_groups_held(io, s)] = True
+    kept = []
+    for s in slices:
+        if s.delta:
+            continue
+        mask = np.zeros(max_parallelism, dtype=bool)
+        for a, b in s.key_group_ranges:
+            mask[a : b + 1] = True
+        runs = _runs(mask & ~touched)
+        if runs:
+            kept.append(dataclasses.replace(s, key_group_ranges=runs, whole=runs == ((s.entry.key_group_start, s.entry.key_group_end),)))
+    return kept, _runs(touched)
+
+
+def _runs(mask: np.ndarray) -> tuple[tuple[int, int], ...]:
+    m = np.concatenate([[False], mask, [False]]).astype(np.int8)
+    d = np.diff(m)
+    return tuple((int(a), int(b)) for a, b in zip(np.nonzero(d == 1)[0], np.nonzero(d == -1)[0] - 1))
+
+
+def frame(spark: Any, res: Resolved, keys: Sequence[Any] | None = None, *, merge: Merge = "python",
+          options: Mapping[str, str] | None = None) -> Any:
+    """The read as a DataFrame with exactly the schema and rows of `format("flinkstate")` with the same options (and `key IN
+    keys` when keys are given), its full files read by Spark's Parquet reader; `unsupported(res)` must be None.
+
+    Key groups where deltas count (a chain not compacted yet) are merged by `merge`: "python", the Python source's tasks
+    (`format("flinkstate")` with `options` and those key groups; faster here: bench/bench_native.py), or "spark", Spark
+    (the deltas' keys anti-joined from the full files' rows, a window over the deltas for their newest rows)."""
     ck, o = res.checkpoint, res.opts
     assert isinstance(ck, StoreCheckpoint) and o.operator is not None
+    if merge not in ("python", "spark"):
+        raise ValueError(f"merge must be 'python' or 'spark', got {merge!r}")
+    python_part = None
     if o.table == "operatorState":
         assert o.state is not None
         slices = [s for task in ck.scan_operator_state(o.operator, o.state).plan() for s in task.file_slices()]  # type: ignore[attr-defined]
         df = _Reads(spark, _stored_schema(res)[0], [], None).read(slices) if slices else None
-    elif o.table == "timers":
-        scan = ck.scan_timers(o.operator, o.state or None, keys=keys, service_columns=True)
-        slices = [s for task in scan.plan(1 << 62) for s in task.file_slices()]  # type: ignore[attr-defined]
-        df = None
-        for sd in res.timer_services:
-            svc = TimerServiceDescriptor.from_dict(sd)
-            mine = [s for s in slices if s.entry.state == svc.name]
-            if not mine:
-                continue
-            kf = None if keys is None else key_column_filter(keys, svc.key_type)
-            rows = _Reads(spark, timer_schema(svc, delta=True), primary_key_columns(svc), kf).stored_rows(mine)
-            rows = rows.withColumn("domain", F.lit(svc.domain)).withColumn("timer_service", F.lit(svc.name))
-            df = rows if df is None else df.unionByName(rows)
     else:
-        assert o.state is not None
-        desc = res.descriptor()
-        scan = ck.scan(o.operator, o.state, keys=keys, ttl_reference=o.ttl_reference_ms, include_expired=o.include_expired,
-                       flatten=o.flatten)
-        slices = [s for task in scan.plan(1 << 62) for s in task.file_slices()]  # type: ignore[attr-defined]
-        kf = None if keys is None else key_column_filter(keys, desc.key_type)
-        df = _Reads(spark, state_schema(desc, delta=True), primary_key_columns(desc), kf).stored_rows(slices) if slices else None
-        if df is not None:
-            df = _shape_state(df, desc, scan.reference_ms, o.include_expired, o.flatten)
-    if df is None:
-        return _empty(spark, res)
-    return conform(df, res)
+        if o.table == "timers":
+            scan: Any = ck.scan_timers(o.operator, o.state or None, keys=keys, service_columns=True)
+        else:
+            assert o.state is not None
+            scan = ck.scan(o.operator, o.state, keys=keys, ttl_reference=o.ttl_reference_ms, include_expired=o.include_expired,
+                           flatten=o.flatten)
+        slices = [s for task in scan.plan(1 << 62) for s in task.file_slices()]
+        if merge == "python" and any(s.delta for s in slices):
+            slices, touched = _split(ck.io, slices, res.max_parallelism)
+            if touched:
+                python_part = python_frame(spark, res, options or {}, keys, touched)
+        df = _timer_rows(spark, res, slices, keys) if o.table == "timers" else _state_rows(spark, res, slices, keys, scan.reference_ms)
+    out = _empty(spark, res) if df is None else conform(df, res)
+    if python_part is None:
+        return out
+    return python_part if df is None else out.unionByName(python_part)
+
+
+def _state_rows(spark: Any, res: Resolved, slices: list[FileSlice], keys: Sequence[Any] | None, reference_ms: int) -> Any:
+    if not slices:
+        return None
+    desc = res.descriptor()
+    kf = None if keys is None else key_column_filter(keys, desc.key_type)
+    df = _Reads(spark, state_schema(desc, delta=True), primary_key_columns(desc), kf).stored_rows(slices)
+    return _shape_state(df, desc, reference_ms, res.opts.include_expired, res.opts.flatten)
+
+
+def _timer_rows(spark: Any, res: Resolved, slices: list[FileSlice], keys: Sequence[Any] | None) -> Any:
+    from pyspark.sql import functions as F
+
+    df = None
+    for sd in res.timer_services:
+        svc = TimerServiceDescriptor.from_dict(sd)
+        mine = [s for s in slices if s.entry.state == svc.name]
+        if not mine:
+            continue
+        kf = None if keys is None else key_column_filter(keys, svc.key_type)
+        rows = _Reads(spark, timer_schema(svc, delta=True), primary_key_columns(svc), kf).stored_rows(mine)
+        rows = rows.withColumn("domain", F.lit(svc.domain)).withColumn("timer_service", F.lit(svc.name))
+        df = rows if df is None else df.unionByName(rows)
+    return df
 
 
 def _zero(t: Any) -> Any:

@@ -45,6 +45,7 @@ READ_OPTIONS = (
     "ttl",  # Flink savepoints: TTL durations per "operator/state" (or "state"), "op/state=ms;state=ms"
     "sqlRows", "sqlPlan",  # Flink SQL jobs' savepoints: RowData as columns (default) or bytes; the compiled plan naming them
     "topN", "ttlBucket", "parallelism",  # insight tables: keys per state (topKeys), hour|day (ttlExpiry), subtasks at (subtasks)
+    "keyGroups",  # state and timers: only these key groups ("0-15,40"), as a key_group filter would (pyspark_flinkstate.table uses it)
 )
 WRITE_OPTIONS = (
     "path", "operator", "state", "checkpointId", "savepoint", "operation", "maxParallelism",
@@ -153,6 +154,7 @@ class ReadOptions:
     top_n: int = 10
     ttl_bucket: str = "hour"
     parallelism: int | None = None
+    key_groups: tuple[tuple[int, int], ...] | None = None  # state and timers: read only these key-group ranges
 
     def flink_options(self) -> dict[str, Any]:
         """The options a Flink savepoint opens with (none given: none, so a flinkstate root opens as usual)."""
@@ -208,7 +210,28 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
         top_n=_int(opts, "topN", low=1) or 10,
         ttl_bucket=_choice(opts, "ttlBucket", ("hour", "day"), "hour") or "hour",
         parallelism=_int(opts, "parallelism", low=1),
+        key_groups=_key_group_ranges(opts, table or "state"),
     )
+
+
+def _key_group_ranges(opts: dict[str, str], table: str) -> tuple[tuple[int, int], ...] | None:
+    """Option keyGroups ("0-15,40,64-127"): inclusive key-group ranges a state or timers read keeps to."""
+    raw = opts.get("keygroups")
+    if raw is None or not raw.strip():
+        return None
+    if table not in ("state", "timers"):
+        raise InvalidArgumentError(f"option 'keyGroups' is for table=state and table=timers, not table={table}")
+    out = []
+    for part in raw.split(","):
+        lo, _, hi = part.strip().partition("-")
+        try:
+            a, b = int(lo), int(hi or lo)
+        except ValueError:
+            raise InvalidArgumentError(f"option 'keyGroups' must list key groups and ranges like '0-15,40', got {raw!r}") from None
+        if a < 0 or b < a:
+            raise InvalidArgumentError(f"option 'keyGroups': {part.strip()!r} is not a range of key groups (0 <= start <= end)")
+        out.append((a, b))
+    return tuple(out)
 
 
 def _checked(opts: dict[str, str], name: str) -> str | None:

@@ -14,10 +14,9 @@ from typing import Any
 from flinkstate.core.errors import InvalidArgumentError
 from flinkstate.read.scan import Checkpoint, TableRef
 
-from pyspark_flinkstate.native import frame, key_column_filter, unsupported
+from pyspark_flinkstate.native import frame, python_frame, unsupported
 from pyspark_flinkstate.options import parse_read_options
-from pyspark_flinkstate.resolve import Resolved, non_null_columns, open_store, output_columns, resolve
-from pyspark_flinkstate.schema import spark_schema
+from pyspark_flinkstate.resolve import open_store, resolve
 
 __all__ = ["TABLES_VIEW", "table", "register_tables"]
 
@@ -32,23 +31,6 @@ def _option_strings(options: Mapping[str, Any]) -> dict[str, str]:
             continue
         out[k] = ("true" if v else "false") if isinstance(v, bool) else str(v)
     return out
-
-
-def _python_source(spark: Any, path: str, options: dict[str, str], res: Resolved, keys: Sequence[Any] | None) -> Any:
-    """`format("flinkstate")` with these options, given the schema resolved here (Spark then asks the source for none)."""
-    df = (spark.read.format("flinkstate").schema(spark_schema(output_columns(res), non_null_columns(res)))
-          .options(**options).load(path))
-    if keys is not None:
-        df = df.where(key_column_filter(keys, _key_type(res)))
-    return df
-
-
-def _key_type(res: Resolved) -> Any:
-    from flinkstate.core.descriptors import TimerServiceDescriptor
-
-    if res.opts.table == "timers":
-        return TimerServiceDescriptor.from_dict(res.timer_services[0]).key_type
-    return res.descriptor().key_type
 
 
 def table(spark: Any, path: str, operator: str | None = None, state: str | None = None, *, keys: Sequence[Any] | None = None,
@@ -75,11 +57,10 @@ def table(spark: Any, path: str, operator: str | None = None, state: str | None 
     res = resolve(parse_read_options({**opts, "path": path}))
     if keys is not None and res.opts.table not in ("state", "timers"):
         raise InvalidArgumentError(f"keys apply to table=state and table=timers, not table={res.opts.table}")
+    ks = None if keys is None else list(keys)
     if unsupported(res) is None:
-        return frame(spark, res, None if keys is None else list(keys))
-    if res.checkpoint is not None and not any(k.lower() == "checkpointid" for k in opts):
-        opts["checkpointId"] = str(res.checkpoint.checkpoint_id)  # the source reads the checkpoint pinned here
-    return _python_source(spark, path, opts, res, None if keys is None else list(keys))
+        return frame(spark, res, ks, options=opts)
+    return python_frame(spark, res, opts, ks)
 
 
 @dataclass(frozen=True)
@@ -146,7 +127,7 @@ def register_tables(spark: Any, path: str, checkpoint_id: int | None = None, *, 
         given = {**(opts if r.table == "checkpoints" else pinned), "table": r.table, "operator": r.operator, "state": r.state}
         res = resolve(parse_read_options({**_option_strings(given), "path": path}), store)
         native = unsupported(res) is None
-        df = frame(spark, res) if native else _python_source(spark, path, _option_strings(given), res, None)
+        df = frame(spark, res, options=_option_strings(given)) if native else python_frame(spark, res, _option_strings(given))
         df.createOrReplaceTempView(v.name)
         rows.append((v.name, r.table, r.operator, r.state, r.kind, native))
     schema = T.StructType([T.StructField("name", T.StringType(), False), T.StructField("table", T.StringType(), False),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,10 @@ def _rows(df: Any) -> list[Any]:
     return sorted((tuple(_norm(x) for x in r) for r in df.collect()), key=repr)
 
 
+def _plan(df: Any) -> str:
+    return str(df._jdf.queryExecution().executedPlan().toString())
+
+
 def _native(df: Any) -> bool:
     """Whether Spark reads df from Parquet files itself (the Python source lists none)."""
     return bool(df.inputFiles())
@@ -142,16 +147,34 @@ def _python(spark: Any, root: str, opts: dict[str, Any]) -> Any:
     return spark.read.format("flinkstate").options(**{k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in opts.items()}).load(root)
 
 
-def _same(spark: Any, root: str, opts: dict[str, Any], keys: list[Any] | None = None, native: bool = True) -> list[Any]:
+def _table(spark: Any, root: str, opts: dict[str, Any], keys: list[Any] | None, merge: str | None) -> Any:
     import pyspark_flinkstate
 
-    got = pyspark_flinkstate.table(spark, root, keys=keys, **opts)
+    if merge is None:
+        return pyspark_flinkstate.table(spark, root, keys=keys, **opts)
+    from pyspark_flinkstate.native import frame
+    from pyspark_flinkstate.resolve import resolve
+    from pyspark_flinkstate.tables import _option_strings
+
+    strings = _option_strings(opts)
+    return frame(spark, resolve({**strings, "path": root}), keys, merge=merge, options=strings)  # type: ignore[arg-type]
+
+
+def _same(spark: Any, root: str, opts: dict[str, Any], keys: list[Any] | None = None, native: bool = True,
+          merge: str | None = None) -> list[Any]:
+    got = _table(spark, root, opts, keys, merge)
     want = _python(spark, root, opts)
     if keys is not None:
         from pyspark_flinkstate.native import key_column_filter
 
         want = want.where(key_column_filter(keys, _key_type(root, opts)))
-    assert _native(got) is native, got.explain()
+    plan = _plan(got)
+    if merge == "spark":  # Spark alone: no Python source in the plan
+        assert "(Python)" not in plan and "parquet" in plan.lower(), plan
+    elif not native:
+        assert not _native(got), plan
+    elif keys is None:  # (a lookup of keys whose key groups the deltas hold reads them through the Python source)
+        assert "parquet" in plan.lower(), plan  # the fixture's deltas hold a few key groups: the rest is read by Spark
     assert got.schema == want.schema
     rows = _rows(got)
     assert rows == _rows(want)
@@ -165,18 +188,38 @@ def _key_type(root: str, opts: dict[str, Any]) -> pa.DataType:
     return ck.state_descriptor(opts["operator"], opts["state"]).key_type
 
 
+def _combos(state: str) -> list[tuple[int | None, bool, bool]]:
+    """(TTL reference, include expired, flatten) a state's reads vary."""
+    ttl, coll = D[state].ttl_enabled, D[state].kind in ("list", "map")
+    return [(r, e, f) for r in ((None, T0 + 12_500) if ttl else (None,)) for e in ((False, True) if ttl else (False,))
+            for f in ((True, False) if coll else (True,))]
+
+
+def _check(spark: Any, root: str, state: str, combos: list[tuple[int | None, bool, bool]], merge: str | None) -> None:
+    shown = 0
+    for reference, include_expired, flatten in combos:
+        opts: dict[str, Any] = {"operator": "a", "state": state, "includeExpired": include_expired, "flattenCollections": flatten}
+        if reference is not None:
+            opts["ttlReferenceTime"] = reference
+        shown += len(_same(spark, root, opts, merge=merge))
+    assert shown
+
+
 @pytest.mark.parametrize("state", sorted(D))
 def test_every_keyed_state_kind_equals_the_python_source(spark: Any, root: str, state: str) -> None:
-    ttl = D[state].ttl_enabled
-    shown = 0
-    for reference in ((None, T0 + 12_500) if ttl else (None,)):
-        for include_expired in ((False, True) if ttl else (False,)):
-            for flatten in ((True, False) if D[state].kind in ("list", "map") else (True,)):
-                opts = {"operator": "a", "state": state, "includeExpired": include_expired, "flattenCollections": flatten}
-                if reference is not None:
-                    opts["ttlReferenceTime"] = reference
-                shown += len(_same(spark, root, opts))
-    assert shown
+    """Each kind at the checkpoint's time as stored, and at another reference time with expired entries, not flattened;
+    delta chains merged by the Python tasks (the default) and by Spark."""
+    combos = _combos(state)
+    _check(spark, root, state, [combos[0], combos[-1]] if len(combos) > 1 else combos, None)
+    _check(spark, root, state, [combos[-1]], "spark")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("FLINKSTATE_NATIVE") != "all", reason="every option combination: FLINKSTATE_NATIVE=all")
+@pytest.mark.parametrize("merge", [None, "spark"])
+@pytest.mark.parametrize("state", sorted(D))
+def test_every_keyed_state_kind_every_option(spark: Any, root: str, state: str, merge: str | None) -> None:
+    _check(spark, root, state, _combos(state), merge)
 
 
 def test_deltas_and_rewrites_merge_newest_wins(spark: Any, root: str) -> None:
@@ -190,6 +233,10 @@ def test_deltas_and_rewrites_merge_newest_wins(spark: Any, root: str) -> None:
     assert {k for k, v in rows.items() if v >= 1000} == rewritten - {"k8", "k9", "k10"}  # the rewritten range, then deltas
     for cid in (1, 2):  # time travel: each checkpoint's own files
         _same(spark, root, {**opts, "checkpointId": cid})
+    _same(spark, root, opts, merge="spark")
+    plan = _plan(pyspark_flinkstate.table(spark, root, **opts))
+    assert "(Python)" in plan and "parquet" in plan.lower()  # key groups the deltas hold: the Python tasks; the rest: Parquet
+    assert "(Python)" not in _plan(pyspark_flinkstate.table(spark, root, **opts, checkpointId=1))  # full files only
 
 
 @pytest.mark.parametrize(("state", "keys"), [
@@ -203,6 +250,7 @@ def test_key_lookups_read_the_keys_key_groups(spark: Any, root: str, state: str,
     import pyspark_flinkstate
 
     _same(spark, root, {"operator": "a", "state": state, "includeExpired": True}, keys=keys)
+    _same(spark, root, {"operator": "a", "state": state, "includeExpired": True}, keys=keys, merge="spark")
     df = pyspark_flinkstate.table(spark, root, "a", state, keys=keys[:1])
     files = df.inputFiles()
     store = fs.open(root)
@@ -213,13 +261,16 @@ def test_key_lookups_read_the_keys_key_groups(spark: Any, root: str, state: str,
 def test_struct_keys_and_many_value_types(spark: Any, root: str) -> None:
     _same(spark, root, {"operator": "c", "state": "pairs"})
     _same(spark, root, {"operator": "c", "state": "pairs"}, keys=[{"f0": "k2", "f1": 3}, {"f0": "k1", "f1": 1}, {"f0": "k5", "f1": 5}])
+    _same(spark, root, {"operator": "c", "state": "pairs"}, merge="spark")
     _same(spark, root, {"operator": "b", "state": "types"})
     _same(spark, root, {"operator": "b", "state": "types"}, keys=[3, 17])
 
 
 def test_timers_and_operator_state(spark: Any, root: str) -> None:
     _same(spark, root, {"operator": "a", "table": "timers"})
+    _same(spark, root, {"operator": "a", "table": "timers"}, merge="spark")
     _same(spark, root, {"operator": "a", "table": "timers", "state": "event-timers"}, keys=["k0", "k1", "zz"])
+    _same(spark, root, {"operator": "a", "table": "timers", "state": "event-timers"}, keys=["k0", "k1", "zz"], merge="spark")
     _same(spark, root, {"operator": "a", "table": "timers", "state": "event-timers", "checkpointId": 1})
     _same(spark, root, {"operator": "a", "table": "operatorState", "state": "offsets"})
     _same(spark, root, {"operator": "a", "table": "operatorState", "state": "rules"})

@@ -14,13 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from flinkstate.core.io import FileIO
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
 from flinkstate.format.merge import newest_full_order, order_entries, overlaps
 
-__all__ = ["FileSlice", "file_slices"]
+__all__ = ["FileSlice", "file_slices", "key_groups_held"]
 
 
 @dataclass(frozen=True)
@@ -74,3 +75,22 @@ def file_slices(io: FileIO, entries: Sequence[FileEntry], max_parallelism: int, 
             out.append(FileSlice(e, io.url(e.path), (e.created_by_checkpoint_id, e.seq, e.path), e.kind in C.DELTA_KINDS, runs,
                                  runs == ((e.key_group_start, e.key_group_end),)))
     return out
+
+
+def key_groups_held(io: FileIO, s: FileSlice) -> np.ndarray:
+    """The key groups of a slice's ranges its file holds rows of (sorted): its `key_group` column, the one column read (a
+    delta's ranges are those of its file; the rows it holds, a few key groups of them or all)."""
+    import pyarrow.parquet as pq
+
+    from flinkstate.core.errors import CorruptFileError
+
+    try:
+        with io.open(s.entry.path, "rb") as f:
+            kg = pq.ParquetFile(f).read(columns=[C.COL_KEY_GROUP]).column(0).to_numpy()
+    except (OSError, pa.ArrowException) as e:
+        raise CorruptFileError(f"data file {s.url} of operator {s.entry.operator!r} state {s.entry.state!r} is unreadable: {e}") from e
+    held = np.unique(kg)
+    keep = np.zeros(len(held), dtype=bool)
+    for a, b in s.key_group_ranges:
+        keep |= (held >= a) & (held <= b)
+    return held[keep]

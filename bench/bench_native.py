@@ -1,0 +1,196 @@
+"""State as Spark tables: `pyspark_flinkstate.table` (Spark's own Parquet reader) and the Python source, against their floors.
+
+    .venv/bin/python bench/bench_native.py [--rows 4000000] [--deltas 10] [--repeat 3] [--json]
+
+One value state of --rows entries (string keys, max parallelism 128) written in full (checkpoint 1: a state after
+compaction or import), then --deltas delta checkpoints on top (each upserting 1% of the keys, a tenth of them
+tombstones). Every timed action is `groupBy().sum("value").collect()` (a one-key lookup: `collect()` of its one row),
+best of --repeat after a warm-up, all in one SparkSession (local[2]); each row's ratio is against a baseline measured in
+the same invocation, in wall seconds and in CPU seconds of the Spark JVM, its Python workers and this driver (steadier than
+wall time on a loaded machine):
+- native full scan vs `spark.read.parquet` of the checkpoint's files (goal <= 1.1x);
+- native with the deltas on top vs the same Parquet baseline (goal <= 2x), and the Python source on the same checkpoint
+  (the delta chain merged by the Python tasks: the alternative to merging in Spark);
+- a one-key lookup (`table(..., keys=[k])`) vs the native full scan (goal <= 0.05);
+- the Python source `format("flinkstate")` vs a pass-through Python source that yields pyarrow's read of the very same
+  files with the same columns, partitioned as flinkstate's read (Spark's floor for any Python source; goal <= 1.2x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+from typing import Any
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+
+from benchutil import tree_cpu_seconds  # noqa: E402  (bench/ is on sys.path when a bench runs)
+
+
+def build(root: str, rows: int, deltas: int) -> None:
+    """Checkpoint 1: the state in full files; 2..deltas+1: 1% of the keys upserted each (a tenth as tombstones)."""
+    import numpy as np
+    import pyarrow as pa
+
+    import flinkstate as fs
+
+    store = fs.open(root)
+    desc = fs.ValueStateDescriptor(name="v", value_type=pa.int64())
+    keys = pa.array(np.char.add("k", np.arange(rows).astype(str)))
+    with store.begin(max_parallelism=128) as w:
+        w.put_state("op", desc, pa.table({"key": keys, "value": np.arange(rows, dtype=np.int64)}))
+    rng = np.random.default_rng(47)
+    for i in range(deltas):
+        idx = np.sort(rng.choice(rows, max(1, rows // 100), replace=False))
+        with store.begin() as w:
+            w.put_state("op", desc, pa.table({"key": keys.take(pa.array(idx)), "value": np.full(len(idx), -i, dtype=np.int64),
+                                              "tombstone": idx % 10 == 0}), mode="delta")
+
+
+def pass_through_source(tasks: list[list[str]], columns: list[str], ddl: str) -> Any:
+    """A Python data source yielding `pq.read_table(files, columns)` per partition (flinkstate's partitions, their files):
+    what any Python source costs Spark, with no work of its own."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class _Reader(DataSourceReader):
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(files) for files in tasks]
+
+        def read(self, partition: InputPartition) -> Any:
+            import pyarrow.parquet as pq
+
+            for path in partition.value:
+                yield from pq.read_table(path, columns=columns).to_batches(max_chunksize=131072)
+
+    class _PassThrough(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench_pass_through"
+
+        def schema(self) -> str:
+            return ddl
+
+        def reader(self, schema: Any) -> Any:
+            return _Reader()
+
+    return _PassThrough
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=4_000_000)
+    ap.add_argument("--deltas", type=int, default=10)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--dir", default=None, help="work directory (default: a temporary one, removed afterwards)")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+
+    from pyspark.sql import SparkSession
+
+    import flinkstate as fs
+    import pyspark_flinkstate
+    from pyspark_flinkstate.reader import TARGET_ROWS_PER_PARTITION
+
+    work = a.dir or tempfile.mkdtemp(prefix="flinkstate-native-")
+    root = os.path.join(work, "state")
+    t = time.perf_counter()
+    if not os.path.exists(root):
+        build(root, a.rows, a.deltas)
+    print(f"state: {a.rows:,} entries + {a.deltas} delta checkpoints at {root} ({time.perf_counter() - t:.1f} s)", file=sys.stderr)
+    spark = (SparkSession.builder.master(a.master).appName("flinkstate-native-bench").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "4")
+             .config("spark.driver.memory", "3g").config("spark.sql.python.filterPushdown.enabled", "true")
+             .config("spark.python.worker.reuse", "true").config("spark.driver.host", "127.0.0.1")
+             .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    pyspark_flinkstate.register(spark)
+    results: list[dict[str, Any]] = []
+
+    jvm = int(spark.sparkContext._jvm.ProcessHandle.current().pid())  # type: ignore[union-attr]
+
+    def best(fn: Any) -> tuple[float, float]:
+        """(least wall seconds, least CPU seconds of the JVM and its Python workers) of --repeat runs after a warm-up."""
+        fn()  # warm-up: Python workers, JIT, file caches
+        walls, cpus = [], []
+        for _ in range(a.repeat):
+            c, t = tree_cpu_seconds(jvm) + time.process_time(), time.perf_counter()
+            fn()
+            walls.append(time.perf_counter() - t)
+            cpus.append(tree_cpu_seconds(jvm) + time.process_time() - c)
+        return min(walls), min(cpus)
+
+    def agg(df: Any) -> Any:
+        return lambda: df.groupBy().sum("value").collect()
+
+    def row(name: str, ours: tuple[float, float], base: tuple[float, float], baseline: str, goal: float | None) -> None:
+        r, rc = ours[0] / base[0], ours[1] / base[1]
+        results.append({"comparison": name, "seconds": round(ours[0], 3), "baseline": baseline, "baseline_s": round(base[0], 3),
+                        "ratio": round(r, 3), "cpu_s": round(ours[1], 3), "baseline_cpu_s": round(base[1], 3), "cpu_ratio": round(rc, 3),
+                        "goal": None if goal is None else f"<= {goal}", "met": None if goal is None else r <= goal})
+
+    try:
+        store = fs.open(root)
+        ck1 = store.checkpoint(1)
+        files = [ck1.io.url(e.path) for e in ck1.state_files("op", "v")]
+        parquet = spark.read.parquet(*files)
+        native1 = pyspark_flinkstate.table(spark, root, "op", "v", checkpointId=1)
+        native = pyspark_flinkstate.table(spark, root, "op", "v")
+        python1 = spark.read.format("flinkstate").options(operator="op", state="v", checkpointId="1").load(root)
+        python = spark.read.format("flinkstate").options(operator="op", state="v").load(root)
+        assert native.schema == python.schema
+        t_parquet = best(agg(parquet))
+        t_native1 = best(agg(native1))
+        row("native full scan (checkpoint 1, full files)", t_native1, t_parquet, "spark.read.parquet of its files", 1.1)
+        t_native = best(agg(native))
+        row(f"native, {a.deltas} delta checkpoints on top (merged in Spark)", t_native, t_parquet, "spark.read.parquet of ckpt 1's files", 2.0)
+        t_python = best(agg(python))
+        row(f"Python source, {a.deltas} delta checkpoints on top (merged by the Python tasks)", t_python, t_parquet,
+            "spark.read.parquet of ckpt 1's files", None)
+        key = f"k{a.rows // 2}"
+        lookup = pyspark_flinkstate.table(spark, root, "op", "v", keys=[key])
+        assert len(lookup.collect()) == 1
+        t_lookup = best(lambda: pyspark_flinkstate.table(spark, root, "op", "v", keys=[key]).collect())
+        row("one-key lookup, native (table(keys=[k]): call + collect)", t_lookup, t_native, "native full scan (deltas on top)", 0.05)
+        t_lookup_py = best(lambda: python.where(python.key == key).collect())
+        row("one-key lookup, Python source (where key = k)", t_lookup_py, t_native, "native full scan (deltas on top)", None)
+        tasks = [[ck1.io.fs_path(e.path) for e in task.entries] for task in ck1.scan("op", "v").plan(TARGET_ROWS_PER_PARTITION)]  # type: ignore[attr-defined]
+        ddl = "key string not null, value bigint, key_group int not null"
+        spark.dataSource.register(pass_through_source(tasks, ["key", "value", "key_group"], ddl))
+        floor = spark.read.format("bench_pass_through").load()
+        t_floor = best(agg(floor))
+        t_python1 = best(agg(python1))
+        row("Python source full scan (checkpoint 1)", t_python1, t_floor, "pass-through Python source (pq.read_table, same files)", 1.2)
+        row("pass-through Python source (the floor)", t_floor, t_parquet, "spark.read.parquet of its files", None)
+    finally:
+        spark.stop()
+        if a.dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    if a.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    try:
+        load = os.getloadavg()
+        print(f"\n{a.rows:,} rows, {a.deltas} deltas, best of {a.repeat} after a warm-up, {a.master}; load average {load[0]:.1f}")
+    except OSError:
+        pass
+    print("| comparison | wall s | baseline | baseline wall s | ratio | CPU s | baseline CPU s | CPU ratio | goal | met (wall) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        met = "" if r["met"] is None else ("yes" if r["met"] else "no")
+        print(f"| {r['comparison']} | {r['seconds']:.3f} | {r['baseline']} | {r['baseline_s']:.3f} | {r['ratio']:.3f}x | {r['cpu_s']:.2f} | "
+              f"{r['baseline_cpu_s']:.2f} | {r['cpu_ratio']:.3f}x | {r['goal'] or ''} | {met} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
