@@ -345,8 +345,8 @@ def frame(spark: Any, res: Resolved, keys: Sequence[Any] | None = None, *, merge
         slices = [s for task in scan.plan(1 << 62) for s in task.file_slices()]
         if merge == "python" and any(s.delta for s in slices):
             slices, touched = _split(ck.io, slices, res.max_parallelism)
-            if touched:
-                python_part = python_frame(spark, res, options or {}, keys, touched)
+            if touched:  # (every key group of the read: the Python source's own plan, its tasks of about a million rows)
+                python_part = python_frame(spark, res, options or {}, keys, touched if slices else None)
         df = _timer_rows(spark, res, slices, keys) if o.table == "timers" else _state_rows(spark, res, slices, keys, scan.reference_ms)
     out = _empty(spark, res) if df is None else conform(df, res)
     if python_part is None:
