@@ -15,9 +15,9 @@ with pyarrow limited to one thread. Rows, per savepoint kind (canonical `files`,
 - import / export: `flinkstate import` into a new root, and `flinkstate export` of that root (canonical);
 - with --restore: real Flink restoring the savepoint (RestoreDumpJob, wall seconds, JVM start included);
 - with --spark: `groupBy().sum("value")` of string-keyed/map (150,000 rows) and long-keyed/list (800,000) read in
-  place by `format("flinkstate")` against the same over `spark.read.parquet` of their rows, and over a Python data source
-  whose read is `pq.read_table` of those rows (Spark's own cost of a Python source's batches; wall, best of 4 after a
-  first run, local[1]).
+  place by `format("flinkstate")` against the same over `spark.read.parquet` of their rows, over a Python data source
+  whose read is `pq.read_table` of those rows (Spark's own cost of a Python source's batches), and (canonical) over the
+  imported root by `pyspark_flinkstate.table` (Spark's own Parquet reader; wall, best of 4 after a first run, local[1]).
 """
 
 from __future__ import annotations
@@ -235,9 +235,10 @@ def _floor_source(pq_path: str, ddl: str, parts: int) -> Any:
     return _Floor
 
 
-def spark_agg(path: str, parquet_dir: str) -> list[tuple[str, int, float, float, float]]:
-    """Per state of AGG_STATES: (operator/state, rows, in place, Python-source floor, over Parquet) wall seconds, best of 4, of
-    groupBy().sum("value") read in place by format("flinkstate"), by `_floor_source`, and by `spark.read.parquet`."""
+def spark_agg(path: str, parquet_dir: str, root: str | None = None) -> list[tuple[str, int, float, float, float, float | None]]:
+    """Per state of AGG_STATES: (operator/state, rows, in place, Python-source floor, over Parquet, imported) wall seconds, best
+    of 4, of groupBy().sum("value") read in place by format("flinkstate"), by `_floor_source`, by `spark.read.parquet`, and
+    with root (the savepoint imported there) by `pyspark_flinkstate.table` on it (Spark's own Parquet reader)."""
     import pyarrow.parquet as pq
     from pyspark.sql import SparkSession
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -265,8 +266,15 @@ def spark_agg(path: str, parquet_dir: str) -> list[tuple[str, int, float, float,
             parts = df.rdd.getNumPartitions()
             ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields)
             spark.dataSource.register(_floor_source(pq_path, ddl, parts))
+            imported = None
+            if root is not None:
+                import pyspark_flinkstate
+
+                native = pyspark_flinkstate.table(spark, root, operator, state)
+                assert native.schema == df.schema
+                imported = best(native)
             out.append((f"{operator}/{state}", table.num_rows, best(df), best(spark.read.format("bench_parquet_rows").load()),
-                        best(spark.read.parquet(pq_path))))
+                        best(spark.read.parquet(pq_path)), imported))
         return out
     finally:
         spark.stop()
@@ -322,10 +330,13 @@ def main() -> None:
                 again = (f"{cpu2:.2f} | {m / cpu2:,.0f} | {(cpu2 / max(m, 1)) / base2:.1f}x" if cpu2 else " | | ")
                 print(f"| {name} | {cpu:.2f} | {m / cpu:,.0f} | {(cpu / max(m, 1)) / base:.1f}x | {again} | {rss / 2**20:,.0f} MiB |")
             if args.spark:
-                for name, m, in_place, floor, parquet in spark_agg(sp, pq_dir):
+                imported_root = os.path.join(tmp, "root") if kind == "files" else None
+                for name, m, in_place, floor, parquet, imported in spark_agg(sp, pq_dir, imported_root):
+                    native = "" if imported is None else (f"; imported, pyspark_flinkstate.table (Spark's Parquet reader) {imported:.2f} s "
+                                                          f"({imported / parquet:.2f}x)")
                     print(f"Spark groupBy().sum() over {name} ({m:,} rows): in place {in_place:.2f} s, over Parquet {parquet:.2f} s "
                           f"({in_place / parquet:.2f}x); a Python source reading the same rows with pq.read_table {floor:.2f} s "
-                          f"({floor / parquet:.2f}x: Spark's intake of Python batches)", flush=True)
+                          f"({floor / parquet:.2f}x: Spark's intake of Python batches){native}", flush=True)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
