@@ -28,7 +28,7 @@ from flinkstate.core.descriptors import KeyedStateDescriptor, OperatorStateDescr
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import operator_state_schema, primary_key_columns, state_schema, timer_schema
 from flinkstate.read.checkpoint import StoreCheckpoint
-from flinkstate.read.slices import FileSlice, key_groups_held
+from flinkstate.read.slices import FileSlice, key_group_runs, key_groups_held
 from flinkstate.read.visibility import MAX_EXPIRY_MS
 
 from pyspark_flinkstate.resolve import Resolved, non_null_columns, output_columns
@@ -306,16 +306,10 @@ def _split(io: Any, slices: list[FileSlice], max_parallelism: int) -> tuple[list
         mask = np.zeros(max_parallelism, dtype=bool)
         for a, b in s.key_group_ranges:
             mask[a : b + 1] = True
-        runs = _runs(mask & ~touched)
+        runs = key_group_runs(mask & ~touched)
         if runs:
             kept.append(dataclasses.replace(s, key_group_ranges=runs, whole=runs == ((s.entry.key_group_start, s.entry.key_group_end),)))
-    return kept, _runs(touched)
-
-
-def _runs(mask: np.ndarray) -> tuple[tuple[int, int], ...]:
-    m = np.concatenate([[False], mask, [False]]).astype(np.int8)
-    d = np.diff(m)
-    return tuple((int(a), int(b)) for a, b in zip(np.nonzero(d == 1)[0], np.nonzero(d == -1)[0] - 1))
+    return kept, key_group_runs(touched)
 
 
 def frame(spark: Any, res: Resolved, keys: Sequence[Any] | None = None, *, merge: Merge = "python",

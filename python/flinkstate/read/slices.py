@@ -21,7 +21,7 @@ from flinkstate.format import constants as C
 from flinkstate.format.datafile import FileEntry
 from flinkstate.format.merge import newest_full_order, order_entries, overlaps
 
-__all__ = ["FileSlice", "file_slices", "key_groups_held"]
+__all__ = ["FileSlice", "file_slices", "key_group_runs", "key_groups_held"]
 
 
 @dataclass(frozen=True)
@@ -40,8 +40,8 @@ class FileSlice:
     whole: bool
 
 
-def _runs(mask: np.ndarray, base: int) -> tuple[tuple[int, int], ...]:
-    """Inclusive runs of True in mask, as key groups (mask[0] is key group base)."""
+def key_group_runs(mask: np.ndarray, base: int = 0) -> tuple[tuple[int, int], ...]:
+    """Inclusive runs of True in mask, as key-group ranges (mask[0] is key group base)."""
     if not mask.any():
         return ()
     m = np.concatenate([[False], mask, [False]]).astype(np.int8)
@@ -70,7 +70,7 @@ def file_slices(io: FileIO, entries: Sequence[FileEntry], max_parallelism: int, 
         a, b = max(lo, e.key_group_start), min(hi, e.key_group_end)
         mask = np.zeros(hi - lo + 1, dtype=bool)
         mask[a - lo : b - lo + 1] = full_order[a : b + 1] <= pos
-        runs = _runs(mask & allowed, lo)
+        runs = key_group_runs(mask & allowed, lo)
         if runs:
             out.append(FileSlice(e, io.url(e.path), (e.created_by_checkpoint_id, e.seq, e.path), e.kind in C.DELTA_KINDS, runs,
                                  runs == ((e.key_group_start, e.key_group_end),)))
