@@ -26,7 +26,7 @@ EXPIRED = "expired"
 
 
 def _ts(ms: np.ndarray) -> pa.Array:
-    return pa.array(np.minimum(ms, MAX_EXPIRY_MS), type=pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
+    return pa.array(np.minimum(ms, MAX_EXPIRY_MS), type=pa.timestamp("ms", tz="UTC"))
 
 
 def shape_state(view: pa.Table, desc: Any, *, reference_ms: int, include_expired: bool = False, flatten: bool = True,
