@@ -4,13 +4,13 @@
 
 One value state of --rows entries (string keys, max parallelism 128) written in full (checkpoint 1: a state after
 compaction or import), then --deltas delta checkpoints on top (each upserting 1% of the keys, a tenth of them
-tombstones). Every timed action is `groupBy().sum("value").collect()` (a one-key lookup: `collect()` of its one row),
+tombstones); a second one with deltas of 0.1% each, and a third with TTL and no deltas. Every timed action is `groupBy().sum("value").collect()` (a one-key lookup: `collect()` of its one row),
 best of --repeat after a warm-up, all in one SparkSession (local[2]); each row's ratio is against a baseline measured in
 the same invocation, in wall seconds and in CPU seconds of the Spark JVM, its Python workers and this driver (steadier than
 wall time on a loaded machine):
 - native full scan vs `spark.read.parquet` of the checkpoint's files (goal <= 1.1x);
-- native with the deltas on top vs the same Parquet baseline (goal <= 2x): as `table()` does it (the key groups the deltas
-  hold merged by the Python tasks) and merged by Spark instead, and the Python source on the same checkpoint;
+- native with the deltas on top vs the same Parquet baseline (goal <= 2x): as `table()` does it (`native.choose_merge`:
+  the 1% deltas by the Python tasks, the 0.1% ones by Spark) and by the other merge, and the Python source;
 - a one-key lookup (`table(..., keys=[k])`, `collect()` of the DataFrame made before; also with the `table()` call) vs the
   native full scan (goal <= 0.05), with deltas on top, and the Python source's (a pushed-down `key = k`);
 - the Python source `format("flinkstate")` vs a pass-through Python source that yields pyarrow's read of the very same
@@ -38,8 +38,8 @@ from benchutil import tree_cpu_seconds  # noqa: E402  (bench/ is on sys.path whe
 
 
 def build(root: str, rows: int, deltas: int) -> None:
-    """Checkpoint 1: the state `v` in full files (and `t`, the same with TTL); 2..deltas+1: 1% of v's keys upserted each (a
-    tenth as tombstones)."""
+    """Checkpoint 1: the state `v` in full files (and `t`, the same with TTL, and `s`); 2..deltas+1: 1% of v's keys
+    upserted each and 0.1% of s's (a tenth of them as tombstones)."""
     import numpy as np
     import pyarrow as pa
 
@@ -53,12 +53,15 @@ def build(root: str, rows: int, deltas: int) -> None:
         ttl = fs.ValueStateDescriptor(name="t", value_type=pa.int64(), ttl=fs.StateTtlConfig(ttl_ms=10 * 365 * 86_400_000))
         now = int(time.time() * 1000)  # none expires within ten years: every row is read
         w.put_state("op", ttl, pa.table({"key": keys, "value": np.arange(rows, dtype=np.int64), "ttl_timestamp": np.full(rows, now)}))
+        small = fs.ValueStateDescriptor(name="s", value_type=pa.int64())
+        w.put_state("op", small, pa.table({"key": keys, "value": np.arange(rows, dtype=np.int64)}))
     rng = np.random.default_rng(47)
     for i in range(deltas):
-        idx = np.sort(rng.choice(rows, max(1, rows // 100), replace=False))
         with store.begin() as w:
-            w.put_state("op", desc, pa.table({"key": keys.take(pa.array(idx)), "value": np.full(len(idx), -i, dtype=np.int64),
-                                              "tombstone": idx % 10 == 0}), mode="delta")
+            for d, share in ((desc, 100), (small, 1000)):
+                idx = np.sort(rng.choice(rows, max(1, rows // share), replace=False))
+                w.put_state("op", d, pa.table({"key": keys.take(pa.array(idx)), "value": np.full(len(idx), -i, dtype=np.int64),
+                                               "tombstone": idx % 10 == 0}), mode="delta")
 
 
 def pass_through_source(tasks: list[list[str]], columns: list[str], ddl: str) -> Any:
@@ -156,8 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         t_native1 = best(agg(native1))
         row("native full scan (checkpoint 1, full files)", t_native1, t_parquet, "spark.read.parquet of its files", 1.1)
         t_native = best(agg(native))
-        row(f"native, {a.deltas} delta checkpoints on top (their key groups merged by the Python tasks)", t_native, t_parquet,
-            "spark.read.parquet of ckpt 1's files", 2.0)
+        row(f"native, {a.deltas} delta checkpoints of 1% each (table(): their key groups merged by the Python tasks)", t_native,
+            t_parquet, "spark.read.parquet of ckpt 1's files", 2.0)
         from pyspark_flinkstate.native import frame
         from pyspark_flinkstate.resolve import resolve
 
@@ -167,6 +170,13 @@ def main(argv: list[str] | None = None) -> int:
             "spark.read.parquet of ckpt 1's files", 2.0)
         t_python = best(agg(python))
         row(f"Python source, {a.deltas} delta checkpoints on top", t_python, t_parquet, "spark.read.parquet of ckpt 1's files", None)
+        small = pyspark_flinkstate.table(spark, root, "op", "s")
+        t_small = best(agg(small))
+        row(f"native, {a.deltas} delta checkpoints of 0.1% each (table(): merged by Spark)", t_small, t_parquet,
+            "spark.read.parquet of ckpt 1's files", 2.0)
+        small_py = frame(spark, resolve({"path": root, "operator": "op", "state": "s"}), merge="python", options={"operator": "op", "state": "s"})
+        t_small_py = best(agg(small_py))
+        row("the same merged by the Python tasks", t_small_py, t_parquet, "spark.read.parquet of ckpt 1's files", None)
         key = f"k{a.rows // 2}"
         lookup1 = pyspark_flinkstate.table(spark, root, "op", "v", keys=[key], checkpointId=1)
         assert len(lookup1.collect()) == 1

@@ -52,6 +52,7 @@ TIMERS = {"event-timers": fs.TimerServiceDescriptor(name="event-timers", domain=
 TUPLE_STATE = fs.ValueStateDescriptor(name="pairs", key_type=TUPLE, value_type=pa.int64())
 TYPES_STATE = fs.ValueStateDescriptor(name="types", key_type=pa.int64(), value_type=TYPES)
 NANOS_STATE = fs.ValueStateDescriptor(name="nanos", key_type=pa.int64(), value_type=pa.timestamp("ns"))
+SMALL_DELTAS = fs.ValueStateDescriptor(name="small", value_type=pa.int64())  # a delta of under 3% of the rows: merged by Spark
 
 
 def _types_row(i: int) -> dict[str, Any]:
@@ -91,6 +92,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> str:
         w.put_state("b", TYPES_STATE, pa.table({"key": list(range(N)), "value": pa.array([_types_row(i) for i in range(N)], TYPES)}))
         w.put_state("b", NANOS_STATE, pa.table({"key": [1, 2], "value": pa.array([1000, 2_000_000_000], pa.timestamp("ns"))}))
         w.put_state("c", TUPLE_STATE, pa.table({"key": [{"f0": k, "f1": i} for i, k in enumerate(KEYS)], "value": list(range(N))}))
+        w.put_state("d", SMALL_DELTAS, pa.table({"key": [f"x{i}" for i in range(400)], "value": list(range(400))}))
     with store.begin() as w:
         w.put_state("a", D["value_ttl"], pa.table({"key": ["k0", "k1", "new", "k7"], "value": [100, 0, 5, 70], "ttl_timestamp": [T0 + 30_000, 0, T0, T0 + 1],
                                                     "tombstone": [False, True, False, False]}), mode="delta")
@@ -105,6 +107,8 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> str:
                                                    "tombstone": [True, True, False]}), mode="delta")
         w.put_timers("a", TIMERS["event-timers"], pa.table({"key": ["k0", "k1", "zz"], "timestamp": [T0, T0 + 500, T0 + 7],
                                                             "tombstone": [True, False, False]}), mode="delta")
+        w.put_state("d", SMALL_DELTAS, pa.table({"key": ["x1", "x2", "new"], "value": [None, 22, 1], "tombstone": [True, False, False]}),
+                    mode="delta")
         w.put_state("c", TUPLE_STATE, pa.table({"key": [{"f0": "k1", "f1": 1}, {"f0": "k2", "f1": 2}, {"f0": "k2", "f1": 3}], "value": [None, 20, 23],
                                                 "tombstone": [True, False, False]}), mode="delta")
     with store.begin() as w:
@@ -237,6 +241,18 @@ def test_deltas_and_rewrites_merge_newest_wins(spark: Any, root: str) -> None:
     plan = _plan(pyspark_flinkstate.table(spark, root, **opts))
     assert "(Python)" in plan and "parquet" in plan.lower()  # key groups the deltas hold: the Python tasks; the rest: Parquet
     assert "(Python)" not in _plan(pyspark_flinkstate.table(spark, root, **opts, checkpointId=1))  # full files only
+
+
+def test_who_merges_a_delta_chain(spark: Any, root: str) -> None:
+    import pyspark_flinkstate
+
+    small = pyspark_flinkstate.table(spark, root, "d", "small")  # 3 delta rows on 400: Spark merges
+    assert "(Python)" not in _plan(small) and "BroadcastHashJoin" in _plan(small)
+    assert {r.key: r.value for r in small.collect()} == {**{f"x{i}": i for i in range(400) if i != 1}, "x2": 22, "new": 1}
+    _same(spark, root, {"operator": "d", "state": "small"})
+    _same(spark, root, {"operator": "d", "state": "small"}, merge="python")
+    large = pyspark_flinkstate.table(spark, root, "a", "value")  # 3 delta rows on 40: the Python tasks, in those key groups
+    assert "(Python)" in _plan(large) and "parquet" in _plan(large).lower()
 
 
 @pytest.mark.parametrize(("state", "keys"), [
