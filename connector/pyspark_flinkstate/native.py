@@ -183,19 +183,29 @@ class _Reads:
                 one = self.read([s], True, {n: i})
                 d = one if d is None else d.unionByName(one)
         keys = [C.COL_KEY_GROUP, *self.pk]
-        newest = Window.partitionBy(*keys).orderBy(F.col(_RANK).desc(), F.col(_ROW).desc())
-        winners = (d.withColumn("__fs_n", F.row_number().over(newest)).where((F.col("__fs_n") == 1) & ~F.col(C.COL_TOMBSTONE))
-                   .select(*cols))
+        # every delta row's key and place in the chain, hashed once for both joins (Spark reuses the broadcast)
+        placed = d.select(*[F.col(c).alias(f"__fs_k_{c}") for c in keys], F.col(_RANK).alias("__fs_k_rank"), F.col(_ROW).alias("__fs_k_row"))
+        small = sum(s.entry.rows for s in deltas) <= BROADCAST_DELTA_ROWS
+        if small:
+            placed = F.broadcast(placed)
+
+        def same_key(df: Any) -> Any:
+            on = None
+            for c in keys:
+                eq = df[c].eqNullSafe(placed[f"__fs_k_{c}"]) if c == C.COL_NAMESPACE else (df[c] == placed[f"__fs_k_{c}"])
+                on = eq if on is None else (on & eq)
+            return on
+
+        if small:  # a delta row wins unless a later one (a later file, or further in the file) has its key: no shuffle
+            later = (placed["__fs_k_rank"] > d[_RANK]) | ((placed["__fs_k_rank"] == d[_RANK]) & (placed["__fs_k_row"] > d[_ROW]))
+            winners = d.join(placed, same_key(d) & later, "left_anti")
+        else:  # the newest row per key by a window (a shuffle of the deltas)
+            newest = Window.partitionBy(*keys).orderBy(F.col(_RANK).desc(), F.col(_ROW).desc())
+            winners = d.withColumn("__fs_n", F.row_number().over(newest)).where(F.col("__fs_n") == 1)
+        winners = winners.where(~F.col(C.COL_TOMBSTONE)).select(*cols)
         if base is None:
             return winners
-        replaced = d.select(*[F.col(c).alias(f"__fs_k_{c}") for c in keys])
-        if sum(s.entry.rows for s in deltas) <= BROADCAST_DELTA_ROWS:
-            replaced = F.broadcast(replaced)
-        on = None
-        for c in keys:
-            eq = base[c].eqNullSafe(replaced[f"__fs_k_{c}"]) if c == C.COL_NAMESPACE else (base[c] == replaced[f"__fs_k_{c}"])
-            on = eq if on is None else (on & eq)
-        return base.join(replaced, on, "left_anti").select(*cols).unionByName(winners)
+        return base.join(placed, same_key(base), "left_anti").select(*cols).unionByName(winners)
 
 
 # ---------------------------------------------------------------------------------------------- visibility as expressions
