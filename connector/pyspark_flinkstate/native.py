@@ -26,6 +26,7 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 from flinkstate.core.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor
+from flinkstate.core.errors import InvalidArgumentError
 from flinkstate.format import constants as C
 from flinkstate.format.datafile import operator_state_schema, primary_key_columns, state_schema, timer_schema
 from flinkstate.read.checkpoint import StoreCheckpoint
@@ -35,8 +36,8 @@ from flinkstate.read.visibility import MAX_EXPIRY_MS
 from pyspark_flinkstate.resolve import Resolved, non_null_columns, output_columns
 from pyspark_flinkstate.schema import spark_schema, spark_type
 
-__all__ = ["BROADCAST_DELTA_ROWS", "NATIVE_TABLES", "SPARK_MERGE_SHARE", "Merge", "choose_merge", "frame", "key_column_filter", "parquet_readable", "python_frame",
-           "unsupported"]
+__all__ = ["BROADCAST_DELTA_ROWS", "NATIVE_TABLES", "SPARK_MERGE_SHARE", "Merge", "choose_merge", "frame", "key_column_filter",
+           "parquet_readable", "python_frame", "unsupported"]
 
 Merge = Literal["auto", "python", "spark"]
 
@@ -117,7 +118,10 @@ def key_column_filter(keys: Sequence[Any], key_type: pa.DataType) -> Any:
     """`key IN (keys)` as a Spark column, the keys typed as the state's key type."""
     from pyspark.sql import functions as F
 
-    values = pa.array(list(keys), key_type).to_pylist()
+    try:
+        values = pa.array(list(keys), key_type).to_pylist()
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
+        raise InvalidArgumentError(f"keys {list(keys)[:5]!r} are not values of the key type {key_type}: {e}") from e
     return F.col(C.COL_KEY).isin(*[_lit(v, key_type) for v in values])
 
 

@@ -43,8 +43,9 @@ def table(spark: Any, path: str, operator: str | None = None, state: str | None 
     `ttlReferenceTime`, `includeExpired`, `flattenCollections`, `storage.<name>`...; booleans may be bools). A keyed
     state, timer services or operator state of a flinkstate root (an imported savepoint is one) on a local file system
     is read from its Parquet files by Spark: the core plans the scan (the checkpoint pinned now, newest full file plus
-    later deltas per key-group range), deltas merge newest-wins in Spark, TTL visibility, list and map flattening are
-    column expressions, and `keys` reads only the keys' key groups (Parquet statistics skip the rest). A Flink savepoint
+    later deltas per key-group range), a delta chain of up to 3% of the full files' rows merges newest-wins in Spark (a
+    larger one through the Python source's tasks, in the key groups its deltas hold), TTL visibility, list and map
+    flattening are column expressions, and `keys` reads only the keys' key groups (Parquet statistics skip the rest). A Flink savepoint
     or checkpoint read in place (binary, not Parquet), the metadata, insight and changes tables, a root Spark's file
     systems do not reach as configured here (memory://, s3://) and a column type Spark's Parquet reader shows otherwise
     (nanosecond timestamps, times, durations) are read through the Python source `format("flinkstate")`, which Spark
