@@ -71,12 +71,14 @@ class _View:
 
 
 def view_name(ref: TableRef, prefix: str = "") -> str:
-    """A name a person can type for a table: operator and state in lower-case letters, digits and underscores
-    (`sessions_count`, `window_event_window_timers`), or the metadata table's own name (`checkpoints`)."""
+    """A name a person can type for a table: operator and state in lower-case letters, digits and underscores, words of
+    camel case apart (`sessions_count`, `window_event_window_timers`, `source_source_reader_state`), or the metadata
+    table's own name (`checkpoints`)."""
     parts = [p for p in (ref.operator, ref.state) if p]
     if not parts or ref.table not in ("state", "timers", "operatorState"):
-        parts.append(re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", ref.table))
-    name = re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", "_".join(parts).lower())).strip("_")
+        parts.append(ref.table)
+    words = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", "_".join(parts))  # SourceReaderState: source_reader_state
+    name = re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", words.lower())).strip("_")
     name = prefix + (name or "t")
     return name if re.match(r"[a-z_]", name) else f"t_{name}"
 
