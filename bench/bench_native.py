@@ -185,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         assert len(lookup1.collect()) == 1
         t_lookup1 = best(lambda: lookup1.collect())
         row("one-key lookup, native (checkpoint 1: the key's file, key-group filter)", t_lookup1, t_native1, "native full scan (checkpoint 1)", 0.05)
+        t_any = best(lambda: spark.range(1).collect())
+        row("spark.range(1).collect() (Spark's own cost of any query)", t_any, t_native1, "native full scan (checkpoint 1)", None)
         t_call1 = best(lambda: pyspark_flinkstate.table(spark, root, "op", "v", keys=[key], checkpointId=1).collect())
         row("the same with the table() call (resolving the checkpoint: Delta logs)", t_call1, t_native1, "native full scan (checkpoint 1)", None)
         lookup = pyspark_flinkstate.table(spark, root, "op", "v", keys=[key])
