@@ -1,11 +1,13 @@
 """Stress: many processes committing, rewriting, compacting, expiring, discarding and collecting on one root.
 
-    PYTHONPATH=python:connector:tests python bench/stress_concurrency.py [--seeds N] [--processes P] [--rounds R] [--s3]
+    PYTHONPATH=python:connector:tests python bench/stress_concurrency.py [--seeds N] [--first-seed S] [--processes P]
+        [--rounds R] [--s3]
 
 The workload and the model are tests/concurrency_model.py (what test_registry_processes.py runs with 4 processes
 and 12 rounds). Every seed runs P spawned processes for R rounds each on a fresh root (local disk, or a moto S3
 server started here with --s3), then checks every retained checkpoint against the model of what was committed and
-runs `flinkstate verify`. Prints per seed: commits, retained checkpoints, retried conflicts, collections, seconds;
+runs `flinkstate verify`; a checkpoint in the log that no worker saw commit (a commit reported as failed that had
+landed, which a retry would write twice) fails it too. Prints per seed: commits, retained checkpoints, retried conflicts, collections, seconds;
 any lost or wrong checkpoint stops the run with the model's message.
 """
 
@@ -42,6 +44,7 @@ def _moto() -> tuple[Any, dict[str, Any], str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--first-seed", type=int, default=0, help="run seeds first-seed .. first-seed+seeds-1")
     ap.add_argument("--processes", type=int, default=6)
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--s3", action="store_true")
@@ -52,7 +55,7 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp, \
                 ProcessPoolExecutor(args.processes, mp_context=mp.get_context("spawn")) as pool:
-            for seed in range(args.seeds):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
                 root = f"s3://{bucket}/seed{seed}" if args.s3 else f"{tmp}/seed{seed}"
                 t0 = time.perf_counter()
                 futures = [pool.submit(model.worker, root, opts, w, args.rounds, seed * 1000 + w) for w in range(args.processes)]

@@ -26,14 +26,20 @@ FLINK_VERSIONS = {"1.18": "1.18.1", "1.19": "1.19.3", "1.20": "1.20.5", "2.0": "
 HERE = Path(__file__).resolve().parent
 JOB_SOURCE = HERE / "src" / "StateGenJob.java"
 # The jobs every version compiles (with its compat/ shim); the newest version compiles every src/*.java.
-MATRIX_SOURCES = ("StateGenJob.java", "RestoreDumpJob.java", "ProductionJob.java")
+MATRIX_SOURCES = ("StateGenJob.java", "RestoreDumpJob.java", "ProductionJob.java", "ShapesJob.java", "DataStreamStatesJob.java")
+# sources written against the 1.19+ API (Duration windows, TaskInfo, fromData) that 1.18's Compat does not shim:
+# their fixtures are taken on 2.3 and 1.20 only
+SINCE_1_19 = ("DataStreamStatesJob.java",)
 VARIANTS = ("files", "inline", "snappy")
 NATIVE_VARIANTS = ("native", "checkpoint")
 ROCKSDB_VARIANTS = ("rocksdb", "rocksdb-checkpoint")
-_JARS = ("flink-dist-", "log4j-")
+_JARS = ("flink-dist-", "flink-cep-", "log4j-")  # the jobs' class path (CEP: DataStreamStatesJob's patterns)
 # SQL and Table API jobs (flinkjobs/sql/) also need the table jars the distribution ships beside flink-dist
 _TABLE_JARS = ("flink-table-api-java-uber-", "flink-table-planner-loader-", "flink-table-runtime-", "flink-cep-",
                "flink-connector-files-", "flink-json-", "flink-csv-")
+# Kept for the inventory of serializer snapshots (flinkjobs/inventory.py), on no job's class path: the Scala API
+# (lib/) and flink-python (opt/), whose classes a job puts in state too.
+_EXTRA_JARS = ("flink-scala_", "flink-python-")
 SQL_DIR = HERE / "sql"
 # What Flink's own config.yaml passes on Java 17 (1.18 needs more of these than 2.x).
 JVM_FLAGS = ("-XX:+IgnoreUnrecognizedVMOptions", *(
@@ -70,13 +76,14 @@ def cache_dir(version: str | None = None) -> Path:
 def flink_lib(version: str | None = None) -> Path:
     """The directory holding flink-dist, the table jars and log4j, downloaded and unpacked once.
 
-    apache-flink-libraries comes as a wheel (jars under pyflink/lib/) for some releases and as a
-    source archive (jars under <name>/deps/lib/) for others; either way only flink-dist, the table
-    jars (for SQL jobs) and log4j are kept, and the ~300 MB download is deleted.
+    apache-flink-libraries comes as a wheel (jars under pyflink/lib/ and pyflink/opt/) for some releases and as a
+    source archive (under <name>/deps/lib/ and deps/opt/) for others; either way only flink-dist, the table
+    jars (for SQL jobs), log4j and the jars the serializer inventory reads (_EXTRA_JARS) are kept, and the ~300 MB
+    download is deleted.
     """
     version = resolve(version)
     lib = cache_dir(version) / "pyflink" / "lib"
-    if (lib / f"flink-dist-{version}.jar").exists() and all(any(lib.glob(f"{t}*.jar")) for t in _TABLE_JARS):
+    if (lib / f"flink-dist-{version}.jar").exists() and all(any(lib.glob(f"{t}*.jar")) for t in _TABLE_JARS + _EXTRA_JARS):
         return lib
     dl = cache_dir(version) / "download"
     dl.mkdir(parents=True, exist_ok=True)
@@ -92,7 +99,7 @@ def flink_lib(version: str | None = None) -> Path:
     for archive in found:
         for base, read in _jars_in(archive):
             if (lib / base).exists():
-                continue  # a cache made before the table jars were kept: only those are added
+                continue  # a cache made before the table (or extra) jars were kept: only those are added
             tmp = lib / (base + ".tmp")
             tmp.write_bytes(read())
             tmp.rename(lib / base)
@@ -103,10 +110,11 @@ def flink_lib(version: str | None = None) -> Path:
 
 
 def _jars_in(archive: Path):
-    """(file name, reader) of the flink-dist and log4j jars in a wheel or source archive."""
+    """(file name, reader) of the jars kept (flink-dist, log4j, table, extra) in a wheel or source archive."""
     def wanted(name: str) -> str | None:
         parent, _, base = name.rpartition("/")
-        ok = parent.endswith(("pyflink/lib", "deps/lib")) and base.startswith(_JARS + _TABLE_JARS) and base.endswith(".jar")
+        ok = (parent.endswith(("pyflink/lib", "deps/lib", "pyflink/opt", "deps/opt")) and base.endswith(".jar")
+              and base.startswith(_JARS + _TABLE_JARS + _EXTRA_JARS))
         return base if ok else None
 
     if archive.name.endswith(".whl"):
@@ -124,28 +132,43 @@ def _jars_in(archive: Path):
 
 
 def classpath(lib: Path) -> list[Path]:
-    """flink-dist plus the log4j jars (without the JSON layout)."""
+    """flink-dist, flink-cep and the log4j jars (without the JSON layout)."""
     return sorted(p for p in lib.glob("*.jar") if p.name.startswith(_JARS) and "layout" not in p.name)
 
 
 def compile_job(version: str | None = None) -> Path:
-    """Compile the jobs and the version's compat shim against its flink-dist (cached by the sources' hash); return the classes dir."""
+    """Compile the jobs and the version's compat shim against its flink-dist and flink-cep (cached by the sources' hash);
+    return the classes dir."""
     version = resolve(version)
     lib = flink_lib(version)
     sources = sorted((HERE / "src").glob("*.java"))
     if version != FLINK_VERSION:
         sources = [p for p in sources if p.name in MATRIX_SOURCES]
+    if version.startswith("1.18."):
+        sources = [p for p in sources if p.name not in SINCE_1_19]
     sources += sorted(compat_dir(version).glob("*.java"))
-    digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()[:16]
-    classes = cache_dir(version) / f"classes-{digest}"
-    if not (classes / "RestoreDumpJob.class").exists():
+    return _compile(sources, classpath(lib), "classes", version, "RestoreDumpJob.class")
+
+
+def _compile(sources: list[Path], cp: list[Path], name: str, version: str, marker: str, resources: Path | None = None) -> Path:
+    """javac sources against cp into a cache folder named by their hash (shared by processes), with the files below
+    `resources` copied beside the classes (a service file, say)."""
+    extra = sorted(p for p in resources.rglob("*") if p.is_file()) if resources is not None and resources.is_dir() else []
+    digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources + extra)).hexdigest()[:16]
+    classes = cache_dir(version) / f"{name}-{digest}"
+    if not (classes / marker).exists():
         tmp = classes.with_name(classes.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        proc = subprocess.run(["javac", "-nowarn", "-cp", str(lib / f"flink-dist-{version}.jar"), "-d", str(tmp), *map(str, sources)],
+        proc = subprocess.run(["javac", "-nowarn", "-cp", os.pathsep.join(map(str, cp)), "-d", str(tmp), *map(str, sources)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
-            raise RuntimeError(f"javac against Flink {version} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+            raise RuntimeError(f"javac of {name} against Flink {version} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        for p in extra:
+            assert resources is not None
+            target = tmp / p.relative_to(resources)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(p, target)
         try:
             tmp.rename(classes)
         except OSError:  # another process compiled the same sources first
@@ -156,23 +179,70 @@ def compile_job(version: str | None = None) -> Path:
 def compile_sql_job(version: str | None = None) -> Path:
     """Compile flinkjobs/sql/*.java against the version's flink-dist and table jars (cached by the sources' hash)."""
     version = resolve(version)
-    lib = flink_lib(version)
-    sources = sorted(SQL_DIR.glob("*.java"))
-    digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()[:16]
-    classes = cache_dir(version) / f"sql-classes-{digest}"
-    if not (classes / "SqlJob.class").exists():
-        tmp = classes.with_name(classes.name + f".tmp{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        cp = os.pathsep.join(str(p) for p in sql_classpath(lib))
-        proc = subprocess.run(["javac", "-nowarn", "-cp", cp, "-d", str(tmp), *map(str, sources)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"javac of the SQL jobs against Flink {version} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-        try:
-            tmp.rename(classes)
-        except OSError:  # another process compiled the same sources first
-            shutil.rmtree(tmp, ignore_errors=True)
-    return classes
+    return _compile(sorted(SQL_DIR.glob("*.java")), sql_classpath(flink_lib(version)), "sql-classes", version, "SqlJob.class",
+                    resources=SQL_DIR / "resources")  # the table factory's service file
+
+
+KRYO_DIR = HERE / "kryo"
+
+
+def _kryo_classes(version: str) -> Path:
+    """flinkjobs/kryo/*.java (KryoWire, KryoUpgradeJob) compiled with the version's compat/ shim."""
+    return _compile(sorted(KRYO_DIR.glob("*.java")) + sorted(compat_dir(version).glob("*.java")), classpath(flink_lib(version)),
+                    "kryo-classes", version, "KryoWire.class")
+
+
+def _run_kryo(main: str, args: list[str], what: str, version: str, timeout: float) -> str:
+    cp = classpath(flink_lib(version))
+    cmd = ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", "-cp", os.pathsep.join([str(_kryo_classes(version)), *map(str, cp)]), main, *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"Flink {version} {what} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc.stdout
+
+
+def kryo_upgrade_savepoint(out: Path, n: int = 60, backend: str = "hashmap", version: str | None = None,
+                           timeout: float = 900) -> Path:
+    """flinkjobs/kryo/KryoUpgradeJob.java on Flink `version` (default 1.20: state Flink 1.x gives to Kryo 2) and `backend`:
+    records 0..n-1, then a CANONICAL savepoint; returns out, holding savepoint/ and dump.txt (the state the job held)."""
+    version = resolve(version or "1.20")
+    out = Path(out).resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    _run_kryo("KryoUpgradeJob", ["gen", str(out), str(n), backend], "Kryo upgrade job", version, timeout)
+    return out
+
+
+def kryo_upgrade_restore(savepoint: Path, out_file: Path, backend: str = "hashmap", version: str | None = None,
+                         states: tuple[str, ...] = (), timeout: float = 900) -> list[str]:
+    """Restore KryoUpgradeJob (its states, or only `states`) from savepoint on Flink `version` (default 2.3) and dump every
+    key's state as the job's gen wrote dump.txt; the dump's lines (a RuntimeError with Flink's output when it fails)."""
+    version = resolve(version)
+    args = ["restore", str(Path(savepoint).resolve()), str(Path(out_file).resolve()), backend, *states]
+    _run_kryo("KryoUpgradeJob", args, "Kryo upgrade restore", version, timeout)
+    return Path(out_file).read_text(encoding="utf-8").splitlines()
+
+
+def kryo_wire(out: Path, version: str | None = None, timeout: float = 300) -> Path:
+    """flinkjobs/kryo/KryoWire.java on Flink `version`: every Kryo wire form flinkstate decodes, serialized by that
+    version's own KryoSerializer (Kryo 2.24 in 1.x, 5.6 in 2.x), one JSON line each with its bytes and the value
+    (and per group the serializer's snapshot), written to out."""
+    version = resolve(version)
+    out = Path(out).resolve()
+    _run_kryo("KryoWire", ["gen", str(out)], "KryoWire", version, timeout)
+    return out
+
+
+def kryo_read(lines: list[tuple[str, str, bytes]], version: str | None = None, timeout: float = 300) -> list[str]:
+    """What Flink `version`'s own KryoSerializer reads from bytes: per (group, name, bytes) of KryoWire's groups, the value
+    rendered as KryoWire renders it ("... LEFT n" when n bytes were not read, "ERROR: ..." when it fails)."""
+    import tempfile
+
+    version = resolve(version)
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "in.tsv", Path(tmp) / "out.tsv"
+        src.write_text("".join(f"{g}\t{n}\t{b.hex()}\n" for g, n, b in lines), encoding="utf-8")
+        _run_kryo("KryoWire", ["read", str(src), str(dst)], "KryoWire read", version, timeout)
+        return [line.split("\t", 2)[2] for line in dst.read_text(encoding="utf-8").splitlines()]
 
 
 def sql_classpath(lib: Path) -> list[Path]:
@@ -180,12 +250,12 @@ def sql_classpath(lib: Path) -> list[Path]:
     return classpath(lib) + sorted(p for p in lib.glob("*.jar") if p.name.startswith(_TABLE_JARS))
 
 
-def run_sql_job(args: list[str], timeout: float = 900, version: str | None = None) -> str:
-    """Run flinkjobs/sql/SqlJob.java on Flink `version` with `args`; its standard output."""
+def run_sql_job(args: list[str], timeout: float = 900, version: str | None = None, main: str = "SqlJob") -> str:
+    """Run flinkjobs/sql/<main>.java (SqlJob, SqlOpsJob, SqlStateDump) on Flink `version` with `args`; its standard output."""
     version = resolve(version)
     lib = flink_lib(version)
     cp = os.pathsep.join([str(compile_sql_job(version))] + [str(p) for p in sql_classpath(lib)])
-    cmd = ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", "-cp", cp, "SqlJob", *args]
+    cmd = ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", "-cp", cp, main, *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"Flink {version} SQL job failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
@@ -224,6 +294,50 @@ def sql_restore(query: str, savepoint: Path, plan: Path, out: Path, backend: str
         args.append(str(Path(initial).resolve()))
     run_sql_job(args, timeout, version)
     return out
+
+
+SQL_OPS_SETS = ("plain", "minibatch")
+
+
+def sql_ops_savepoint(set_name: str, out: Path, rows: int = 60, rate: int = 100, backend: str = "hashmap", parallelism: int = 2,
+                      version: str | None = None, timeout: float = 900) -> Path:
+    """Run SqlOpsJob's statement set `set_name` (SQL_OPS_SETS: every stateful SQL operator, from its compiled plan) until
+    its sources are past `rows`, then stop it with a savepoint: returns out, holding savepoint/ (CANONICAL on hashmap,
+    NATIVE on rocksdb), plan.json, queries.json (each query's sink and statement, and whether Flink compiled it) and
+    dump.jsonl (SqlStateDump of a canonical savepoint of that state: on rocksdb one taken just before the native one)."""
+    out = Path(out).resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    run_sql_job(["savepoint", set_name, str(out), str(rows), str(rate), backend, str(parallelism)], timeout, version, "SqlOpsJob")
+    (taken,) = (out / "savepoint-dir").iterdir()
+    taken.rename(out / "savepoint")
+    (out / "savepoint-dir").rmdir()
+    (out / "savepoint.txt").unlink()
+    canonical = out / "savepoint"
+    if backend == "rocksdb":
+        (canonical,) = (out / "canonical-dir").iterdir()
+        (out / "canonical.txt").unlink()
+    sql_state_dump(canonical, out / "dump.jsonl", version)
+    shutil.rmtree(out / "canonical-dir", ignore_errors=True)
+    shutil.rmtree(out / "flush-dir", ignore_errors=True)
+    return out
+
+
+def sql_ops_restore(set_name: str, savepoint: Path, plan: Path, out: Path, backend: str = "hashmap", parallelism: int = 2,
+                    seconds: int = 5, rows: int = 60, rate: int = 100, version: str | None = None, timeout: float = 900) -> Path:
+    """Restore SqlOpsJob's plan from savepoint (Flink's or an exported one), run it `seconds`, and stop it with a canonical
+    savepoint: returns that savepoint (a restore Flink refuses raises, with Flink's error)."""
+    out = Path(out).resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    run_sql_job(["restore", set_name, str(out), str(Path(plan).resolve()), backend, str(parallelism), str(Path(savepoint).resolve()),
+                 str(seconds), str(rows), str(rate)], timeout, version, "SqlOpsJob")
+    (taken,) = (out / "savepoint-dir").iterdir()
+    return taken
+
+
+def sql_state_dump(savepoint: Path, out: Path, version: str | None = None) -> Path:
+    """SqlStateDump: every keyed state entry and timer of a canonical savepoint as Flink's own serializers read it (JSON lines)."""
+    run_sql_job([str(Path(savepoint).resolve()), str(Path(out).resolve())], 600, version, "SqlStateDump")
+    return Path(out)
 
 
 def java_command(main: str, args: list[str], version: str | None = None, props: dict[str, object] | None = None,
@@ -345,6 +459,130 @@ def production_restore(savepoint: Path, out_file: Path, backend: str, parallelis
     """Restore ProductionJob's operators from savepoint (at parallelism; "wide" at wide_parallelism); the dump's lines."""
     args = ["restore", str(Path(savepoint).resolve()), str(Path(out_file).resolve()), backend, str(parallelism), str(wide_parallelism)]
     _run_java("ProductionJob", args, "production restore", timeout, version)
+    return Path(out_file).read_text(encoding="utf-8").splitlines()
+
+
+def datastream_states(out: Path, n: int = 60, backend: str = "hashmap", parallelism: int = 2,
+                      formats: tuple[str, ...] = ("canonical", "native"), version: str | None = None, timeout: float = 900) -> Path:
+    """DataStreamStatesJob (flinkjobs/src/DataStreamStatesJob.java): one state per serializer category Flink's DataStream
+    operators and user functions put in state, records 0..n-1 on `backend` at `parallelism`; OUT/<format>/savepoint for
+    each of formats (canonical, native)."""
+    out = Path(out).resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    _run_java("DataStreamStatesJob", ["gen", str(out), str(n), backend, str(parallelism), *formats], "DataStream states job", timeout,
+              version)
+    return out
+
+
+def datastream_dump(savepoint: Path, out_file: Path, backend: str = "hashmap", parallelism: int = 2, version: str | None = None,
+                    timeout: float = 900) -> list[str]:
+    """Real Flink restores DataStreamStatesJob's savepoint (its own, or one flinkstate exported) and dumps every state of
+    every operator with the serializers the savepoint's snapshots restore: JSON lines, sorted."""
+    args = ["dump", str(Path(savepoint).resolve()), str(Path(out_file).resolve()), backend, str(parallelism)]
+    _run_java("DataStreamStatesJob", args, "DataStream states dump", timeout, version)
+    return Path(out_file).read_text(encoding="utf-8").splitlines()
+
+
+def datastream_enum_key(version: str | None = None, timeout: float = 300) -> str:
+    """What Flink answers when a stream is keyed by an enum: "REFUSED <exception>" or "ACCEPTED"."""
+    return _run_java("DataStreamStatesJob", ["enumkey"], "enum key check", timeout, version).strip().splitlines()[-1]
+
+
+SOURCES_DIR = HERE / "sources"
+KAFKA_DIR = HERE / "kafka"
+# flink-connector-kafka with kafka-clients, from a package that redistributes Flink's connector jars (connector 4.0.1-2.0,
+# built for Flink 2.0; its serializers write the same bytes on 2.x). Only these two jars are kept.
+KAFKA_PACKAGE = "shigawire-apache-flink-libraries==2.0.0.post1"
+KAFKA_JARS = ("flink-connector-kafka.jar", "kafka-clients.jar")
+
+
+def sources_classpath(version: str | None = None) -> list[Path]:
+    """flink-dist, flink-connector-files and log4j: what the FileSource job runs on."""
+    lib = flink_lib(version)
+    return classpath(lib) + sorted(lib.glob("flink-connector-files-*.jar"))
+
+
+def _run_main(main: str, classpath_: list[Path], args: list[str], what: str, timeout: float) -> str:
+    """Run class main on classpath_ with args; its standard output, or RuntimeError with the end of its output."""
+    cmd = ["java", *JVM_FLAGS, "-Dlog4j2.level=ERROR", "-cp", os.pathsep.join(map(str, classpath_)), main, *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} {main} {args[:1]} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc.stdout
+
+
+def run_source_job(args: list[str], version: str | None = None, timeout: float = 600) -> str:
+    """Run flinkjobs/sources/FileSourceJob.java on Flink `version` with args; its standard output."""
+    version = resolve(version)
+    cp = sources_classpath(version)
+    classes = _compile(sorted(SOURCES_DIR.glob("*.java")), cp, "sources-classes", version, "FileSourceJob.class")
+    return _run_main("FileSourceJob", [classes, *cp], args, f"Flink {version}", timeout)
+
+
+LEGACY_KAFKA_DIR = HERE / "legacykafka"
+
+
+def run_legacy_kafka_job(args: list[str], version: str = "1.20", timeout: float = 600) -> str:
+    """Run flinkjobs/legacykafka/LegacyKafkaJob.java (the legacy FlinkKafkaConsumer's union state, Flink 1.x) with args."""
+    version = resolve(version)
+    cp = classpath(flink_lib(version))
+    classes = _compile(sorted(LEGACY_KAFKA_DIR.glob("*.java")), cp, "legacykafka-classes", version, "LegacyKafkaJob.class")
+    return _run_main("LegacyKafkaJob", [classes, *cp], args, f"Flink {version}", timeout)
+
+
+def kafka_lib() -> Path:
+    """The Kafka connector and kafka-clients jars, downloaded once with pip into the cache (only those two kept)."""
+    env = os.environ.get("FLINKSTATE_FLINK_CACHE")
+    lib = (Path(env) if env else Path.home() / ".cache" / "flinkstate") / "kafka-connector" / "lib"
+    if all((lib / j).exists() for j in KAFKA_JARS):
+        return lib
+    dl = lib.parent / "download"
+    dl.mkdir(parents=True, exist_ok=True)
+    if not any(dl.glob("*.whl")):
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(dl), KAFKA_PACKAGE], check=True)
+    lib.mkdir(parents=True, exist_ok=True)
+    for wheel in dl.glob("*.whl"):
+        with zipfile.ZipFile(wheel) as z:
+            for name in z.namelist():
+                base = name.rpartition("/")[2]
+                if name.startswith("pyflink/lib/") and base in KAFKA_JARS and not (lib / base).exists():
+                    (lib / (base + ".tmp")).write_bytes(z.read(name))
+                    (lib / (base + ".tmp")).rename(lib / base)
+    shutil.rmtree(dl)
+    missing = [j for j in KAFKA_JARS if not (lib / j).exists()]
+    if missing:
+        raise RuntimeError(f"{KAFKA_PACKAGE} holds no {missing}")
+    return lib
+
+
+def run_kafka_serde(args: list[str], extra_classes: Path | None = None, timeout: float = 300) -> str:
+    """Run flinkjobs/kafka/KafkaSerde.java (the Kafka connector's own serializers) on Flink 2.3's flink-dist; its output.
+
+    extra_classes: a folder of classes put before the connector jar (a newer connector's serializers compiled from its
+    source, `tests/fixtures/make_source_fixture.py kafka5`)."""
+    version = resolve(None)
+    kafka = kafka_lib()
+    cp = classpath(flink_lib(version)) + [kafka / j for j in KAFKA_JARS]
+    classes = _compile(sorted(KAFKA_DIR.glob("*.java")), cp, "kafka-classes", version, "KafkaSerde.class")
+    return _run_main("KafkaSerde", [classes, *([extra_classes] if extra_classes else []), *cp], args, "Kafka connector", timeout)
+
+
+def shapes_run(out: Path, n: int, backend: str, snapshots: tuple[str, ...] = ("canonical",), version: str | None = None,
+               timeout: float = 900) -> Path:
+    """ShapesJob (flinkjobs/src/ShapesJob.java: Tuple, POJO, enum, Row and Kryo values in keyed, operator, union and
+    broadcast state) on `backend` (hashmap, rocksdb): OUT/<snapshot>/savepoint for snapshots canonical and native, and
+    OUT/dump.txt (the state the job held, as lines)."""
+    out = Path(out).resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    _run_java("ShapesJob", ["gen", str(out), str(n), backend, *snapshots], "shapes job", timeout, version)
+    return out
+
+
+def shapes_restore(savepoint: Path, out_file: Path, backend: str = "hashmap", parallelism: int = 2, version: str | None = None,
+                   timeout: float = 900) -> list[str]:
+    """Restore ShapesJob's operators from savepoint at parallelism on backend; the dump's lines (sorted)."""
+    args = ["restore", str(Path(savepoint).resolve()), str(Path(out_file).resolve()), backend, str(parallelism)]
+    _run_java("ShapesJob", args, "shapes restore", timeout, version)
     return Path(out_file).read_text(encoding="utf-8").splitlines()
 
 

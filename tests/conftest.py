@@ -5,6 +5,7 @@
 - `spark_cluster`: a Spark standalone master + worker started with spark-class on 127.0.0.1.
 - `rocksdb_full`: the checked-in non-incremental RocksDB/ForSt savepoints and checkpoints of real Flink, extracted.
 - `canonical_flink_dump`: what real Flink 2.3 holds after restoring the checked-in canonical savepoint, once a session.
+- `failing_log_write`: makes the next write of a root's checkpoint log fail, after or before its row lands.
 """
 
 from __future__ import annotations
@@ -181,3 +182,45 @@ def rocksdb_full(tmp_path_factory: pytest.TempPathFactory) -> Path:
         with tarfile.open(archive) as tar:
             tar.extractall(dest, filter="data")
     return out
+
+
+class LogWriteFault:
+    """The next write of a checkpoint log fails with an OSError (a connection reset), after (`landed=True`) or before its
+    row lands in real Delta; with `unreadable=True` reads of the log fail too from that failure on, until `heal()`."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import deltalake
+
+        from flinkstate.format.manifest import DeltaCatalog
+
+        real_write, real_records = deltalake.write_deltalake, DeltaCatalog.records
+        self.state: dict[str, bool] = {}
+
+        def write(table: Any, data: Any, *args: Any, **kwargs: Any) -> Any:
+            if "fail" in self.state and "event" in data.schema.names:  # a log write (the manifest has no event column)
+                if self.state.pop("fail"):
+                    real_write(table, data, *args, **kwargs)
+                self.state["unreadable"] = self.state.pop("then_unreadable")
+                raise OSError("connection reset by peer (injected)")
+            return real_write(table, data, *args, **kwargs)
+
+        def records(catalog: Any, *args: Any, **kwargs: Any) -> Any:
+            if self.state.get("unreadable"):
+                raise OSError("the log cannot be read (injected)")
+            return real_records(catalog, *args, **kwargs)
+
+        monkeypatch.setattr(deltalake, "write_deltalake", write)
+        monkeypatch.setattr(DeltaCatalog, "records", records)
+        monkeypatch.setattr("flinkstate.store.writer._OUTCOME_READS", (0.0, 0.0))
+
+    def __call__(self, *, landed: bool, unreadable: bool = False) -> None:
+        self.state.update(fail=landed, then_unreadable=unreadable)
+
+    def heal(self) -> None:
+        self.state.clear()
+
+
+@pytest.fixture()
+def failing_log_write(monkeypatch: pytest.MonkeyPatch) -> LogWriteFault:
+    """A LogWriteFault for this test (undone after it)."""
+    return LogWriteFault(monkeypatch)

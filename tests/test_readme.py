@@ -1,4 +1,5 @@
-"""The README's examples run as written, in order, on one root, and show rows: from a fresh clone, as a user runs them.
+"""The README, the front door: its two set-up commands come first (CI runs the second), and its tour runs as written,
+in order, and shows rows: from a fresh clone, as a user runs it.
 
 Spark's Python workers run `PYSPARK_PYTHON` (default: the `python3` on PATH). The fresh-clone
 tests make PATH's `python3` a bare virtual environment without flinkstate or PySpark, as it
@@ -17,48 +18,17 @@ import venv
 from pathlib import Path
 
 import pytest
+from doc_blocks import code_blocks, expected_tables, run_script, script_of, shown_tables
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
-def readme_blocks(text: str) -> list[tuple[str, str]]:
-    """The README's python and sql code blocks, (language, code), in document order."""
-    return re.findall(r"```(python|sql)\n(.*?)```", text, re.S)
-
-
-def _block(marker: str) -> str:
-    found = [code for lang, code in readme_blocks(README.read_text()) if lang == "python" and marker in code]
-    assert found, f"no README example containing {marker!r}"
-    return found[0]
-
-
-def _on(code: str, root: Path) -> str:
-    return code.replace('"/tmp/job"', repr(str(root))).replace("'/tmp/job'", f"'{root}'")
-
-
-def shown_tables(text: str) -> list[int]:
-    """Rows of each table `DataFrame.show()` printed in `text`, in order."""
-    tables: list[int] = []
-    bars = 0
-    in_table = False
-    for line in text.splitlines() + [""]:
-        if line.startswith(("+", "|")):
-            in_table = True
-            bars += line.startswith("|")
-        elif in_table:
-            tables.append(bars - 1)
-            bars, in_table = 0, False
-    return tables
-
-
-@pytest.mark.parametrize("marker", ["store.begin(max_parallelism=128)", "KeyedStateBackend("])
-def test_readme_example_runs(marker: str, tmp_path: Path) -> None:
-    code = _on(_block(marker), tmp_path / "job")
-    namespace: dict[str, object] = {}
-    exec(compile(code, f"README.md example {marker}", "exec"), namespace)  # noqa: S102 - our own docs
-    import flinkstate as fs
-
-    assert fs.open(tmp_path / "job").checkpoints()
+def test_readme_starts_with_the_two_set_up_commands_and_links_only_pages_that_exist() -> None:
+    commands = [code.strip() for lang, code in code_blocks(README.read_text(), ("bash",), with_skipped=True)]
+    assert commands[0].startswith("python3 -m venv .venv && .venv/bin/pip install '.[spark,s3]'"), commands[0]
+    assert commands[1] == "python3 -m venv .venv && .venv/bin/pip install '.[dev]' && .venv/bin/python -m pytest", commands[1]
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README.read_text())
+    assert links and all((README.parent / link).exists() for link in links if "://" not in link), links
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,11 +60,6 @@ def user_env(clone: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     return env
 
 
-def _run(script: str, cwd: Path, env: dict[str, str], *flags: str) -> subprocess.CompletedProcess[str]:
-    (cwd / "script.py").write_text(script)
-    return subprocess.run([sys.executable, *flags, "script.py"], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-
-
 @pytest.mark.slow
 @pytest.mark.spark
 def test_workers_without_flinkstate_get_an_error_naming_their_interpreter(clone: Path, user_env: dict[str, str], tmp_path: Path) -> None:
@@ -110,7 +75,7 @@ def test_workers_without_flinkstate_get_an_error_naming_their_interpreter(clone:
         "    print('ERROR', e)\n"
         "spark.stop()\n"
     )
-    r = _run(script, tmp_path, user_env)
+    r = run_script(script, tmp_path, user_env)
     assert r.returncode == 0, r.stderr[-3000:]
     bare_python3 = user_env["PATH"].split(os.pathsep)[0] + "/python3"
     assert "ERROR" in r.stdout and bare_python3 in r.stdout and f"PYSPARK_PYTHON={sys.executable}" in r.stdout, r.stdout
@@ -119,32 +84,28 @@ def test_workers_without_flinkstate_get_an_error_naming_their_interpreter(clone:
 @pytest.mark.slow
 @pytest.mark.spark
 def test_readme_blocks_run_from_a_fresh_clone_the_documented_way(clone: Path, user_env: dict[str, str], tmp_path: Path) -> None:
-    # every python and sql block, in document order, on one root, in one process started as a user starts it (this
-    # also shows what an in-process run of the blocks on the test session's SparkSession did: one table with rows per
-    # show() and SQL block, the state the blocks leave, and no warning: the driver runs with -W error)
-    text = (clone / "README.md").read_text()
-    root = tmp_path / "job"
-    parts = []
-    for lang, code in readme_blocks(text):
-        code = code.replace('"/tmp/job"', repr(str(root))).replace("'/tmp/job'", f"'{root}'")
-        if lang == "python":
-            parts.append(code)
-        else:
-            parts += [f"spark.sql({s.strip()!r})" + (".show()" if s.strip().upper().startswith("SELECT") else "")
-                      for s in code.split(";") if s.strip()]
-    # the README's way: PYSPARK_PYTHON names the venv's interpreter (or the venv is activated)
-    r = _run("\n".join(parts), tmp_path, {**user_env, "PYSPARK_PYTHON": sys.executable}, "-W", "error")
+    # the tour's python and bash blocks, in document order, in the clone, in one process started as a user starts it,
+    # with `flinkstate` on PATH as the activated venv has it (tests/doc_blocks.py: the docs site's pages run the same way);
+    # one table with rows per show(), no warning (the driver runs with -W error), and the state the blocks leave
+    blocks = code_blocks((clone / "README.md").read_text())
+    assert any(lang == "python" for lang, _ in blocks) and any(lang == "bash" for lang, _ in blocks), blocks
+    shim = tmp_path / "bin" / "flinkstate"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m flinkstate "$@"\n')
+    shim.chmod(0o755)
+    env = {**user_env, "PYSPARK_PYTHON": sys.executable, "PATH": f"{shim.parent}{os.pathsep}{user_env['PATH']}"}
+    r = run_script(script_of(blocks), clone, env, "-W", "error")
     assert r.returncode == 0, r.stderr[-3000:]
     tables = shown_tables(r.stdout)
-    shows = sum(code.count(".show()") for _, code in readme_blocks(text)) + text.count("```sql\n")
-    assert len(tables) == shows and all(n > 0 for n in tables), r.stdout
+    assert len(tables) == expected_tables(blocks) and all(n > 0 for n in tables), r.stdout
     import flinkstate as fs
 
-    assert fs.open(root).read_state("sessions", "clicks").num_rows == 1
+    assert fs.open(clone / "state").read_state("long-keyed", "count", keys=[7]).num_rows == 0
+    assert (clone / "fixed-savepoint" / "_metadata").is_file()
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:
-    commands = [code.strip() for code in re.findall(r"```bash\n(.*?)```", README.read_text(), re.S)]
+    commands = [code.strip() for _, code in code_blocks(README.read_text(), ("bash",), with_skipped=True)]
     test_command = next(c for c in commands if "pytest" in c)
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     steps = [line for line in ci if line.strip() and not line.startswith("#")]

@@ -107,11 +107,12 @@ def import_savepoint(
     storage_options: dict[str, Any] | None = None,
     uids: Iterable[str] = (),
     raw_values: bool = True,
+    kryo_classes: str | Iterable[str] | Mapping[str, str] | None = None,
 ) -> ImportReport:
     """`flinkstate.flink.bridge.importer.import_savepoint` with one Spark task per Flink subtask handle (executors
     decode and write, the driver commits once); the same options and the same result."""
     plan = plan_import(flink_path, root, flink_checkpoint_id=flink_checkpoint_id, ttl=ttl, storage_options=storage_options,
-                       uids=uids, raw_values=raw_values)
+                       uids=uids, raw_values=raw_values, kryo_classes=kryo_classes)
     return run_import(plan, import_runner(spark))
 
 

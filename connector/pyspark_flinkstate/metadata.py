@@ -47,6 +47,11 @@ def _insight(res: Resolved, t: str, op: str | None) -> pa.Table:
         h = history_table(res.pinned)
         return h if op is None else h.filter(pc.equal(h.column("operator"), op))
     ins = CheckpointInsight(res.pinned[0])
+    if t in ("sourceSplits", "sourceEnumerator"):
+        from flinkstate.flink.bridge.source_positions import source_enumerator, source_splits
+
+        read = source_splits if t == "sourceSplits" else source_enumerator
+        return read(res.pinned[0], op, o.source_kinds)  # type: ignore[arg-type]
     if t == "keyGroups":
         return ins.key_groups(op)
     if t == "topKeys":

@@ -15,20 +15,26 @@ from typing import Any
 from flinkstate.core.errors import InvalidArgumentError
 
 __all__ = [
+    "OPTIONS",
+    "Option",
+    "default_of",
     "READ_OPTIONS",
+    "SOURCE_TABLES",
     "WRITE_OPTIONS",
     "TABLES",
     "ReadOptions",
     "WriteOptions",
     "parse_read_options",
     "parse_write_options",
+    "source_kinds",
     "storage_options_from",
 ]
 
 TABLES = ("state", "timers", "operatorState", "checkpoints", "files", "states", "operators", "changes",
-          "keyGroups", "subtasks", "topKeys", "ttlExpiry", "history")
+          "keyGroups", "subtasks", "topKeys", "ttlExpiry", "history", "sourceSplits", "sourceEnumerator")
 METADATA_TABLES = ("checkpoints", "files", "states", "operators")
-INSIGHT_TABLES = ("keyGroups", "subtasks", "topKeys", "ttlExpiry", "history")  # read.insight: latest (or given) checkpoint; history: all
+SOURCE_TABLES = ("sourceSplits", "sourceEnumerator")  # flink.bridge.source_positions: the sources' splits and enumerators
+INSIGHT_TABLES = ("keyGroups", "subtasks", "topKeys", "ttlExpiry", "history", *SOURCE_TABLES)  # latest (or given) checkpoint; history: all
 STATE_KINDS = ("value", "list", "map")
 OPERATIONS = ("upsert", "delete")
 LIST_MODES = ("append", "overwrite")
@@ -36,21 +42,121 @@ WRITE_TABLES = ("state", "timers", "operatorState")
 OPERATOR_STATE_KINDS = ("list", "union", "broadcast")
 TIME_DOMAINS = ("event", "processing")
 
+READ = "read"
+WRITE = "write"
+STREAM_READ = "stream read"
+STREAM_WRITE = "stream write"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of `format("flinkstate")`: the one place its name, type, default and meaning are defined.
+
+    The parsers below take their defaults and choices from here, and the documentation's option
+    reference (docs/reference/spark-options.md) is generated from `OPTIONS`, so neither can drift.
+    """
+
+    name: str  # the documented spelling (Spark hands options to us lower-cased)
+    type: str  # what the value is, in words: "integer", "boolean", "string", "JSON object", ...
+    meaning: str
+    applies: tuple[str, ...]  # READ, WRITE, STREAM_READ, STREAM_WRITE
+    default: object = None  # None: no default (the meaning says what happens without it)
+    choices: tuple[str, ...] = ()
+    default_text: str = ""  # the default in words when it is not a plain value ("the latest checkpoint")
+    pattern: bool = False  # a family of options (storage.<name>), not one name
+
+
+_RW = (READ, WRITE, STREAM_READ, STREAM_WRITE)
+_R = (READ, STREAM_READ)
+_W = (WRITE, STREAM_WRITE)
+
+OPTIONS: tuple[Option, ...] = (
+    Option("path", "string (URL)", "The job root or Flink savepoint: a local path, `s3://` or `memory://` URL; usually given to "
+           "`.load(path)` / `.save(path)`.", _RW),
+    Option("operator", "string", "The operator, by uid (or, in a Flink savepoint, its 32-hex-digit operator id). Required for "
+           "`state`, `timers`, `operatorState` and `changes`; a filter of the metadata tables.", _RW),
+    Option("state", "string", "The keyed state, timer service or operator state of `operator`.", _RW),
+    Option("table", "string", "What to read: keyed `state`, `timers`, `operatorState`, the metadata tables `checkpoints`, "
+           "`files`, `states`, `operators`, the `changes` between two checkpoints, or the insight tables `keyGroups`, "
+           "`subtasks`, `topKeys`, `ttlExpiry`, `history`, or a source's positions `sourceSplits` and `sourceEnumerator`. A write "
+           "takes `state`, `timers`, `operatorState`, `sourceSplits` or `sourceEnumerator`.", _RW,
+           default="state", choices=TABLES),
+    Option("checkpointId", "integer >= 0", "Read: the checkpoint or savepoint to read (time travel). Write: the checkpoint "
+           "the write starts from.", (READ, WRITE), default_text="the latest"),
+    Option("flattenCollections", "boolean", "List and map state: one row per element (`true`) or one row per key with the "
+           "collection in `value` (`false`).", _R, default=True),
+    Option("includeExpired", "boolean", "Also return TTL entries expired at the reference time, with an `expired` column.",
+           _R, default=False),
+    Option("ttlReferenceTime", "epoch ms or `now`", "The time TTL visibility is judged at.", _R,
+           default_text="the checkpoint's own time"),
+    Option("fromCheckpointId", "integer >= 0", "`table=changes`: the older checkpoint of the pair.", (READ,),
+           default_text="the retained checkpoint before `toCheckpointId`"),
+    Option("toCheckpointId", "integer >= 0", "`table=changes`: the newer checkpoint of the pair.", (READ,),
+           default_text="`checkpointId`, else the latest"),
+    Option("timerService", "string", "`table=timers`: the timer service (the same as `state`).", _RW),
+    Option("storageOptions", "JSON object", "fsspec/s3fs storage options as one JSON string, e.g. "
+           "`{\"endpoint_url\": \"http://127.0.0.1:9000\"}`.", _RW),
+    Option("storage.<name>", "string", "One fsspec/s3fs storage option, e.g. `storage.endpoint_url`, `storage.key`, "
+           "`storage.secret`, `storage.region`.", _RW, pattern=True),
+    Option("startingCheckpointId", "integer >= 0, `earliest` or `latest`", "A streaming read's first checkpoint "
+           "(inclusive); `latest`: only checkpoints completed after the query starts.", (STREAM_READ,), default="latest"),
+    Option("rawValues", "boolean", "Flink savepoints: read values no decoder can type (Kryo, Avro, custom serializers) as "
+           "their serialized bytes instead of raising `UnsupportedSerializerError`.", _R, default=False),
+    Option("rowFields", "`op/state=f1,f2;...`", "Flink savepoints: names of a Row state's fields, in field order (Flink "
+           "keeps none: `f0..fn` without it).", _R),
+    Option("ttl", "`op/state=ms;state=ms`", "Flink savepoints: TTL durations, which a savepoint does not hold (without "
+           "them TTL entries never expire).", _R),
+    Option("sqlRows", "string", "Flink SQL jobs' savepoints: RowData as typed struct `columns` or as the `bytes` Flink "
+           "wrote.", _R, default="columns", choices=("columns", "bytes")),
+    Option("sqlPlan", "string (path)", "Flink SQL jobs' savepoints: the job's compiled plan (`COMPILE PLAN`), which names "
+           "the columns.", _R),
+    Option("kryoClasses", "`com.acme.Order=id:String,tags:List<String>;...`", "Flink savepoints: the fields of user classes "
+           "in Kryo values (Kryo writes no field names), so they read as typed columns; without one such values stay bytes "
+           "(with `rawValues`) or are an error naming the class.", _R),
+    Option("keyGroups", "`0-15,40`", "`table=state` / `timers`: read only these key groups (ranges and single groups), as a "
+           "`key_group` filter would; `pyspark_flinkstate.table` uses it for `keys`.", _R),
+    Option("topN", "integer >= 1", "`table=topKeys`: keys per state.", _R, default=10),
+    Option("ttlBucket", "string", "`table=ttlExpiry`: bucket width.", _R, default="hour", choices=("hour", "day")),
+    Option("parallelism", "integer >= 1", "`table=subtasks`: the parallelism whose key-group ranges are shown.", _R,
+           default_text="each operator's own"),
+    Option("sourceKinds", "`OP=KIND;OP=KIND`", "`table=sourceSplits` / `sourceEnumerator`: the kind of a source whose bytes "
+           "fit more than one (`kafka`, `file`, `sequence`); a savepoint does not record which connector wrote them.", _RW),
+    Option("savepoint", "boolean", "Commit the write as a self-contained savepoint instead of a checkpoint.", (WRITE,),
+           default=False),
+    Option("operation", "string", "`upsert` the rows, or `delete` the keys (timers) given.", _W, default="upsert",
+           choices=OPERATIONS),
+    Option("maxParallelism", "integer 1..32768", "A new root's or a new operator's max parallelism (number of key groups); "
+           "an existing operator keeps its own.", _W, default_text="the checkpoint's default"),
+    Option("stateKind", "string", "A new state's kind: `value`, `list`, `map` (keyed state) or `list`, `union`, "
+           "`broadcast` (`table=operatorState`).", _W, default_text="`value` (`map` when the DataFrame has `user_key`); operator state: `list` (`broadcast` with a `key` column)",
+           choices=STATE_KINDS + tuple(k for k in OPERATOR_STATE_KINDS if k not in STATE_KINDS)),
+    Option("ttlMs", "integer >= 1", "A new state's TTL, or an existing TTL state's new TTL duration from this checkpoint "
+           "on.", _W),
+    Option("listMode", "string", "List state under `mode(\"append\")`: `append` the elements to each key's list (Flink's "
+           "`ListState.addAll`) or `overwrite` the lists of the keys written.", _W, default_text="append",
+           choices=LIST_MODES),
+    Option("timeDomain", "string", "`table=timers`: a new timer service's time domain (not needed when its name starts "
+           "with `event` or `processing`).", _W, choices=TIME_DOMAINS),
+    Option("checkpointLocation", "string (path)", "Spark's own option of a streaming query; the sink also records the "
+           "batches it wrote under this query.", (STREAM_WRITE,)),
+)
+_BY_NAME = {o.name.lower(): o for o in OPTIONS}
+
+
+def _names(kind: str) -> tuple[str, ...]:
+    return tuple(o.name for o in OPTIONS if kind in o.applies and not o.pattern)
+
+
 # option names in their documented spelling (Spark hands them to us lower-cased)
-READ_OPTIONS = (
-    "path", "checkpointId", "operator", "state", "table", "flattenCollections", "includeExpired",
-    "ttlReferenceTime", "fromCheckpointId", "toCheckpointId", "timerService", "storageOptions",
-    "startingCheckpointId",  # streaming reads only (stream_reader.py)
-    "rawValues", "rowFields",  # Flink savepoints: Kryo/Avro values as bytes; Row field names per "operator/state"
-    "ttl",  # Flink savepoints: TTL durations per "operator/state" (or "state"), "op/state=ms;state=ms"
-    "sqlRows", "sqlPlan",  # Flink SQL jobs' savepoints: RowData as columns (default) or bytes; the compiled plan naming them
-    "topN", "ttlBucket", "parallelism",  # insight tables: keys per state (topKeys), hour|day (ttlExpiry), subtasks at (subtasks)
-    "keyGroups",  # state and timers: only these key groups ("0-15,40"), as a key_group filter would (pyspark_flinkstate.table uses it)
-)
-WRITE_OPTIONS = (
-    "path", "operator", "state", "checkpointId", "savepoint", "operation", "maxParallelism",
-    "stateKind", "storageOptions", "ttlMs", "listMode", "table", "timerService", "timeDomain",
-)
+READ_OPTIONS = _names(READ) + tuple(n for n in _names(STREAM_READ) if n not in _names(READ))
+WRITE_OPTIONS = _names(WRITE)
+
+
+def default_of(name: str) -> Any:
+    """The default of option `name` (any spelling), as the parsers apply it."""
+    return _BY_NAME[name.lower()].default
+
+
 STORAGE_PREFIX = "storage."
 
 
@@ -151,10 +257,12 @@ class ReadOptions:
     ttl: str | None = None
     sql_rows: str = "columns"
     sql_plan: str | None = None
+    kryo_classes: str | None = None
     top_n: int = 10
     ttl_bucket: str = "hour"
     parallelism: int | None = None
     key_groups: tuple[tuple[int, int], ...] | None = None  # state and timers: read only these key-group ranges
+    source_kinds: dict[str, str] = field(default_factory=dict)
 
     def flink_options(self) -> dict[str, Any]:
         """The options a Flink savepoint opens with (none given: none, so a flinkstate root opens as usual)."""
@@ -169,6 +277,8 @@ class ReadOptions:
             out["sql_rows"] = self.sql_rows
         if self.sql_plan:
             out["sql_plan"] = self.sql_plan
+        if self.kryo_classes:
+            out["kryo_classes"] = self.kryo_classes
         return out
 
 
@@ -188,7 +298,7 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
     """Parse and check the syntax of read options."""
     opts = _lower(options)
     _known(opts, READ_OPTIONS, "read")
-    table = _choice(opts, "table", TABLES, "state")
+    table = _choice(opts, "table", TABLES, default_of("table"))
     state = opts.get("state") or opts.get("timerservice")
     return ReadOptions(
         path=_path(opts),
@@ -197,21 +307,48 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
         checkpoint_id=_int(opts, "checkpointId", low=0),
         operator=opts.get("operator") or None,
         state=state or None,
-        flatten=_bool(opts, "flattenCollections", True),
-        include_expired=_bool(opts, "includeExpired", False),
+        flatten=_bool(opts, "flattenCollections", default_of("flattenCollections")),
+        include_expired=_bool(opts, "includeExpired", default_of("includeExpired")),
         ttl_reference_ms=_ttl_reference(opts),
         from_checkpoint_id=_int(opts, "fromCheckpointId", low=0),
         to_checkpoint_id=_int(opts, "toCheckpointId", low=0),
-        raw_values=_bool(opts, "rawValues", False),
+        raw_values=_bool(opts, "rawValues", default_of("rawValues")),
         row_fields=_checked(opts, "rowFields"),
         ttl=_checked(opts, "ttl"),
-        sql_rows=_choice(opts, "sqlRows", ("columns", "bytes"), "columns") or "columns",
+        sql_rows=_choice(opts, "sqlRows", _BY_NAME["sqlrows"].choices, default_of("sqlRows")) or "columns",
         sql_plan=opts.get("sqlplan") or None,
-        top_n=_int(opts, "topN", low=1) or 10,
-        ttl_bucket=_choice(opts, "ttlBucket", ("hour", "day"), "hour") or "hour",
+        kryo_classes=_kryo_classes(opts),
+        top_n=_int(opts, "topN", low=1) or default_of("topN"),
+        ttl_bucket=_choice(opts, "ttlBucket", _BY_NAME["ttlbucket"].choices, default_of("ttlBucket")) or "hour",
         parallelism=_int(opts, "parallelism", low=1),
         key_groups=_key_group_ranges(opts, table or "state"),
+        source_kinds=source_kinds(opts.get("sourcekinds")),
     )
+
+
+def source_kinds(raw: str | None) -> dict[str, str]:
+    """The sourceKinds option ("OP=KIND;OP=KIND") as a mapping."""
+    out: dict[str, str] = {}
+    for item in (raw or "").split(";"):
+        if item.strip():
+            op, sep, kind = item.partition("=")
+            if not sep or not op.strip() or not kind.strip():
+                raise InvalidArgumentError(f"option 'sourceKinds': {item!r} is not OPERATOR=KIND")
+            out[op.strip()] = kind.strip()
+    return out
+
+
+def _kryo_classes(opts: dict[str, str]) -> str | None:
+    """The kryoClasses option, its syntax checked (`flink.serde.kryo.schema.parse_class_specs`)."""
+    from flinkstate.flink.bridge.mapping import kryo_specs
+
+    raw = opts.get("kryoclasses") or None
+    if raw is not None:
+        try:
+            kryo_specs(raw)
+        except InvalidArgumentError as e:
+            raise InvalidArgumentError(f"option 'kryoClasses': {e}") from e
+    return raw
 
 
 def _key_group_ranges(opts: dict[str, str], table: str) -> tuple[tuple[int, int], ...] | None:
@@ -273,7 +410,7 @@ def parse_write_options(options: Mapping[str, Any]) -> WriteOptions:
 
     opts = _lower(options)
     _known(opts, WRITE_OPTIONS, "write")
-    table = _choice(opts, "table", WRITE_TABLES, "state") or "state"
+    table = _choice(opts, "table", WRITE_TABLES, default_of("table")) or "state"
     op = opts.get("operator")
     st = opts.get("state") or (opts.get("timerservice") if table == "timers" else None)
     if not op:
@@ -303,8 +440,8 @@ def parse_write_options(options: Mapping[str, Any]) -> WriteOptions:
         operator=op,
         state=st,
         storage_options=storage_options_from(options),
-        savepoint=_bool(opts, "savepoint", False),
-        operation=_choice(opts, "operation", OPERATIONS, "upsert") or "upsert",
+        savepoint=_bool(opts, "savepoint", default_of("savepoint")),
+        operation=_choice(opts, "operation", OPERATIONS, default_of("operation")) or "upsert",
         max_parallelism=_int(opts, "maxParallelism", low=1, high=UPPER_BOUND_MAX_PARALLELISM),
         state_kind=_choice(opts, "stateKind", kinds, None),
         checkpoint_id=_int(opts, "checkpointId", low=0),

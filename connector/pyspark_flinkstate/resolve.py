@@ -214,6 +214,10 @@ def output_columns(res: Resolved) -> list[tuple[str, pa.DataType]]:
     meta = {"checkpoints": CHECKPOINTS_SCHEMA, "files": FILES_SCHEMA, "states": STATES_SCHEMA, "operators": OPERATORS_SCHEMA,
             "keyGroups": KEY_GROUPS_SCHEMA, "subtasks": SUBTASKS_SCHEMA, "topKeys": TOP_KEYS_SCHEMA, "ttlExpiry": TTL_EXPIRY_SCHEMA,
             "history": HISTORY_SCHEMA}
+    if t in ("sourceSplits", "sourceEnumerator"):
+        from flinkstate.flink.bridge.source_positions import ENUMERATOR_SCHEMA, SPLITS_SCHEMA
+
+        return [(f.name, f.type) for f in (SPLITS_SCHEMA if t == "sourceSplits" else ENUMERATOR_SCHEMA)]
     if t in meta:
         return [(f.name, f.type) for f in meta[t]]
     if t == "timers":

@@ -59,7 +59,11 @@ class FlinkStateDataSource(DataSource):
         return cls(res, schema)
 
     def writer(self, schema: Any, overwrite: bool) -> Any:
+        from pyspark_flinkstate.source_tables import SourceTableWriter, is_source_write
         from pyspark_flinkstate.writer import FlinkStateWriter
+
+        if is_source_write(dict(self.options)):
+            return SourceTableWriter(dict(self.options), overwrite)
 
         return FlinkStateWriter(dict(self.options), schema, overwrite)
 

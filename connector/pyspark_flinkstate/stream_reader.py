@@ -31,7 +31,7 @@ from flinkstate.core.errors import (
 )
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from pyspark_flinkstate.options import ReadOptions, parse_read_options
+from pyspark_flinkstate.options import ReadOptions, default_of, parse_read_options
 from pyspark_flinkstate.reader import ChangesPartition, FlinkStateReader
 from pyspark_flinkstate.resolve import Resolved, resolve
 
@@ -59,7 +59,7 @@ def stream_read_options(options: dict[str, str]) -> tuple[ReadOptions, str | int
     if given:
         raise InvalidArgumentError(
             f"option(s) {given} do not apply to a streaming read: its offsets are checkpoint ids; use 'startingCheckpointId'")
-    raw = str(lo.pop("startingcheckpointid", "latest")).strip()
+    raw = str(lo.pop("startingcheckpointid", default_of("startingCheckpointId"))).strip()
     starting: str | int
     if raw.lower() in ("latest", "earliest"):
         starting = raw.lower()

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from flinkstate.core.errors import (
+    CommitOutcomeUnknownError,
     InvalidArgumentError,
     SchemaMismatchError,
     StateNotFoundError,
@@ -72,6 +73,7 @@ class WritePlan:
     flattened_list: bool
     new_state: bool
     list_append: bool = False  # mode("append") on an existing list state: each key's list grows by the new elements
+    stored_deletes: bool = False  # a delete by fewer columns than an entry's key (a map's key alone): tombstones of what it names
     sql: Any = None  # flinkstate.flink.bridge.sql_columns.SqlColumns: a SQL job's imported state, written by its columns
 
     @property
@@ -136,10 +138,12 @@ def _check_columns(desc: Any, schema: pa.Schema, what: str, tombstones: bool, sq
 
     names = schema.names
     need: list[tuple[str, pa.DataType]] = [("key", typed("key", desc.key_type))]
-    if desc.namespace_type is not None:
+    # a delete names entries by key alone (a map's or list's whole entry, in every namespace); namespace and user_key narrow it
+    if desc.namespace_type is not None and (not tombstones or "namespace" in names):
         need.append(("namespace", desc.namespace_type))
     if desc.kind == "map":
-        need.append(("user_key", typed("user_key", desc.user_key_type)))
+        if not tombstones or "user_key" in names:
+            need.append(("user_key", typed("user_key", desc.user_key_type)))
         if not tombstones:
             need.append(("value", typed("value", desc.user_value_type)))
     elif not tombstones:
@@ -206,11 +210,14 @@ def plan_write(options: Any, spark_schema: Any, overwrite: bool) -> WritePlan:
             raise InvalidArgumentError(f"{what}: option listMode applies to mode('append') of a list state; this write is a "
                                        f"{'delete' if o.operation == 'delete' else 'overwrite' if overwrite else 'append'} of a {desc.kind} state")
         list_append = desc.kind == "list" and not overwrite and o.operation != "delete" and existing is not None and o.list_mode != "overwrite"
+        from flinkstate.format.deletes import deleted_columns, needs_stored_entries
+
+        stored_deletes = o.operation == "delete" and needs_stored_entries(desc, deleted_columns(desc, list(schema.names), what))
         return WritePlan(
             io=store.io, operator=o.operator, desc=desc.to_dict(), kind=w.kind, checkpoint_id=w.checkpoint_id,
             base_checkpoint_id=None if base is None else base.checkpoint_id, planned_version=int(w.planned_version),
             max_parallelism=mp, mode="full" if overwrite else "delta", tombstones=o.operation == "delete",
-            flattened_list=flattened, new_state=existing is None, list_append=list_append, sql=sql,
+            flattened_list=flattened, new_state=existing is None, list_append=list_append, sql=sql, stored_deletes=stored_deletes,
         )
     finally:
         w.abort()  # nothing written: it only pinned the plan
@@ -354,6 +361,22 @@ def _append_lists(plan: WritePlan, desc: Any, storage: pa.Table) -> pa.Table:
     return out.append_column(C.COL_TOMBSTONE, pa.array(np.zeros(out.num_rows, dtype=bool)))
 
 
+def _named_entries(plan: WritePlan, desc: Any, deletes: pa.Table) -> pa.Table:
+    """The stored entries (their primary-key columns) that deletes by fewer columns name, in the planned base checkpoint:
+    a key alone names its whole map or list (every namespace); namespace and user_key narrow it."""
+    import flinkstate
+    from flinkstate.core.keygroups import assign_key_groups, is_supported_key_type
+    from flinkstate.format.deletes import deleted_columns, named_entries
+
+    given = deleted_columns(desc, deletes.column_names, f"operator {plan.operator!r} state {desc.name!r}")
+    kgs = None
+    if is_supported_key_type(desc.key_type):  # only the deleted keys' key groups are read
+        kgs = sorted(set(assign_key_groups(deletes.column(C.COL_KEY).cast(desc.key_type), plan.max_parallelism).to_pylist()))
+    ck = flinkstate.open(plan.io.root, plan.io.storage_options or None).checkpoint(plan.base_checkpoint_id)
+    stored = ck.scan(plan.operator, desc.name, key_groups=kgs, raw=True).to_arrow()
+    return named_entries(stored, deletes.select(given), desc)
+
+
 def write_partition(plan: WritePlan, batches: Iterator[pa.RecordBatch], partition_id: int) -> FlinkStateCommitMessage:
     """One task: write its rows as delta files (format v1) and report them."""
     from flinkstate.format.writer import with_key_groups, write_state_files
@@ -365,6 +388,8 @@ def write_partition(plan: WritePlan, batches: Iterator[pa.RecordBatch], partitio
     desc = plan.descriptor()
     if plan.sql is not None:  # a SQL job's state: its columns encoded to the BinaryRowData it is stored as
         table = plan.sql.encode(table, f"operator {plan.operator!r} state {desc.name!r}")
+    if plan.stored_deletes:
+        table = _named_entries(plan, desc, table)
     storage = to_storage_table(table, desc, tombstones=plan.tombstones, flattened_list=plan.flattened_list)
     if plan.list_append:
         storage = _append_lists(plan, desc, storage)
@@ -469,15 +494,22 @@ class FlinkStateWriter(DataSourceArrowWriter):
         return write_tables_partition(self.plan, iterator, pid)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        if isinstance(self.plan, WritePlan):
-            commit_plan(self.plan, list(messages))
-            return
-        from pyspark_flinkstate.writer_tables import commit_tables_plan
+        try:
+            if isinstance(self.plan, WritePlan):
+                commit_plan(self.plan, list(messages))
+                return
+            from pyspark_flinkstate.writer_tables import commit_tables_plan
 
-        commit_tables_plan(self.plan, list(messages))
+            commit_tables_plan(self.plan, list(messages))
+        except CommitOutcomeUnknownError:
+            self._outcome_unknown = True  # Spark calls abort next: the files may belong to a landed checkpoint
+            raise
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         from pyspark_flinkstate.writer_tables import tables_entries
+
+        if getattr(self, "_outcome_unknown", False):
+            return  # kept: garbage collection deletes them if the commit did not land
 
         for m in messages:
             if isinstance(m, FlinkStateCommitMessage):

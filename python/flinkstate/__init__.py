@@ -24,6 +24,7 @@ from flinkstate.core.descriptors import (
 from flinkstate.core.errors import (
     CheckpointNotFoundError,
     CommitConflictError,
+    CommitOutcomeUnknownError,
     CorruptFileError,
     DuplicateKeyError,
     FlinkStateError,
@@ -33,6 +34,8 @@ from flinkstate.core.errors import (
     ReadOnlyStoreError,
     SchemaMismatchError,
     StateNotFoundError,
+    StorageError,
+    WorkerPythonError,
 )
 from flinkstate.core.keygroups import (
     assign_key_group,
@@ -44,6 +47,18 @@ from flinkstate.core.keygroups import (
 from flinkstate.core.policy import CompactionPolicy
 from flinkstate.core.ttl import CompactionCleanup, IncrementalCleanup, StateTtlConfig
 from flinkstate.flink.bridge.source import open_store as open
+from flinkstate.flink.errors import (
+    IncompatibleReleaseError,
+    KryoDecodeError,
+    KryoMigrationError,
+    SerializerMismatchError,
+    SourceStateError,
+    SplitNotFoundError,
+    StateAccountingError,
+    UnknownSourceError,
+    UnsupportedFlinkFormatError,
+    UnsupportedSerializerError,
+)
 from flinkstate.format.constants import FORMAT_VERSION
 from flinkstate.format.metadata import (
     CheckpointInfo,
@@ -92,6 +107,19 @@ __all__ = [
     "SchemaMismatchError",
     "CorruptFileError",
     "CommitConflictError",
+    "CommitOutcomeUnknownError",
     "KeyGroupOutOfRangeError",
     "ReadOnlyStoreError",
+    "StorageError",
+    "WorkerPythonError",
+    "StateAccountingError",
+    "UnsupportedFlinkFormatError",
+    "UnsupportedSerializerError",
+    "SourceStateError",
+    "SplitNotFoundError",
+    "UnknownSourceError",
+    "SerializerMismatchError",
+    "IncompatibleReleaseError",
+    "KryoDecodeError",
+    "KryoMigrationError",
 ]

@@ -1,7 +1,8 @@
 """The `flinkstate` command: list and describe checkpoints, maintain a root, and run the demo job.
 
 Readable tables by default, `--json` for scripts. Errors print one line naming what is
-wrong and exit with status 2.
+wrong and exit with status 2; anything else is an internal error, printed as one line naming the
+command and its inputs, with status 3 (FLINKSTATE_TRACEBACK=1 adds the traceback): never a raw traceback.
 """
 
 from __future__ import annotations
@@ -19,7 +20,17 @@ from flinkstate.format.filekind import FileKind
 if TYPE_CHECKING:
     from flinkstate.store.store import CheckpointStore
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "docs_link", "DOCS_URL_ENV"]
+
+DOCS_URL_ENV = "FLINKSTATE_DOCS_URL"  # a built site's address (its pages are <base>/<page>.html); unset: docs paths of the source tree
+
+
+def docs_link(page: str, anchor: str = "") -> str:
+    """Where `page` of the documentation (a path under docs/, e.g. "reference/cli.md") is: `docs/<page>` in a clone, or
+    the built page under $FLINKSTATE_DOCS_URL. Every command's --help ends with the link to its section."""
+    base = os.environ.get(DOCS_URL_ENV, "").strip()
+    where = f"{base.rstrip('/')}/{page.removesuffix('.md')}.html" if base else f"docs/{page}"
+    return f"{where}#{anchor}" if anchor else where
 
 
 def _fmt_bytes(n: int) -> str:
@@ -146,7 +157,10 @@ def describe(store: CheckpointStore, checkpoint_id: int | None) -> dict[str, Any
 
 def _describe_flink(src: Any, args: argparse.Namespace, out: TextIO) -> int:
     """`describe` of a Flink savepoint or checkpoint: operators, their ids and parallelism, and states by kind."""
+    from flinkstate.cli_sources import describe_sources
+
     doc = src.describe(args.checkpoint)
+    doc["sources"] = describe_sources(src.checkpoint(args.checkpoint), None)
     if args.json:
         json.dump(doc, out, indent=2, default=str)
         out.write("\n")
@@ -161,16 +175,25 @@ def _describe_flink(src: Any, args: argparse.Namespace, out: TextIO) -> int:
         named = f"{op['name']}, " if op.get("name") and op["name"] != op["uid"] else ""  # the planner's name of a SQL operator
         out.write(f"\noperator {op['uid']} ({named}id {op['operator_id']}, parallelism {op['parallelism']}, max parallelism "
                   f"{op['max_parallelism']}, {op['files']} files, {_fmt_bytes(op['bytes'])})\n")
+        if op.get("error"):
+            out.write(f"its state headers do not read (its states are refused, the other operators are read): {op['error']}\n")
         keys = sorted({_short_class(s["key_serializer"]) for s in op["states"] if s.get("key_serializer")})
         if keys:
             out.write(f"key serializer {', '.join(keys)}\n")
         rows = [[s["state"], s["state_kind"], _ttl_text(s), "-" if s["rows"] is None else str(s["rows"]), str(s["files"]),
                  "-" if s["bytes"] is None else _fmt_bytes(s["bytes"]), _short_class(s.get("value_serializer"))] for s in op["states"]]
         _table(rows, ["state", "kind", "ttl", "rows", "files", "size", "value serializer"], out)
+    if doc.get("upgrade_to_2x"):
+        out.write("\nFlink 2.x reads state that Flink 1.x's Kryo 2 serialized differently: `flinkstate import` it, then "
+                  "`export --flink-version 2.x` migrates it:\n")
+        _upgrade_table(doc["upgrade_to_2x"], out)
     out.write("\n-: not told by the format without decoding (canonical and HashMap files interleave their states; "
               "RocksDB sizes are the column families' SSTs)\n")
     if doc["ttl_unknown"]:
         out.write("TTL states (a savepoint does not hold their TTL duration: ttl unknown): " + ", ".join(doc["ttl_unknown"]) + "\n")
+    for state, why in doc.get("refused", {}).items():
+        out.write(f"refused when read: {state}: {why}\n")
+    describe_sources(src.checkpoint(args.checkpoint), out)
     return 0
 
 
@@ -188,16 +211,26 @@ def _ttl_text(state: dict[str, Any]) -> str:
     return "-" if state["ttl"] is None else f"{state['ttl']} ms"
 
 
+def _upgrade_table(rows: list[dict[str, str]], out: TextIO) -> None:
+    """Per Kryo 2 serializer of a state: what a 2.x export writes and what Flink 2.x does with it unmigrated."""
+    table = [[f"{r['operator']}/{r['state']}", r["path"] or "-", r["declared"] or "-", r["migrated_to"] or "cannot be migrated",
+              r["without_migration"] or r["error"]] for r in rows]
+    _table(table, ["state", "serializer", "declared", "migrated to (Flink 2.x)", "without migration"], out)
+
+
 def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate describe PATH [--checkpoint ID]`: operators and states of one checkpoint."""
     store = _open_existing(args)
     if not hasattr(store, "catalog"):
-        if args.uid:
+        if args.uid or args.kryo_class:
             from flinkstate.flink.bridge.source import FlinkSource
 
-            store = FlinkSource(store.path, uids=args.uid, storage_options=_storage_options(args))
+            store = FlinkSource(store.path, uids=args.uid or (), storage_options=_storage_options(args), kryo_classes=args.kryo_class)
         return _describe_flink(store, args, out)
+    from flinkstate.cli_sources import describe_sources
+
     doc = describe(store, args.checkpoint)
+    doc["sources"] = describe_sources(store.checkpoint(args.checkpoint), None)
     if args.json:
         json.dump(doc, out, indent=2)
         out.write("\n")
@@ -218,6 +251,7 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
                          str(s["deltas"]), _fmt_bytes(s["bytes"])])
         _table(rows, ["state", "kind", "key", "value", "ttl", "full rows", "delta rows", "files", "deltas", "size"], out)
     out.write("\nfull rows: entries in full files; delta rows: upserts and tombstones in delta files; size: all files\n")
+    describe_sources(store.checkpoint(args.checkpoint), out)
     return 0
 
 
@@ -238,6 +272,11 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
     else:
         for d in report.damaged:
             out.write(f"DAMAGED {d.path}: {d.problem}\n")
+        for cid, why in report.not_checked.items():
+            out.write(f"NOT CHECKED checkpoint {cid}: {why}\n")
+        for url in report.stray:
+            out.write(f"STRAY {url}: staged by a write killed mid-commit, never part of the table; "
+                      "collect_orphans() deletes it once older than its retention\n")
         ids = ", ".join(map(str, report.checkpoints)) or "none readable"
         out.write(f"{'damaged' if report.damaged else 'ok'}: {report.files_checked} files of checkpoints [{ids}] at {report.root}, "
                   f"{len(report.damaged)} damaged\n")
@@ -248,6 +287,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate export ROOT DEST [--checkpoint ID] [--compression snappy]`: write a checkpoint as a Flink savepoint."""
     from flinkstate.core.errors import InvalidArgumentError
     from flinkstate.flink.bridge.store_export import plan_export, run_export
+    from flinkstate.flink.serde.kryo.migrate import KryoMigrationError
 
     store = _open_existing(args)
     cid = store.checkpoint(args.checkpoint).checkpoint_id
@@ -257,8 +297,18 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
         if not sep or "/" not in state or not cls.strip():
             raise InvalidArgumentError(f"--pojo {item!r}: expected OPERATOR/STATE=JAVA_CLASS")
         pojo[state.strip()] = cls.strip()
-    plan = plan_export(store, args.dest, checkpoint_id=cid, compression=args.compression == "snappy", pojo_classes=pojo,
-                       flink_version=args.flink_version)  # every check before Spark starts
+    try:
+        plan = plan_export(store, args.dest, checkpoint_id=cid, compression=args.compression == "snappy", pojo_classes=pojo,
+                           flink_version=args.flink_version)  # every check before Spark starts
+    except KryoMigrationError as e:
+        if not args.dry_run or not e.report:
+            raise
+        return _dry_run(store.root, cid, args, e.report, str(e), out)
+    if args.dry_run:
+        rows = [{"operator": k.partition("/")[0], "state": k.partition("/")[2], "path": m.path, "declared": m.declared,
+                 "migrated_to": m.written, "without_migration": m.without, "error": ""}
+                for k, ms in sorted(plan.migrations.items()) for m in ms]
+        return _dry_run(store.root, cid, args, rows, None, out)
     dest = run_export(plan) if args.spark is None else run_export(plan, _spark_runner("export", args.spark or None))
     if args.json:
         json.dump({"savepoint": dest, "root": store.root, "checkpoint_id": cid, "flink_version": args.flink_version}, out, indent=2)
@@ -269,17 +319,37 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _dry_run(root: str, cid: int, args: argparse.Namespace, rows: list[dict[str, str]], refused: str | None, out: TextIO) -> int:
+    """`export --dry-run`: what the export would migrate for Flink 2.x (and what it refuses); exit 1 when it would refuse."""
+    if args.json:
+        json.dump({"dry_run": True, "root": root, "checkpoint_id": cid, "flink_version": args.flink_version, "migrations": rows,
+                   "refused": refused}, out, indent=2)
+        out.write("\n")
+        return 1 if refused else 0
+    out.write(f"dry run: nothing written; checkpoint {cid} of {root} for Flink {args.flink_version} at {args.dest}\n")
+    if rows:
+        out.write("state Flink 1.x's Kryo 2 serialized, as the export writes it for Flink 2.x:\n")
+        _upgrade_table(rows, out)
+    else:
+        out.write("no state to migrate: every state is written with its serializers\n")
+    if refused:
+        out.write(f"the export would be refused: {refused}\n")
+    return 1 if refused else 0
+
+
 def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     """`flinkstate import FLINK_DIR ROOT`: write a Flink savepoint or retained checkpoint into ROOT as one savepoint."""
     from flinkstate.flink.bridge.importer import plan_import, run_import
     from flinkstate.flink.bridge.mapping import parse_ttl
 
     plan = plan_import(args.flink_path, args.path, flink_checkpoint_id=args.flink_checkpoint, ttl=parse_ttl(args.ttl or ()),
-                       storage_options=_storage_options(args), uids=args.uid or (), raw_values=args.raw_values)
+                       storage_options=_storage_options(args), uids=args.uid or (), raw_values=args.raw_values,
+                       kryo_classes=args.kryo_class)
     report = run_import(plan) if args.spark is None else run_import(plan, _spark_runner("import", args.spark or None))
     if args.json:
         json.dump({"root": args.path, "checkpoint_id": report.checkpoint_id, "flink_checkpoint": os.path.dirname(report.source),
-                   "entries": report.entries, "ttl_unknown": report.ttl_unknown, "as_bytes": report.as_bytes}, out, indent=2)
+                   "entries": report.entries, "ttl_unknown": report.ttl_unknown, "as_bytes": report.as_bytes,
+                   "refused": report.refused}, out, indent=2)
         out.write("\n")
         return 0
     out.write(f"imported {os.path.dirname(report.source)} into {args.path} as savepoint {report.checkpoint_id}: "
@@ -287,7 +357,9 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     rows = [[op, state, str(n)] for op, states in report.entries.items() for state, n in states.items()]
     _table(rows, ["operator", "state", "entries"], out)
     for state, serializers in report.as_bytes.items():
-        out.write(f"kept as bytes: {state}: {serializers} (reads give the serialized values; export writes them back as they were)\n")
+        out.write(f"kept as bytes: {state}: {serializers} (reads give the serialized values; export writes them back as they were, but Kryo 2 bytes for Flink 2.x: it refuses those)\n")
+    for state, why in report.refused.items():
+        out.write(f"not imported: {state}: {why}\n")
     if report.ttl_unknown:
         out.write("TTL states whose duration a savepoint does not hold (kept with their last-access times, never expiring; "
                   "set with --ttl OPERATOR/STATE=MS): " + ", ".join(report.ttl_unknown) + "\n")
@@ -430,20 +502,29 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--json", action="store_true", help="print JSON for scripts")
         sp.add_argument("--storage-option", action="append", metavar="KEY=VALUE", help="fsspec/s3fs option (repeatable), e.g. endpoint_url=http://127.0.0.1:9000")
 
+    from flinkstate.cli_sources import add_commands as add_source_commands
     from flinkstate.report import add_commands
 
     add_commands(sub, common)
+    add_source_commands(sub, common, _open_existing, _table)
 
     sp = sub.add_parser("checkpoints", help="list committed checkpoints and savepoints")
     common(sp)
     sp.add_argument("--all", action="store_true", help="include discarded checkpoints")
     sp.set_defaults(func=cmd_checkpoints)
 
+    def kryo_class(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--kryo-class", action="append", metavar="[final ]CLASS=FIELD:TYPE,...",
+                        help="the fields of a user class in Kryo values, as its Java declares them (Kryo writes them by "
+                             "name order without names or types): com.acme.Order=id:String,qty:int,tags:List<String>; "
+                             "'final ' for a final class; com.acme.Color=enum:RED,GREEN for an enum (repeatable)")
+
     sp = sub.add_parser("describe", help="operators, states, types, TTL, rows, bytes and files of a checkpoint")
     common(sp)
     sp.add_argument("--checkpoint", type=int, default=None, metavar="ID", help="checkpoint id (default: the latest)")
     sp.add_argument("--uid", action="append", metavar="UID", help="(Flink savepoints) an operator uid of the job: names the "
                     "operator that Flink 1.x metadata records only by id (repeatable)")
+    kryo_class(sp)
     sp.set_defaults(func=cmd_describe)
 
     sp = sub.add_parser("verify", help="read and check every file checkpoints use; print what is damaged (exit status 1 if anything is)")
@@ -473,6 +554,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"the Flink release that restores it: {', '.join(TARGET_VERSIONS)} (default {DEFAULT_FLINK_VERSION})")
     sp.add_argument("--pojo", action="append", metavar="OPERATOR/STATE=JAVA_CLASS",
                     help="write that state's struct values as this POJO class (fields by name) instead of a Row (repeatable)")
+    sp.add_argument("--dry-run", action="store_true", help="check and plan the export, print what state is migrated for "
+                    "Flink 2.x (Flink 1.x's Kryo 2 state) and how, write nothing")
     spark_job(sp, "each task reads one key-group range and writes that subtask's keyed file into DEST's temporary folder "
                   "(DEST on a filesystem every executor sees); the driver writes _metadata")
     sp.set_defaults(func=cmd_export)
@@ -492,6 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="keep values the decoders cannot type (Kryo, Avro, custom, SQL RowData) as their serialized bytes (the default)")
     sp.add_argument("--refuse-undecodable", dest="raw_values", action="store_false",
                     help="refuse states whose values the decoders cannot type instead of keeping their bytes")
+    kryo_class(sp)
     spark_job(sp, "each task decodes one subtask handle and writes that range's files; the driver commits once")
     sp.set_defaults(func=cmd_import)
 
@@ -538,6 +622,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "or one an earlier demo wrote (only its _flinkstate/ and shared/ are replaced); any other non-empty folder is refused")
     sp.add_argument("--no-sql", action="store_true", help="skip the Spark SQL part")
     sp.set_defaults(func=cmd_demo)
+
+    p.epilog = f"docs: {docs_link('index.md')} (every command and flag: {docs_link('reference/cli.md')})"
+    for name, cmd in sub.choices.items():  # every command, those other modules add included: its reference section
+        cmd.epilog = "\n".join(filter(None, [cmd.epilog, f"docs: {docs_link('reference/cli.md', name)}"]))
     return p
 
 
@@ -557,6 +645,25 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if out is sys.stdout:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except Exception as e:  # a defect, not bad input: one line naming the command and its inputs, never a raw traceback
+        sys.stderr.write(f"flinkstate: internal error in `{_command_line(args)}`: {type(e).__name__}: {e}\n"
+                         "please report it with this line; set FLINKSTATE_TRACEBACK=1 for the traceback\n")
+        if os.environ.get("FLINKSTATE_TRACEBACK") == "1":
+            import traceback
+
+            traceback.print_exc(file=sys.stderr)
+        return 3
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    """The command and its inputs as given (positional paths and the options set), for an internal error's message."""
+    parts = [f"flinkstate {args.command}"]
+    for name, value in vars(args).items():
+        if name in ("command", "func") or value is None or value is False or value == [] or value == ():
+            continue
+        parts.append(str(value) if name in ("path", "flink_path", "dest", "checkpoint_ids", "num_retained")
+                     else f"--{name.replace('_', '-')}" + ("" if value is True else f"={value}"))
+    return " ".join(parts)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -142,3 +142,29 @@ def test_non_incremental_rocksdb_checkpoint_and_its_metadata_tables(spark, rocks
     ttl = states[("long-keyed", "ttl")]
     assert (ttl.ttl, ttl.ttl_unknown, ttl.rows) == (None, True, None) and ttl.bytes > 0 and ttl.files == 2
     assert states[("opstate", "split")].rows == 60
+
+
+DATASTREAM = Path(__file__).resolve().parents[1] / "fixtures" / "flink-datastream" / "2.3" / "hashmap-canonical"
+
+
+def test_datastream_operator_states_read_through_spark(spark, tmp_path):
+    """Interval-join buffers, evicting windows' stream records, CEP's NFA state, Either, Tuple0 (a null column) and a
+    Tuple3 read through Spark as the library reads them; a state refused by name is the same typed error."""
+    import tarfile
+
+    with tarfile.open(DATASTREAM / "savepoint.tar.gz") as t:
+        t.extractall(tmp_path, filter="data")
+    sp = tmp_path / "savepoint"
+    src = fs.open(str(sp))
+    for op, state in (("interval-join", "LEFT_BUFFER"), ("win-tumble-evict", "window-contents"), ("cep", "nfaStateName"),
+                      ("values", "either"), ("values", "tuple0"), ("values", "tuple3")):
+        df = _read(spark, sp, operator=op, state=state)
+        lib = src.read_state(op, state)
+        assert df.count() == lib.num_rows > 0, (op, state)
+        assert sorted(map(repr, (r.asDict(recursive=True) for r in df.collect()))) == \
+            sorted(map(repr, ({c: r[c] for c in df.columns} for r in lib.to_pylist()))), (op, state)
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    with pytest.raises((Py4JJavaError, PySparkException, fs.FlinkStateError), match="state 'optional'.*KryoSerializerSnapshot"):
+        _read(spark, sp, operator="values", state="optional").collect()

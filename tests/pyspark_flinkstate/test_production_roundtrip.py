@@ -44,10 +44,11 @@ def test_import_change_export_restore(cell: tuple[str, str, str], spark, tmp_pat
     # Flink 1.x records operator ids only: name the operators by uid (on 2.x the savepoint names them)
     uids = [a for u in OPERATORS for a in ("--uid", u)] if line.startswith("1.") else []
     if run.startswith("hashmap") and cell[2] != "canonical":
-        # HashMap native snapshots do not length-frame Kryo values: the state cannot be kept, and nothing is written
-        assert main(["import", str(path), str(root), *uids]) == 2
-        assert re.search(r"UnsupportedSerializerError: operator sessions, state 'profile'.*Kryo", capsys.readouterr().err)
-        assert not (root / "_delta_log").exists() or not fs.open(str(root)).checkpoints()
+        # HashMap native snapshots do not length-frame Kryo values: that state is left out and named, the others imported
+        assert main(["import", str(path), str(root), *uids]) == 0
+        assert re.search(r"not imported: sessions/profile: operator sessions, state 'profile'.*Kryo", capsys.readouterr().out)
+        sessions = fs.open(str(root)).checkpoint().operator("sessions").keyed_states
+        assert "profile" not in sessions and {"last", "recent", "by_mod", "total", "avg"} <= set(sessions)
         return
     assert main(["import", str(path), str(root), *uids]) == 0
     (spark.createDataFrame([("k5", "changed"), ("k999", "new")], "key string, value string").write.format("flinkstate")

@@ -47,6 +47,7 @@ from flinkstate.core.descriptors import (
 )
 from flinkstate.core.errors import (
     CommitConflictError,
+    CommitOutcomeUnknownError,
     InvalidArgumentError,
     KeyGroupOutOfRangeError,
     SchemaMismatchError,
@@ -131,6 +132,8 @@ class KeyedStateBackend:
         self.base_checkpoint_id: int | None = None
         self._chains: dict[tuple[str, str], _Chain] = {}
         self._pending: dict[int, KeyedSnapshot] = {}
+        #: checkpoints whose commit outcome was unknown (CommitOutcomeUnknownError): resolved from the log at the next one
+        self._unknown: set[int] = set()
         self._last_snapshot_id = 0
         # per (scope, name): files of aborted attempts that hold every change up to a checkpoint id
         self._reuse: dict[tuple[str, str], tuple[list[FileEntry], int]] = {}
@@ -373,6 +376,23 @@ class KeyedStateBackend:
         if snap is not None:
             snap._release_unless_writing()
 
+    def notify_checkpoint_unknown(self, checkpoint_id: int) -> None:
+        """The checkpoint's commit outcome is unknown (CommitOutcomeUnknownError): neither complete nor aborted until
+        `resolve_unknown` learns from the log whether it landed."""
+        with self._lock:
+            self._unknown.add(checkpoint_id)
+
+    def resolve_unknown(self, committed: set[int]) -> None:
+        """Checkpoints whose commit outcome was unknown: complete if `committed` (every id in the log, retained or
+        discarded since) holds them, else aborted, so the next snapshot builds on what really landed."""
+        with self._lock:
+            unknown, self._unknown = sorted(self._unknown), set()
+        for cid in unknown:
+            if cid in committed:
+                self.notify_checkpoint_complete(cid)
+            else:
+                self.notify_checkpoint_aborted(cid)
+
     def forget_base_unless(self, retained: set[int]) -> bool:
         """Fall back to a full checkpoint when the base is no longer retained (as Flink's backends do); True if it was gone."""
         with self._lock:
@@ -391,6 +411,7 @@ class KeyedStateBackend:
         backend; a job with several subtasks commits them together (see `flinkstate.runtime`).
         """
         recs = store.checkpoints(include_discarded=True)
+        self.resolve_unknown({r.checkpoint_id for r in recs})
         if checkpoint_id is None:  # never an id this backend already used, aborted ones included
             checkpoint_id = max([r.checkpoint_id for r in recs] + [self._last_snapshot_id]) + 1
         from flinkstate.store.registry import pin
@@ -410,7 +431,10 @@ class KeyedStateBackend:
                     w.declare_max_parallelism(operator, self.max_parallelism)
                     _check_delta_base(w, snap, operator)
                     snap.write(w, operator)
-                info = w.store.info(checkpoint_id)
+                info = w.info  # as committed: a concurrent retain may already have discarded it, it still completed
+            except CommitOutcomeUnknownError:
+                self.notify_checkpoint_unknown(checkpoint_id)
+                raise
             except BaseException:
                 self.notify_checkpoint_aborted(checkpoint_id)
                 raise

@@ -37,7 +37,12 @@ __all__ = [
 StateKind = Literal["value", "list", "map", "reducing", "aggregating"]
 STATE_KINDS: tuple[str, ...] = ("value", "list", "map", "reducing", "aggregating")
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,199}$")
+# '$' too: the table runtime names its state-backed data views so (`agg0$map`, `distinctAcc_0`), and Flink SQL jobs
+# have them wherever an aggregate retracts through a MapView or ListView
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.$\-]{0,199}$")
+# operator state names may also start with '_' (their files live under `_operator/<name>/`, clear of the layout's own
+# names): Flink's AsyncWaitOperator keeps `_async_wait_operator_state_` (async lookups and calls of SQL jobs too)
+_OPERATOR_STATE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.$\-]{0,199}$")
 
 
 def same_schema(a: Any, b: Any) -> bool:
@@ -53,12 +58,15 @@ def same_schema(a: Any, b: Any) -> bool:
     return bool(da == db)
 
 
-def validate_name(name: object, what: str) -> str:
-    """Check an operator uid or state name that becomes a path component; return it."""
-    if not isinstance(name, str) or not _NAME_RE.match(name) or ".." in name:
+def validate_name(name: object, what: str, *, leading_underscore: bool = False) -> str:
+    """Check an operator uid or state name that becomes a path component; return it (leading_underscore: an operator
+    state's name, which may start with '_')."""
+    pattern = _OPERATOR_STATE_RE if leading_underscore else _NAME_RE
+    if not isinstance(name, str) or not pattern.match(name) or ".." in name:
+        start = "a letter, digit or '_'" if leading_underscore else "a letter or digit"
         raise InvalidArgumentError(
-            f"invalid {what} {name!r}: use 1-200 characters of letters, digits, '_', '.', '-', "
-            "starting with a letter or digit and without '..' (it becomes a path component)"
+            f"invalid {what} {name!r}: use 1-200 characters of letters, digits, '_', '.', '-', '$', "
+            f"starting with {start} and without '..' (it becomes a path component)"
         )
     return name
 
@@ -271,7 +279,7 @@ class OperatorStateDescriptor:
     key_type: pa.DataType | None = None  # broadcast state only
 
     def __post_init__(self) -> None:
-        validate_name(self.name, "operator state name")
+        validate_name(self.name, "operator state name", leading_underscore=True)
         if self.mode not in ("list", "union", "broadcast"):
             raise InvalidArgumentError(f"mode of operator state {self.name!r} must be list, union or broadcast")
         _check_type(self.value_type, "value_type", self.name)

@@ -15,6 +15,7 @@ __all__ = [
     "SchemaMismatchError",
     "CorruptFileError",
     "CommitConflictError",
+    "CommitOutcomeUnknownError",
     "KeyGroupOutOfRangeError",
     "ReadOnlyStoreError",
     "StorageError",
@@ -55,6 +56,11 @@ class CommitConflictError(FlinkStateError):
     """Another writer committed first: the commit was refused and nothing of it is visible."""
 
 
+class CommitOutcomeUnknownError(FlinkStateError, OSError):
+    """A commit's storage call failed and the log could not be read to tell whether it landed: the writer keeps its
+    files; call `commit()` on it again (it finds its own landed attempt) instead of writing the same data anew."""
+
+
 class KeyGroupOutOfRangeError(FlinkStateError, ValueError):
     """A key belongs to a key group outside the range a backend or file owns."""
 
@@ -65,7 +71,8 @@ class ReadOnlyStoreError(FlinkStateError, PermissionError):
 
 class StorageError(FlinkStateError, OSError):
     """Reading or writing the store failed for a reason that is neither damage nor a conflict (I/O, network, the Delta
-    library): the table or file and the Delta version are named; a commit that failed this way made nothing visible."""
+    library): the table or file and the Delta version are named; a commit that failed this way made nothing visible (a fresh
+    read of the log shows it; where none can be made, the error is a CommitOutcomeUnknownError instead)."""
 
 
 class WorkerPythonError(FlinkStateError, RuntimeError):

@@ -3,7 +3,7 @@
 Its packages, bottom up (each may import those below it, never one above): `errors` and `_io` (typed
 errors; big-endian reading, snappy, file access); `serde` (serializer snapshots, values, vector
 decoders, encoders); `meta` (`_metadata`, its handles, operator names, release guess); `pyflink`
-(PyFlink jobs' states); `files` (canonical, heap native, RocksDB/ForSt SST and MANIFEST, operator
+(PyFlink jobs' states), `sql` and `sources` (FLIP-27 sources' split and enumerator formats: Kafka, files, sequences); `files` (canonical, heap native, RocksDB/ForSt SST and MANIFEST, operator
 state); `write` (canonical savepoint writer, savepoint rewrite); `bridge` (a savepoint as a pinned
 checkpoint and a source, sizes, import, export of a root). The bridge may import flinkstate's `core`,
 `format`, `read` and `store`; the rest of `flink` only `core`.

@@ -33,7 +33,7 @@ class DataReader:
         self.buf = memoryview(buf) if not isinstance(buf, memoryview) else buf
         self.pos = pos
         self.where = where
-        self.skips: dict[int, int] | None = None  # start -> end of serializer snapshots found by a resync (serializers)
+        self.skips: dict[int, tuple[int, str]] | None = None  # start -> (end, why) of snapshots a resync skipped (serde)
 
     def _need(self, n: int) -> int:
         p = self.pos

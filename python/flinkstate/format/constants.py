@@ -49,6 +49,10 @@ EVENT_COLLECTING = "COLLECTING"
 STATUS_COMPLETED = "completed"
 STATUS_DISCARDED = "discarded"
 
+# checkpoint property holding the Flink operator id (hex) of an operator imported from Flink (an export keeps it, a
+# read by the operator's uid or id finds it)
+FLINK_OPERATOR_ID_PROPERTY = "flink.operator-id."
+
 # Parquet key-value metadata keys
 META_FORMAT_VERSION = "flinkstate.format.version"
 META_FILE_KIND = "flinkstate.file.kind"

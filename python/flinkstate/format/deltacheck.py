@@ -24,10 +24,12 @@ if TYPE_CHECKING:
     from flinkstate.core.io import FileIO
 
 __all__ = ["check_table_files", "delta_log_error", "is_checkpoint", "log_listing", "newest_checkpoint", "remove_table_file",
-           "table_file_error"]
+           "staged_adds", "staged_leftovers", "table_file_error"]
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet$")
+# delta-rs's local object store writes `<file>#<n>` and then links or renames it: a write killed in between leaves it
+_STAGED = re.compile(r"#\d+$")
 
 
 def _what(rel: str) -> str:
@@ -185,6 +187,48 @@ def check_table_files(io: FileIO, rel: str, paths: Sequence[str], sizes: Sequenc
             bad.append(f"{io.url(posixpath.join(rel, p))} is {have} bytes, its Delta log records {size}")
     if bad:
         raise CorruptFileError(f"the {_what(rel)} {io.url(rel)} is damaged: {'; '.join(bad)}; nothing was changed")
+
+
+def staged_leftovers(io: FileIO, rel: str) -> list[tuple[str, float]]:
+    """(path relative to the table, modification time in epoch seconds) of the staging files that writes killed
+    mid-commit left in a table's folder or its `_delta_log` (`00000000000000000005.json#1`): never part of the table.
+    Local folders only: object stores have no staging files."""
+    fsys, base = _located(io, rel)
+    if io.scheme == "s3" or not isinstance(base, str) or "://" in base or not os.path.isdir(base):
+        return []
+    out = []
+    for dirpath, _, files in os.walk(base):
+        for name in files:
+            if _STAGED.search(name):
+                full = os.path.join(dirpath, name)
+                try:
+                    out.append((os.path.relpath(full, base).replace(os.sep, "/"), os.path.getmtime(full)))
+                except FileNotFoundError:
+                    continue  # its write finished (or another collection removed it) meanwhile
+    return sorted(out)
+
+
+def staged_adds(io: FileIO, rel: str) -> set[str]:
+    """The data files (relative to the table) that staged, never linked commit files of a table add: the files of
+    writes killed inside their commit, which no version of the table will ever reference."""
+    fsys, base = _located(io, rel)
+    out: set[str] = set()
+    for path, _ in staged_leftovers(io, rel):
+        if not path.startswith("_delta_log/"):
+            continue
+        try:
+            with fsys.open(posixpath.join(str(base), path), "rb") as f:
+                lines = f.read().decode("utf-8", "replace").splitlines()
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            try:
+                add = json.loads(line).get("add")
+            except (json.JSONDecodeError, AttributeError):
+                continue  # a staging file cut short by the kill: what it holds is no commit either
+            if isinstance(add, dict) and isinstance(add.get("path"), str):
+                out.add(add["path"])
+    return out
 
 
 def remove_table_file(io: FileIO, rel: str, path: str) -> bool:

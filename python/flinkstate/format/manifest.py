@@ -37,6 +37,8 @@ from flinkstate.format.deltacheck import (
     log_listing,
     newest_checkpoint,
     remove_table_file,
+    staged_adds,
+    staged_leftovers,
     table_file_error,
 )
 from flinkstate.format.deltamaint import (
@@ -115,6 +117,11 @@ class LogRecord:
     bytes: int
     metadata: dict[str, Any]
     damage: str | None = None  # why this checkpoint cannot be read (its metadata is damaged); None when intact
+
+    def unsupported_format(self) -> int | None:
+        """The format version this release cannot read that the checkpoint was written in (None: a readable one)."""
+        versions = (self.format_version, self.metadata.get("format_version", C.FORMAT_VERSION))
+        return next((v for v in versions if v not in C.SUPPORTED_FORMAT_VERSIONS), None)
 
 
 # Delta data files are immutable: their parsed content is cached by (table, file path)
@@ -441,9 +448,26 @@ class DeltaCatalog:
                 raise delta_log_error(self.io, rel, e) from e
         return [f"{rel}/{p}" for p in candidates if remove_table_file(self.io, rel, p)]
 
+    def staged_leftovers(self, older_than: dt.timedelta | None = None) -> list[tuple[str, float]]:
+        """(root-relative path, modification time in epoch s) of the staging files killed writes left in both tables
+        (`_delta_log/<version>.json#1` and the like), those last modified more than `older_than` ago when given."""
+        import time
+
+        out = [(f"{rel}/{p}", t) for rel in (C.LOG_TABLE, C.MANIFEST_TABLE) for p, t in staged_leftovers(self.io, rel)]
+        if older_than is None:
+            return out
+        cutoff = time.time() - older_than.total_seconds()
+        return [(p, t) for p, t in out if t < cutoff]
+
+    def remove_staged(self, path: str) -> bool:
+        """Delete one staging file `staged_leftovers` listed (root-relative); True when it was there."""
+        rel = next(r for r in (C.LOG_TABLE, C.MANIFEST_TABLE) if path.startswith(r + "/"))
+        return remove_table_file(self.io, rel, path[len(rel) + 1:])
+
     def unreferenced_rows(self, rel: str) -> list[tuple[str, pa.Table]]:
         """(path relative to the table, rows) of each data file in a table's folder that its current version neither uses
-        nor removed: a write that lost a commit race, a writer killed before its commit, or a `_delta_log` commit file lost."""
+        nor removed: a write that lost a commit race, a writer killed before its commit, or a `_delta_log` commit file lost
+        (not those of writers killed inside their commit: their staged commit files name them)."""
         with self._lock:
             t = self._existing(rel)
             if t is None:
@@ -454,7 +478,8 @@ class DeltaCatalog:
             except _delta_errors() as e:
                 raise delta_log_error(self.io, rel, e) from e
         base = self._uri(rel)
-        return [(p, self._data_file(rel, base, p)) for p in sorted(every - removed) if p.endswith(".parquet")]
+        killed = staged_adds(self.io, rel)  # added only by a commit file its killed writer never linked: no lost commit
+        return [(p, self._data_file(rel, base, p)) for p in sorted(every - removed - killed) if p.endswith(".parquet")]
 
     def manifest(self, checkpoint_id: int, attempt_id: str) -> list[FileEntry]:
         """The files a completed checkpoint uses."""

@@ -28,6 +28,7 @@ from flinkstate.format.datafile import (
     operator_state_schema,
     read_data_file,
 )
+from flinkstate.format import constants as C
 from flinkstate.format.filekind import FileKind, Scope
 from flinkstate.format.manifest import LogRecord
 from flinkstate.format.merge import overlaps
@@ -248,8 +249,27 @@ class StoreCheckpoint(Checkpoint):
         """Operators by uid."""
         return self.metadata.operators
 
+    def name_of(self, operator: str) -> str:
+        """The name this checkpoint lists an operator by: the name itself, else (an operator imported from Flink) the one
+        whose Flink operator id it is, or whose id Flink derives from it as a uid (a 1.x savepoint imported without
+        `--uid` lists operators by id); unchanged when none is."""
+        if operator in self.operators:
+            return operator
+        from flinkstate.core.operator_ids import operator_id
+
+        props = self.metadata.properties
+        given = operator.lower()
+        hashed = operator_id(operator)
+        found = sorted(name for name in self.operators
+                       if given == props.get(C.FLINK_OPERATOR_ID_PROPERTY + name, "").lower() or hashed in
+                       (name.lower(), props.get(C.FLINK_OPERATOR_ID_PROPERTY + name, "").lower()))
+        if len(found) > 1:
+            raise InvalidArgumentError(f"operator {operator!r} names several operators of checkpoint {self.checkpoint_id}: {found}")
+        return found[0] if found else operator
+
     def state_files(self, operator: str, state: str | None, scope: Scope = Scope.KEYED) -> list[FileEntry]:
         """The files (oldest first) of one state of a scope; coordinator files are per operator (state None)."""
+        operator = self.name_of(operator)
         return [e for e in self.entries if e.operator == operator and FileKind(e.kind).scope == scope
                 and (scope == Scope.COORDINATOR or e.state == state)]
 

@@ -187,8 +187,8 @@ class Checkpoint(ABC):
         return out + [TableRef(t) for t in METADATA_TABLES]
 
     def operator(self, uid: str) -> OperatorMetadata:
-        """One operator; OperatorNotFoundError lists the operators that exist."""
-        op = self.operators.get(uid)
+        """One operator (by any name `name_of` resolves); OperatorNotFoundError lists the operators that exist."""
+        op = self.operators.get(self.name_of(uid))
         if op is None:
             raise OperatorNotFoundError(f"operator {uid!r} is not in checkpoint {self.checkpoint_id}; operators: {sorted(self.operators)}")
         return op

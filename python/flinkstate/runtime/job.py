@@ -29,7 +29,7 @@ from flinkstate.backend.keyed import KeyedStateBackend, system_clock
 from flinkstate.backend.snapshot import CompactionPolicy, KeyedSnapshot
 from flinkstate.backend.timers import Timer, TimerService
 from flinkstate.core.descriptors import KeyedStateDescriptor, TimerServiceDescriptor
-from flinkstate.core.errors import InvalidArgumentError
+from flinkstate.core.errors import CommitOutcomeUnknownError, InvalidArgumentError
 from flinkstate.core.keygroups import (
     assign_key_group,
     default_max_parallelism,
@@ -160,7 +160,7 @@ class CheckpointStats:
     """One checkpoint the runner took."""
 
     checkpoint_id: int
-    status: str  # "completed" or "failed"
+    status: str  # "completed", "failed", or "unknown" (the commit outcome could not be read: resolved before the next checkpoint)
     sync_ms: float  # longest synchronous pause of a subtask
     async_ms: float
     bytes: int = 0
@@ -275,6 +275,7 @@ class KeyedJob:
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"flinkstate-ckpt-{uid}")
         self._futures: list[concurrent.futures.Future[Any]] = []
         self._stats_lock = threading.Lock()
+        self._unknown: set[int] = set()  # checkpoints whose commit outcome was unknown, resolved at the next trigger
         self._base_lock = threading.Lock()
         self._fired = 0
         self._route: dict[Any, int] = {}
@@ -500,6 +501,7 @@ class KeyedJob:
         """Take a checkpoint of every subtask now; the files are written and committed in the background."""
         if self.store is None:
             raise InvalidArgumentError("this job has no checkpoint_path")
+        self._resolve_unknown()
         cid = self._next_cid
         self._next_cid += 1
         coord_part = self._coordinator_checkpoint(cid) if self.coordinator is not None else None
@@ -520,6 +522,20 @@ class KeyedJob:
         fut = self._executor.submit(self._complete, cid, snaps, offset, wm, max_ts, sync, coord, pins)
         self._futures.append(fut)
         return fut
+
+    def _resolve_unknown(self) -> None:
+        """Checkpoints whose commit outcome was unknown: the log tells now whether each landed (complete) or not."""
+        with self._stats_lock:
+            unknown, self._unknown = sorted(self._unknown), set()
+        if not unknown:
+            return
+        assert self.store is not None
+        committed = {r.checkpoint_id for r in self.store.checkpoints(include_discarded=True)}
+        with self._base_lock:
+            for st in self.subtasks:
+                st.backend.resolve_unknown(committed)
+        if self.coordinator is not None:
+            self._mailbox.extend(("complete" if c in committed else "aborted", c) for c in unknown)
 
     def _coordinator_checkpoint(self, cid: int) -> tuple[bytes, list[tuple[int, bytes]]]:
         """FLINK-28639, before the subtasks' snapshots: every subtask sends its last event and closes its
@@ -581,6 +597,13 @@ class KeyedJob:
                 w.set_property(PROP_MAX_TIMESTAMP, str(max_ts))
                 if coord is not None:
                     w.put_coordinator(self.uid, coord)
+        except CommitOutcomeUnknownError as e:  # resolved from the log before the next checkpoint
+            for s in snaps:
+                s.backend.notify_checkpoint_unknown(cid)
+            with self._stats_lock:
+                self._unknown.add(cid)
+            stats.status = "unknown"
+            stats.error = f"{type(e).__name__}: {e}"
         except Exception as e:  # noqa: BLE001 - a failed checkpoint does not fail the job
             for s in snaps:
                 s.release()

@@ -12,7 +12,6 @@ TTL timestamps, timers and every other state are carried over unchanged.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ import pyarrow.compute as pc
 
 from flinkstate.core.errors import (
     CheckpointNotFoundError,
+    CorruptFileError,
     InvalidArgumentError,
     StateNotFoundError,
 )
@@ -188,19 +188,7 @@ def run_local(jobs: list[RangeJob]) -> list[RangeResult]:
 # ------------------------------------------------------------------ planning (driver)
 def writer_view(w: CheckpointWriter) -> StoreCheckpoint:
     """The checkpoint a writer is building, pinned as a StoreCheckpoint (its operators and files so far) to scan."""
-    from flinkstate.format.manifest import LogRecord
-    from flinkstate.format.metadata import CheckpointInfo, CheckpointMetadata
-    from flinkstate.read.checkpoint import StoreCheckpoint
-
-    entries = tuple(order_entries(w.entries()))
-    created = dt.datetime.now(dt.timezone.utc)
-    rec = LogRecord(w.checkpoint_id, w.attempt_id, w.kind, C.STATUS_COMPLETED, created, w.max_parallelism, C.FORMAT_VERSION,
-                    None if w.base is None else w.base.checkpoint_id, len(entries), 0, sum(e.bytes for e in entries), {})
-    info = CheckpointInfo(checkpoint_id=w.checkpoint_id, kind=w.kind, status=C.STATUS_COMPLETED, created_at=created,
-                          max_parallelism=w.max_parallelism, files=len(entries), rows=0, bytes=rec.bytes,
-                          base_checkpoint_id=rec.base_checkpoint_id, format_version=C.FORMAT_VERSION)
-    return StoreCheckpoint(w.io, rec, CheckpointMetadata(info=info, operators=dict(w.operators), properties=dict(w.properties)), entries,
-                           committed=False)
+    return w.view()
 
 
 def _targets(ck: StoreCheckpoint, operator: str | None, state: str | None, ttl_only: bool) -> list[tuple[str, str, str]]:
@@ -312,7 +300,11 @@ def _maintain(store: StoreRoot, what: str, operator: str | None, state: str | No
         before = {t: _count(ck.entries, *t) for t in targets}
         if progress is not None:
             progress(f"{what}: checkpoint {base_id} at {store.root}: {len(jobs)} key-group ranges of {len(targets)} states to read")
-        results = (run or run_local)(jobs) if jobs else []
+        try:
+            results = (run or run_local)(jobs) if jobs else []
+        except CorruptFileError as e:  # a base file gone: damage, unless another process's collection since the plan deleted it
+            w.conflict_if_collected(store.catalog.log_version(), e)
+            raise
         if not any(r.entries for r in results):
             w.abort()
             steps = tuple(_steps(targets, results, before, before))

@@ -323,6 +323,8 @@ def _execute(store: StoreRoot, plan: _Plan, retention: dt.timedelta | None) -> l
     store.catalog.prune_manifest(list(plan.prune))
     for rel in (C.LOG_TABLE, C.MANIFEST_TABLE):
         deleted += store.catalog.vacuum(rel, retention, full=retention is not None)
+    if retention is not None:  # orphans: also what writes killed mid-commit staged in the tables (`<version>.json#1`)
+        deleted += [p for p, _ in store.catalog.staged_leftovers(retention) if store.catalog.remove_staged(p)]
     return deleted
 
 
@@ -371,6 +373,11 @@ def check_collectable(store: StoreRoot, version: int | None = None, discarding: 
         completed = events.filter(pc.equal(events.column("event"), C.EVENT_COMPLETED))
         kept = completed.filter(pc.invert(pc.is_in(completed.column("checkpoint_id"), value_set=discarded.combine_chunks())))
         retained = {e["attempt_id"]: e for e in kept.to_pylist() if e["checkpoint_id"] not in discarding}
+        newer = {r.checkpoint_id: v for r in recs if r.status == C.STATUS_COMPLETED and (v := r.unsupported_format()) is not None}
+        if newer:  # which files they use, and how, is not this release's to know
+            raise CorruptFileError(
+                f"checkpoints {sorted(newer)} were written in format versions {sorted(set(newer.values()))}, newer than this "
+                f"release reads ({list(C.SUPPORTED_FORMAT_VERSIONS)}): garbage collection is for a release that reads them")
         parsed = {r.attempt_id for r in recs if r.status == C.STATUS_COMPLETED}
         unparsed = sorted(e["checkpoint_id"] for aid, e in retained.items() if aid not in parsed)
         if unparsed:

@@ -81,4 +81,4 @@ def rescale(
                 raise OperatorNotFoundError(f"operator {uid!r} is not in the checkpoint to rescale; operators: {sorted(w.operators)}")
             w.set_max_parallelism(max_parallelism, uid)
         rescale_into(w)
-    return store.info(w.checkpoint_id)
+    return w.info

@@ -207,10 +207,9 @@ def _check_format_version(r: LogRecord) -> LogRecord:
     """CorruptFileError naming the checkpoint and its version unless this release reads the format it was written in."""
     from flinkstate.core.errors import CorruptFileError
 
-    versions = {r.format_version, r.metadata.get("format_version", C.FORMAT_VERSION)}
-    unknown = [v for v in versions if v not in C.SUPPORTED_FORMAT_VERSIONS]
-    if unknown:
+    unknown = r.unsupported_format()
+    if unknown is not None:
         raise CorruptFileError(
-            f"checkpoint {r.checkpoint_id} was written in format version {unknown[0]}; this release reads {list(C.SUPPORTED_FORMAT_VERSIONS)}"
+            f"checkpoint {r.checkpoint_id} was written in format version {unknown}; this release reads {list(C.SUPPORTED_FORMAT_VERSIONS)}"
         )
     return r

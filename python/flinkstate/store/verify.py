@@ -44,6 +44,11 @@ class VerifyReport:
     checkpoints: list[int] = field(default_factory=list)
     files_checked: int = 0
     damaged: list[Damage] = field(default_factory=list)
+    #: checkpoints this release cannot check (written in a newer format version), with why
+    not_checked: dict[int, str] = field(default_factory=dict)
+    #: URLs of files that writes killed mid-commit staged in the Delta tables (never part of them; `collect_orphans`
+    #: deletes them once older than its retention)
+    stray: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -53,21 +58,29 @@ class VerifyReport:
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict."""
         return {"root": self.root, "checkpoints": self.checkpoints, "files_checked": self.files_checked,
-                "ok": self.ok, "damaged": [d.to_dict() for d in self.damaged]}
+                "ok": self.ok, "damaged": [d.to_dict() for d in self.damaged],
+                "not_checked": {str(k): v for k, v in self.not_checked.items()}, "stray": self.stray}
 
 
 def verify_store(store: CheckpointStore, checkpoint_id: int | None = None) -> VerifyReport:
     """Check every file of one checkpoint (default: every retained checkpoint and savepoint)."""
     report = VerifyReport(root=store.root)
     try:
-        infos = store.checkpoints()
+        records = [r for r in store.catalog.records() if r.status == C.STATUS_COMPLETED]
     except CorruptFileError as e:  # the log or manifest itself: nothing further can be trusted
         report.damaged.append(Damage(_culprit(str(e), store), (), str(e)))
         return report
-    ids = [c.checkpoint_id for c in infos]
+    ids = []
+    for r in records:
+        newer = None if r.damage else r.unsupported_format()
+        if newer is None:
+            ids.append(r.checkpoint_id)
+        else:  # not damage: a newer release wrote it (listing and reads refuse it by name)
+            report.not_checked[r.checkpoint_id] = (f"written in format version {newer}; this release reads "
+                                                   f"{list(C.SUPPORTED_FORMAT_VERSIONS)}: check it with a release that does")
     if checkpoint_id is not None:
         if checkpoint_id not in ids:
-            store.checkpoint(checkpoint_id)  # CheckpointNotFoundError listing the retained ids
+            store.checkpoint(checkpoint_id)  # CheckpointNotFoundError listing the retained ids, or the newer format
         ids = [checkpoint_id]
     users: dict[str, list[int]] = {}
     todo: dict[str, tuple[FileEntry, Any, int]] = {}
@@ -91,6 +104,7 @@ def verify_store(store: CheckpointStore, checkpoint_id: int | None = None) -> Ve
             report.damaged.append(Damage(store.io.url(path), tuple(users[path]), problem))
     if checkpoint_id is None:
         report.damaged += _lost_log_commits(store)
+        report.stray = [store.io.url(p) for p, _ in store.catalog.staged_leftovers()]
     return report
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import numbers
+import time
 import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -25,11 +26,14 @@ from flinkstate.core.descriptors import (
 from flinkstate.core.errors import (
     CheckpointNotFoundError,
     CommitConflictError,
+    CommitOutcomeUnknownError,
     CorruptFileError,
+    FlinkStateError,
     InvalidArgumentError,
     OperatorNotFoundError,
     SchemaMismatchError,
     StateNotFoundError,
+    StorageError,
 )
 from flinkstate.core.keygroups import (
     UPPER_BOUND_MAX_PARALLELISM,
@@ -55,11 +59,14 @@ from flinkstate.store.registry import pinned, track_writer, untrack_writer
 
 if TYPE_CHECKING:
     from flinkstate.format.logrows import Collection
+    from flinkstate.read.checkpoint import StoreCheckpoint
     from flinkstate.store.root import StoreRoot
 
 __all__ = ["CheckpointWriter"]
 
 Scope = Literal["keyed", "timers", "operator", "coordinator"]
+#: pauses (s) before each fresh read of the log that tells whether a commit whose storage call failed had landed
+_OUTCOME_READS = (0.0, 0.2, 1.0)
 
 
 def _valid_max_parallelism(value: Any) -> int:
@@ -139,6 +146,10 @@ class CheckpointWriter:
         self._new_paths: list[str] = []
         self._kept: set[str] = set()
         self._done = False
+        #: the log row of a prepared commit whose outcome is not known yet (files and manifest rows recorded)
+        self._row: dict[str, Any] | None = None
+        #: the committed checkpoint's figures, once `commit()` succeeded
+        self.info: CheckpointInfo | None = None
         base_operators = {} if base_rec is None else store.metadata_of(base_rec).operators  # typed error if they do not decode
         track_writer(self)  # from here on garbage collection keeps the base and every file referenced
         self._base_paths: frozenset[str] = frozenset()
@@ -260,6 +271,48 @@ class CheckpointWriter:
         )
         self.add_state_files(operator, descriptor, entries, mode=mode, key_group_range=key_group_range, allow_schema_change=True)
         return entries
+
+    def delete(self, operator: str, name: str, keys: pa.Table) -> list[FileEntry]:
+        """Delete entries of a keyed state (a delta): a row of `keys` with a `key` alone removes that key's whole entry
+        (every user key of a map state, a list state's list, in every namespace); `namespace` and `user_key` columns
+        narrow it to those. The entries are found in the checkpoint as this writer has it (its base and what it wrote)."""
+        from flinkstate.core.keygroups import assign_key_groups, is_supported_key_type
+        from flinkstate.format.deletes import deleted_columns, named_entries, needs_stored_entries, tombstones
+        from flinkstate.format.schemas import as_table
+
+        op = self._op(operator, create=False)
+        desc = op.keyed_states.get(name)
+        if desc is None:
+            raise StateNotFoundError(f"cannot delete from operator {operator!r} state {name!r}: it does not exist; keyed states: {sorted(op.keyed_states)}")
+        what = f"operator {operator!r} state {name!r}"
+        keys = as_table(keys, what)
+        given = deleted_columns(desc, keys.column_names, what)
+        entries = keys.select(given)
+        if needs_stored_entries(desc, given):
+            kgs = None  # only the deleted keys' key groups are read, where keys hash
+            if is_supported_key_type(desc.key_type):
+                kgs = sorted(set(assign_key_groups(keys.column(C.COL_KEY).cast(desc.key_type), self.max_parallelism_of(operator)).to_pylist()))
+            stored = self.view().scan(operator, name, key_groups=kgs, raw=True).to_arrow()
+            entries = named_entries(stored, entries, desc)
+        return self.put_state(operator, desc, tombstones(entries, desc), mode="delta")
+
+    def view(self) -> StoreCheckpoint:
+        """The checkpoint this writer is building, pinned as a StoreCheckpoint (its operators and files so far) to scan."""
+        from flinkstate.format.manifest import LogRecord
+        from flinkstate.format.merge import order_entries
+        from flinkstate.format.metadata import CheckpointInfo
+        from flinkstate.read.checkpoint import StoreCheckpoint
+
+        entries = tuple(order_entries(self.entries()))
+        created = dt.datetime.now(dt.timezone.utc)
+        base = None if self.base is None else self.base.checkpoint_id
+        rec = LogRecord(self.checkpoint_id, self.attempt_id, self.kind, C.STATUS_COMPLETED, created, self.max_parallelism, C.FORMAT_VERSION,
+                        base, len(entries), 0, sum(e.bytes for e in entries), {})
+        info = CheckpointInfo(checkpoint_id=self.checkpoint_id, kind=self.kind, status=C.STATUS_COMPLETED, created_at=created,
+                              max_parallelism=self.max_parallelism, files=len(entries), rows=0, bytes=rec.bytes, base_checkpoint_id=base,
+                              format_version=C.FORMAT_VERSION)
+        return StoreCheckpoint(self.io, rec, CheckpointMetadata(info=info, operators=dict(self.operators), properties=dict(self.properties)),
+                               entries, committed=False)
 
     def add_state_files(
         self,
@@ -506,11 +559,14 @@ class CheckpointWriter:
         return [e.path for e in list(self._entries)] + list(self._new_paths)
 
     def abort(self) -> None:
-        """Forget this attempt and delete the files it wrote."""
+        """Forget this attempt and delete the files it wrote (after an unknown commit outcome: keep them, as the
+        commit may have landed; garbage collection deletes them if it did not)."""
         if self._done:
             return
         self._done = True
         self._release()
+        if self._row is not None:
+            return
         for p in self._new_paths:
             if p in self._kept:
                 continue
@@ -522,47 +578,96 @@ class CheckpointWriter:
             self.io.remove_empty_dirs(C.SAVEPOINTS_DIR)  # an aborted savepoint leaves no empty folders behind
 
     def commit(self) -> CheckpointInfo:
-        """Record the files and complete the checkpoint in one Delta commit of the log."""
+        """Record the files and complete the checkpoint in one Delta commit of the log; its figures as committed.
+
+        The outcome returned is the one that happened, whatever other processes do afterwards (a concurrent
+        `retain` may discard the checkpoint the moment it lands: it still landed). An error means nothing landed,
+        except `CommitOutcomeUnknownError`: the storage call failed and the log could not be read to tell; then
+        this writer keeps its files, and calling `commit()` again finds its own landed attempt or commits it.
+        """
+        if self.info is not None:
+            return self.info
         if self._done:
             raise InvalidArgumentError(f"checkpoint {self.checkpoint_id}: this writer already committed or aborted")
-        try:
-            self._check_rescaled()
-            self._drop_shadowed()
-            new = set(self._new_paths)
+        if self._row is None:
             try:
-                check_carried_files(self.io, self.checkpoint_id, [e for e in self._entries if e.path not in new])
-                if self.kind == C.SAVEPOINT:
-                    self._own_files()
-                else:
-                    self._release_savepoint_files()
-            except CorruptFileError as e:
-                self._conflict_if_collected(self.store.catalog.log_version(), e)  # damage only if no collection explains it
+                self._row = self._prepare()
+            except BaseException:
+                self.abort()
                 raise
-            catalog = self.store.catalog
-            catalog.append_manifest(self.checkpoint_id, self.attempt_id, self._entries)
-            now = dt.datetime.now(dt.timezone.utc)
-            row = {
-                "checkpoint_id": self.checkpoint_id,
-                "attempt_id": self.attempt_id,
-                "event": C.EVENT_COMPLETED,
-                "kind": self.kind,
-                "event_time": now,
-                "created_at": now,
-                "max_parallelism": self.max_parallelism,
-                "format_version": C.FORMAT_VERSION,
-                "base_checkpoint_id": None if self.base is None else self.base.checkpoint_id,
-                "files": len(self._entries),
-                "rows": sum(e.rows for e in self._entries if e.kind not in C.DELTA_KINDS),
-                "bytes": sum(e.bytes for e in self._entries),
-                "metadata": _json(CheckpointMetadata.encode(self.operators, self.properties)),
-            }
-            catalog.commit_log(row, self.planned_version, self._rebase)  # type: ignore[arg-type]
+        elif self._landed(self._row):
+            return self._finish(self._row)  # the earlier call's commit had landed after all
+        row = self._row
+        try:
+            self.store.catalog.commit_log(row, self.planned_version, self._rebase)
+        except StorageError as e:  # the storage call failed: did the row land before it did?
+            if not self._landed(row, cause=e):
+                self._row = None  # a fresh log read shows it did not: abort as for any failure
+                self.abort()
+                raise
         except BaseException:
+            self._row = None
             self.abort()
             raise
+        return self._finish(row)
+
+    def _prepare(self) -> dict[str, Any]:
+        """Check and own the files, record them in the manifest, and return the log row that completes the checkpoint."""
+        self._check_rescaled()
+        self._drop_shadowed()
+        new = set(self._new_paths)
+        try:
+            check_carried_files(self.io, self.checkpoint_id, [e for e in self._entries if e.path not in new])
+            if self.kind == C.SAVEPOINT:
+                self._own_files()
+            else:
+                self._release_savepoint_files()
+        except CorruptFileError as e:
+            self.conflict_if_collected(self.store.catalog.log_version(), e)  # damage only if no collection explains it
+            raise
+        self.store.catalog.append_manifest(self.checkpoint_id, self.attempt_id, self._entries)
+        now = dt.datetime.now(dt.timezone.utc)
+        return {
+            "checkpoint_id": self.checkpoint_id,
+            "attempt_id": self.attempt_id,
+            "event": C.EVENT_COMPLETED,
+            "kind": self.kind,
+            "event_time": now,
+            "created_at": now,
+            "max_parallelism": self.max_parallelism,
+            "format_version": C.FORMAT_VERSION,
+            "base_checkpoint_id": None if self.base is None else self.base.checkpoint_id,
+            "files": len(self._entries),
+            "rows": sum(e.rows for e in self._entries if e.kind not in C.DELTA_KINDS),
+            "bytes": sum(e.bytes for e in self._entries),
+            "metadata": _json(CheckpointMetadata.encode(self.operators, self.properties)),
+        }
+
+    def _landed(self, row: dict[str, Any], cause: BaseException | None = None) -> bool:
+        """Whether this attempt's log row is in the log, read afresh (a few tries); CommitOutcomeUnknownError when the
+        log cannot be read to tell (this writer then keeps its files and may commit again)."""
+        failure: BaseException | None = cause
+        for pause in _OUTCOME_READS:
+            time.sleep(pause)
+            try:
+                return any(r.attempt_id == self.attempt_id for r in self.store.catalog.records())
+            except (OSError, FlinkStateError) as e:
+                failure = e
+        raise CommitOutcomeUnknownError(
+            f"{self.kind} {self.checkpoint_id} (attempt {self.attempt_id}) at {self.store.root}: the commit of the log failed "
+            f"({failure}) and the log could not be read to tell whether it landed; its files are kept: call commit() again "
+            "on this writer (it finds its own landed attempt), never write the same data anew") from failure
+
+    def _finish(self, row: dict[str, Any]) -> CheckpointInfo:
+        """The writer is done: its checkpoint's figures from the row it committed (no lookup a concurrent retain races)."""
         self._done = True
+        self._row = None
         self._release()
-        return self.store.info(self.checkpoint_id)
+        self.info = CheckpointInfo(
+            checkpoint_id=row["checkpoint_id"], kind=row["kind"], status=C.STATUS_COMPLETED, created_at=row["created_at"],
+            max_parallelism=row["max_parallelism"], files=row["files"], rows=row["rows"], bytes=row["bytes"],
+            base_checkpoint_id=row["base_checkpoint_id"], format_version=row["format_version"])
+        return self.info
 
     def _check_rescaled(self) -> None:
         """Every keyed state and timer service of a rescaled operator must have been rewritten: none of its files
@@ -600,10 +705,10 @@ class CheckpointWriter:
                 raise CommitConflictError(
                     f"checkpoint {self.checkpoint_id}: checkpoint {r.checkpoint_id} completed first at {self.store.root} "
                     "and subsumes this pending checkpoint")
-        self._conflict_if_collected(version)
+        self.conflict_if_collected(version)
         return True
 
-    def _conflict_if_collected(self, version: int | None, cause: BaseException | None = None) -> None:
+    def conflict_if_collected(self, version: int | None, cause: BaseException | None = None) -> None:
         """CommitConflictError when a garbage collection announced after this write was planned may delete a file
         it references (FORMAT.md section 14): its base discarded, a reused file, its own savepoint folder."""
         for c in self.store.catalog.collections(version):

@@ -2,7 +2,8 @@
 
 Garbage collection's correctness cannot rest on what one process knows: each test runs its writers in processes of
 their own (spawned, so nothing is shared but the root) and checks the root against a model of what was committed
-(tests/concurrency_model.py). Every outcome a retry resolves must be a success or a CommitConflictError.
+(tests/concurrency_model.py). Every outcome a retry resolves must be a success or a CommitConflictError, and no
+commit a worker saw fail may be in the log.
 """
 
 from __future__ import annotations
@@ -55,6 +56,16 @@ def _run(pool: ProcessPoolExecutor, root: str, storage_options: dict[str, Any] |
 def test_processes_committing_and_collecting_on_local_disk_lose_nothing(pool: ProcessPoolExecutor, tmp_path: Any, seed: int) -> None:
     figures = _run(pool, str(tmp_path / "job"), None, seed)
     assert figures["commits"] >= PROCESSES * ROUNDS // 3 and figures["retained"] >= 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(len(SEEDS), 200))
+def test_the_same_over_200_seeds(pool: ProcessPoolExecutor, tmp_path: Any, seed: int) -> None:
+    """The suite's workload over 200 seeds in all (FLINKSTATE_STRESS=1): a commit reported as failed that had landed
+    showed in about 1 seed of 60 on a loaded machine (issue 41); the model fails on any such commit."""
+    if not _stress():
+        pytest.skip("runs on demand: FLINKSTATE_STRESS=1")
+    test_processes_committing_and_collecting_on_local_disk_lose_nothing(pool, tmp_path, seed)
 
 
 @pytest.mark.s3

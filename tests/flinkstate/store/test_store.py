@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
 import decimal
 from typing import Any
 
@@ -13,6 +14,9 @@ import flinkstate as fs
 
 from fsc_helpers import LIST, MAP, TIMERS, VALUE
 from fsc_helpers import snapshot as _snapshot
+
+from flinkstate.cli import main
+from flinkstate.store.verify import verify_store
 
 VALUE_T = pa.struct(
     [
@@ -155,6 +159,22 @@ def test_checkpoint_written_by_an_unknown_format_version_is_refused(populated: f
     with pytest.raises(fs.CorruptFileError, match=f"checkpoint 3 was written in format version {future}; this release reads"):
         populated.checkpoints()  # not listed like any other
     assert populated.read_state("sessions", "count", 2).num_rows == 3
+    # garbage collection refuses: it cannot know which files a newer format uses (retain(1) kept only 3 and deleted 1's
+    # and 2's files before), and verify checks what it can and names what it cannot
+    files = sorted(populated.io.list_files(""))
+    for gc in (lambda: populated.retain(1), lambda: populated.discard([1]), populated.collect_orphans):
+        with pytest.raises(fs.CorruptFileError, match=rf"garbage collection refused .*nothing deleted: checkpoints \[3\] were "
+                                                      rf"written in format versions \[{future}\], newer than this release reads"):
+            gc()
+    assert sorted(populated.io.list_files("")) == files
+    assert [r.status for r in populated.catalog.records()] == ["completed"] * 3
+    report = verify_store(populated)
+    assert report.ok and report.checkpoints == [1, 2] and report.files_checked > 0
+    assert report.not_checked == {3: f"written in format version {future}; this release reads [1, 2]: check it with a release that does"}
+    out = io.StringIO()
+    assert main(["verify", populated.root], out=out) == 0
+    assert "NOT CHECKED checkpoint 3: written in format version" in out.getvalue()
+    assert f"files of checkpoints [1, 2] at {populated.root}, 0 damaged" in out.getvalue()
 
 
 def test_loose_ends_are_typed_errors_and_change_nothing(populated: fs.CheckpointStore) -> None:

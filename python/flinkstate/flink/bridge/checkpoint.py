@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flinkstate.core.descriptors import OperatorStateDescriptor, TimerServiceDescriptor
+from flinkstate.core.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, TimerServiceDescriptor
 from flinkstate.core.errors import (
     InvalidArgumentError,
     OperatorNotFoundError,
@@ -27,23 +27,19 @@ from flinkstate.core.errors import (
 )
 from flinkstate.core.ttl import StateTtlConfig
 from flinkstate.flink._io import FlinkFiles
+from flinkstate.flink.bridge.declared import operator_metadata
 from flinkstate.flink.bridge.mapping import (
     ReadOptions,
     decode_subtask,
-    state_descriptor,
     stored_rows,
     subtask_range,
-    subtask_states,
 )
+from flinkstate.flink.bridge.kryo_types import with_kryo_types
 from flinkstate.flink.bridge.sizes import checkpoint_size, operator_size, state_sizes
+from flinkstate.core.errors import FlinkStateError
 from flinkstate.flink.errors import UnsupportedSerializerError
 from flinkstate.flink.files.canonical import TIMER_PREFIX
-from flinkstate.flink.files.operator_state import (
-    operator_state_headers,
-    operator_state_names,
-    operator_state_types,
-    read_operator_state,
-)
+from flinkstate.flink.files.operator_state import read_operator_state
 from flinkstate.flink.meta.metadata import CheckpointMetadata as FlinkMetadata
 from flinkstate.flink.meta.metadata import OperatorState
 from flinkstate.flink.meta.names import (
@@ -54,7 +50,7 @@ from flinkstate.flink.meta.names import (
     operators_text,
     resolve_options,
 )
-from flinkstate.flink.serde.serializers import arrow_type
+from flinkstate.flink.serde.kryo.schema import parse_class_specs
 from flinkstate.flink.sql.decoders import SQL_NAMING, SQL_OPS, sql_keys
 from flinkstate.format.filekind import Scope
 from flinkstate.format.metadata import CheckpointInfo, OperatorMetadata
@@ -65,9 +61,6 @@ from flinkstate.read.shared import conform
 from flinkstate.read.timer_scan import TimerTask
 
 __all__ = ["FlinkCheckpoint", "FlinkInspect", "FlinkStateTask", "FlinkTimerTask", "load_flink_checkpoint"]
-
-_MODES = {"SPLIT_DISTRIBUTE": "list", "UNION": "union", "BROADCAST": "broadcast"}
-
 
 def _decoded(meta: FlinkMetadata, uid: str, subtask: int, key_groups: list[int] | None, states: list[str] | None = None) -> dict[str, Any]:
     """One subtask's decoded states (with `states`, only their records); with key groups asked, a canonical or heap file is
@@ -203,6 +196,29 @@ class FlinkCheckpoint(Checkpoint):
     refused: dict[str, str] = field(default_factory=dict)  # "operator/state" -> why its values cannot be read (Kryo/Avro)
     ttl: dict[str, StateTtlConfig | int] = field(default_factory=dict)  # TTL durations given, keyed as `names.state_key`
     serializers: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # "operator/state" -> key, value snapshot classes
+    broken: dict[str, FlinkStateError] = field(default_factory=dict)  # operator -> why its keyed or operator state headers do not read
+
+    def _declared_or_broken(self, operator: str, find: Any) -> Any:
+        """find(); a state of an operator whose headers do not read raises why (not "no such state")."""
+        try:
+            return find()
+        except StateNotFoundError:
+            why = self.broken.get(self._name(operator))
+            if why is not None:
+                raise why
+            raise
+
+    def state_descriptor(self, operator: str, state: str) -> KeyedStateDescriptor:
+        return self._declared_or_broken(operator, lambda: super(FlinkCheckpoint, self).state_descriptor(operator, state))
+
+    def timer_service(self, operator: str, service: str) -> TimerServiceDescriptor:
+        return self._declared_or_broken(operator, lambda: super(FlinkCheckpoint, self).timer_service(operator, service))
+
+    def operator_state_descriptor(self, operator: str, name: str) -> OperatorStateDescriptor:
+        return self._declared_or_broken(operator, lambda: super(FlinkCheckpoint, self).operator_state_descriptor(operator, name))
+
+    def timer_services_of(self, operator: str, service: str | None) -> list[TimerServiceDescriptor]:
+        return self._declared_or_broken(operator, lambda: super(FlinkCheckpoint, self).timer_services_of(operator, service))
 
     def serializers_of(self, operator: str, state: str) -> tuple[str | None, str | None]:
         return self.serializers.get(f"{self._name(operator)}/{state}", (None, None))
@@ -379,43 +395,6 @@ class _Fixed(ScanTask):
         yield from self.table.to_batches()
 
 
-def _operator_metadata(meta: FlinkMetadata, op: OperatorState, name: str, ttl: Mapping[str, StateTtlConfig | int],
-                       unknown: list[str], options: ReadOptions | None = None, refused: dict[str, str] | None = None,
-                       serializers: dict[str, tuple[str | None, str]] | None = None) -> OperatorMetadata:
-    """An operator's declared state, from the serializer snapshots in its keyed-state headers and its operator states."""
-    om = OperatorMetadata(uid=name, parallelism=op.parallelism, has_coordinator=op.coordinator_state is not None,
-                          max_parallelism=op.max_parallelism)
-    for sub in op.subtasks:
-        if sub.managed_keyed is None:
-            continue
-        for dec in subtask_states(meta, op, sub).values():
-            if serializers is not None:
-                value = dec.meta.serializers["VALUE_SERIALIZER"]
-                serializers.setdefault(f"{name}/{dec.meta.name.removeprefix(TIMER_PREFIX) if dec.timer else dec.meta.name}",
-                                       (dec.key_node.cls, value.cls))
-            if dec.timer:
-                service = dec.meta.name.removeprefix(TIMER_PREFIX)
-                om.timer_services[service] = TimerServiceDescriptor(
-                    name=service, domain=service.partition("_")[0], key_type=getattr(dec, "key_type", None) or arrow_type(dec.key_node),
-                    namespace_type=None if dec.ns_node.kind == "void" else arrow_type(dec.ns_node))
-            elif dec.meta.name not in om.keyed_states:
-                om.keyed_states[dec.meta.name] = state_descriptor(dec, name, ttl, unknown, options, flink_op=op)
-                why = dec.unreadable or (None if options is not None and options.raw_values else dec.raw_error)
-                if why is not None and refused is not None:
-                    refused[f"{name}/{dec.meta.name}"] = why
-    headers = operator_state_headers(meta, op.operator_id)  # no element decoded
-    if serializers is not None:
-        for state, m in headers.items():
-            if "VALUE_SERIALIZER" in m.serializers:
-                serializers[f"{name}/{state}"] = (None, m.serializers["VALUE_SERIALIZER"].cls)
-    types = operator_state_types(headers)
-    for state, mode in operator_state_names(meta, op.operator_id).items():
-        value_type, key_type = types[state]
-        om.operator_states[state] = OperatorStateDescriptor(
-            name=state, value_type=value_type, mode=_MODES[mode], key_type=key_type if mode == "BROADCAST" else None)  # type: ignore[arg-type]
-    return om
-
-
 def _facts(meta: FlinkMetadata, ops: Mapping[str, OperatorMetadata], names: Mapping[str, str]) -> dict[str, dict[str, KeyedFacts]]:
     """Per operator id, its keyed states as options see them (TTL or not, PyFlink or not), from the mapped descriptors."""
     pyflink_ops = meta.options.get("pyflink_ops", ())
@@ -470,20 +449,22 @@ def load_flink_checkpoint(path: str, *, ttl: Mapping[str, StateTtlConfig | int] 
     meta.options["sql"] = options.sql_rows
     if plan is not None:
         meta.options[SQL_NAMING] = plan.naming
+    meta = with_kryo_types(meta, parse_class_specs(options.kryo_classes))  # Kryo values: their schemas and column types
     unknown: list[str] = []
     ops: dict[str, OperatorMetadata] = {}
     flink_ids: dict[str, str] = {}
     refused: dict[str, str] = {}
     serializers: dict[str, tuple[str | None, str]] = {}
+    broken: dict[str, FlinkStateError] = {}
     for op in meta.operators:
         name = operator_name(op, known)
-        om = _operator_metadata(meta, op, name, named.ttl, unknown, options, refused, serializers)
-        if om.keyed_states or om.timer_services or om.operator_states or om.has_coordinator:
+        om = operator_metadata(meta, op, name, named.ttl, unknown, options, refused, serializers, broken)
+        if om.keyed_states or om.timer_services or om.operator_states or om.has_coordinator or name in broken:
             ops[name] = om
             flink_ids[name] = op.uid or op.operator_id
     named.check_states(_facts(meta, ops, flink_ids))
     created = reference_ms if reference_ms is not None else meta.files.modified_ms(meta.path)
-    return FlinkCheckpoint(meta, ops, created, tuple(unknown), flink_ids, options, refused, named.ttl, serializers)
+    return FlinkCheckpoint(meta, ops, created, tuple(unknown), flink_ids, options, refused, named.ttl, serializers, broken)
 
 
 class FlinkInspect(CheckpointInspect):

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from flinkstate.core.descriptors import KeyedStateDescriptor, TimerServiceDescriptor
+from flinkstate.core.errors import FlinkStateError
 from flinkstate.core.io import FileIO
 from flinkstate.core.ttl import StateTtlConfig
 from flinkstate.flink.bridge.mapping import (
@@ -28,12 +29,14 @@ from flinkstate.flink.bridge.serializer_json import node_to_json
 from flinkstate.flink.files.canonical import TIMER_PREFIX, _verify
 from flinkstate.flink.meta.metadata import CheckpointMetadata, OperatorState
 from flinkstate.flink.pyflink.coders import refuse_import
-from flinkstate.flink.serde.serializers import arrow_type
+from flinkstate.flink.errors import CorruptFileError, KryoDecodeError, UnsupportedSerializerError
+from flinkstate.flink.serde.serializers import arrow_type, key_hashing
 from flinkstate.format.datafile import FileEntry
 from flinkstate.format.schemas import state_schema, timer_schema
 from flinkstate.format.writer import RangeFileWriter
 
-__all__ = ["CHUNK_BYTES", "ImportRunner", "StateImported", "SubtaskImport", "SubtaskImported", "discard_files", "import_subtask", "run_local", "subtask_job_meta"]
+__all__ = ["CHUNK_BYTES", "ImportRunner", "StateImported", "SubtaskImport", "SubtaskImported", "discard_files", "discard_state_files",
+           "import_subtask", "run_local", "subtask_job_meta"]
 
 
 CHUNK_BYTES = 8 << 20
@@ -91,6 +94,7 @@ class SubtaskImported:
     serializers: dict[str, Any] = field(default_factory=dict)  # "key" and Flink state name -> serializer snapshots as JSON
     as_bytes: dict[str, str] = field(default_factory=dict)  # "operator/state" -> serializers whose values are kept as bytes
     ttl_unknown: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)  # "operator/state" -> why it was not imported (the others were)
 
 
 ImportRunner = Callable[[list[SubtaskImport]], list[SubtaskImported]]
@@ -138,18 +142,59 @@ def _write_subtask(job: SubtaskImport, out: SubtaskImported) -> None:
 
 def _write_chunk(job: SubtaskImport, out: SubtaskImported, decoders: dict[str, Any],
                  writers: dict[str, tuple[RangeFileWriter, StateImported]]) -> None:
-    """Append one chunk's rows of every state (key groups checked against Flink's assignment) to its file."""
+    """Append one chunk's rows of every state (key groups checked against Flink's assignment) to its file. A state that
+    cannot be imported (values no decoder reads and no record frames, a snapshot refused, a key whose hash flinkstate does
+    not model, a value that does not decode) is left out and named in `out.refused`; the other states are imported."""
     meta, op = job.meta, job.flink_operator
     for dec in decoders.values():
+        key = f"{job.operator}/{dec.meta.name.removeprefix(TIMER_PREFIX) if dec.timer else dec.meta.name}"
+        if key in out.refused:
+            continue
+        why = _refusal(dec, job)
+        if why is not None and any(m[:2] == (op.operator_id, dec.meta.name) for m in getattr(op.kryo, "misfits", ())):
+            raise UnsupportedSerializerError(why)  # a class schema the user gave that the bytes do not fit: nothing is written
+        if why is not None:
+            out.refused[key] = why
+            _drop(out, writers, dec.meta.name)
+            continue
         if dec.meta.name not in writers:  # the first chunk: every state the header declares
             writers[dec.meta.name] = _open_state(job, out, dec)
         writer, st = writers[dec.meta.name]
-        table = dec.table(job.raw_values)
-        _verify(table, op, meta.path, dec.meta.name)
+        try:
+            table = dec.table(job.raw_values)
+        except FlinkStateError as e:
+            if not isinstance(e, (UnsupportedSerializerError, CorruptFileError)) or not job.raw_values:
+                raise  # asked to refuse undecodable states (raw_values=False): the import stops, naming it
+            if _given_schema_misfits(e, op):
+                raise  # a class schema the user gave that the bytes do not fit: the arguments are wrong, nothing is written
+            out.refused[key] = str(e)
+            _drop(out, writers, dec.meta.name)
+            continue
+        _verify(table, op, meta.path, dec.meta.name, dec.key_node)
         st.rows += table.num_rows
         rows = table if dec.timer else stored_rows(table, st.descriptor)  # type: ignore[arg-type]
         del table
         writer.write(rows.drop_columns(["key_group"]))  # the writer computes key groups from the keys
+
+
+def _refusal(dec: Any, job: SubtaskImport) -> str | None:
+    """Why a state is not imported before any of its rows is read, or None: its values cannot be read even as bytes, or
+    its keys' key groups cannot be computed again (the root's files place keys by their Java hashCode)."""
+    if getattr(dec, "unreadable", None) is not None and job.raw_values:
+        return str(dec.unreadable)
+    if key_hashing(dec.key_node) != "java":
+        return (f"operator {job.flink_operator.label}, state {dec.meta.name!r}: its keys ({dec.key_node.cls}) hash with a "
+                "hashCode flinkstate does not model, so a root could not place them in Flink's key groups; it is read "
+                "in place (the savepoint) only")
+    return None
+
+
+def _drop(out: SubtaskImported, writers: dict[str, tuple[RangeFileWriter, StateImported]], name: str) -> None:
+    """Forget a state this job began to write (its file is aborted): it is refused."""
+    got = writers.pop(name, None)
+    if got is not None:
+        got[0].abort()
+    out.as_bytes.pop(f"{out.operator}/{name}", None)
 
 
 def _open_state(job: SubtaskImport, out: SubtaskImported, dec: Any) -> tuple[RangeFileWriter, StateImported]:
@@ -184,11 +229,16 @@ def discard_files(io: FileIO, results: list[SubtaskImported]) -> None:
     """Delete the files jobs wrote (a failed import: nothing references them)."""
     for res in results:
         for st in res.states:
-            for e in st.entries:
-                try:
-                    io.delete(e.path)
-                except OSError:
-                    continue  # left for collect_orphans: no checkpoint references it
+            discard_state_files(io, st.entries)
+
+
+def discard_state_files(io: FileIO, entries: list[FileEntry]) -> None:
+    """Delete files a job wrote that no checkpoint will reference."""
+    for e in entries:
+        try:
+            io.delete(e.path)
+        except OSError:
+            continue  # left for collect_orphans: no checkpoint references it
 
 
 def run_local(jobs: list[SubtaskImport]) -> list[SubtaskImported]:
@@ -203,3 +253,12 @@ def run_local(jobs: list[SubtaskImport]) -> list[SubtaskImported]:
             discard_files(jobs[0].io, done)
         raise
     return done
+
+
+def _given_schema_misfits(e: FlinkStateError, op: Any) -> bool:
+    """Whether e is a Kryo value that does not decode with a class schema the user gave (`--kryo-class`): an argument
+    to correct, unlike a state no decoder reads by itself (left out and named)."""
+    kryo = getattr(op, "kryo", None)
+    if not isinstance(e, KryoDecodeError) or kryo is None:
+        return False
+    return kryo.schemas.origin.get(e.cls) == "user" or kryo.schemas.origin.get(e.declared) == "user"

@@ -26,6 +26,7 @@ from flinkstate.core.ttl import StateTtlConfig
 from flinkstate.flink.bridge.checkpoint import load_flink_checkpoint
 from flinkstate.flink.bridge.import_task import (
     ImportRunner,
+    discard_state_files,
     SubtaskImport,
     SubtaskImported,
     run_local,
@@ -33,24 +34,31 @@ from flinkstate.flink.bridge.import_task import (
 )
 from flinkstate.flink.bridge.mapping import (
     ReadOptions,
+    kryo_specs,
     parse_ttl,
     subtask_range,
     subtask_states,
 )
 from flinkstate.flink.bridge.serializer_json import (
+    IMPORT_CHECKPOINT_PROPERTY,
     OPERATOR_ID_PROPERTY,
+    OPERATOR_NAME_PROPERTY,
+    OPERATOR_STATE_PREFIX,
     SERIALIZERS_PROPERTY,
+    SOURCE_RELEASE_PROPERTY,
     node_from_json,
     node_to_json,
 )
 from flinkstate.flink.bridge.source import chk_folders, is_flink_path
 from flinkstate.flink.files.canonical import TIMER_PREFIX
 from flinkstate.flink.files.operator_state import (
+    operator_state_headers,
     operator_state_names,
     read_operator_state,
 )
 from flinkstate.flink.meta.metadata import CheckpointMetadata, OperatorState
 from flinkstate.flink.meta.names import operator_name
+from flinkstate.flink.meta.version import source_releases
 from flinkstate.flink.pyflink.coders import refuse_import
 from flinkstate.store.store import CheckpointStore
 
@@ -73,6 +81,7 @@ class ImportReport:
     entries: dict[str, dict[str, int]] = field(default_factory=dict)
     ttl_unknown: list[str] = field(default_factory=list)
     as_bytes: dict[str, str] = field(default_factory=dict)  # "operator/state" -> serializers whose values are kept as bytes
+    refused: dict[str, str] = field(default_factory=dict)  # "operator/state" -> why it was not imported (the others were)
 
     @property
     def total(self) -> int:
@@ -119,13 +128,14 @@ def plan_import(
     storage_options: dict[str, Any] | None = None,
     uids: Iterable[str] = (),
     raw_values: bool = True,
+    kryo_classes: str | Iterable[str] | Mapping[str, str] | None = None,
 ) -> ImportPlan:
     """Load and check an import (the arguments of `import_savepoint`): a uid or ttl key matching nothing, a root that is a
     Flink savepoint, a PyFlink operator (from its handles' headers) are refused here, before anything is written."""
     uids = tuple(uids)
     # the checkpoint's operators and state headers, with uids and ttl resolved and checked (names.resolve_options)
-    ck = load_flink_checkpoint(resolve_flink_path(flink_path, flink_checkpoint_id), ttl=parse_ttl(ttl), uids=uids,
-                               options=ReadOptions(raw_values=raw_values, sql_rows="bytes"))  # SQL rows stored as Flink wrote them
+    options = ReadOptions(raw_values=raw_values, sql_rows="bytes", kryo_classes=kryo_specs(kryo_classes))  # SQL rows as Flink wrote them
+    ck = load_flink_checkpoint(resolve_flink_path(flink_path, flink_checkpoint_id), ttl=parse_ttl(ttl), uids=uids, options=options)
     if is_flink_path(os.fspath(root), storage_options):
         raise InvalidArgumentError(f"{os.fspath(root)} is a Flink savepoint or checkpoint: import into a flinkstate root")
     for op in ck.meta.operators:
@@ -163,8 +173,9 @@ def run_import(plan: ImportPlan, run: ImportRunner = run_local) -> ImportReport:
             by_op: dict[str, list[SubtaskImported]] = {}
             for res in results:
                 by_op.setdefault(res.operator, []).append(res)
+            releases = ",".join(source_releases(meta))  # what the serializers' bytes mean (Kryo 2 in 1.x, Kryo 5 in 2.x)
             for op in meta.operators:
-                _finish_operator(w, meta, op, operator_name(op, plan.uids), by_op.get(operator_name(op, plan.uids), []), report)
+                _finish_operator(w, meta, op, operator_name(op, plan.uids), by_op.get(operator_name(op, plan.uids), []), report, releases)
             info = w.commit()
         except BaseException:
             w.adopt([e for res in results for st in res.states for e in st.entries])  # their files go with the abort
@@ -174,20 +185,26 @@ def run_import(plan: ImportPlan, run: ImportRunner = run_local) -> ImportReport:
 
 
 def _finish_operator(w: CheckpointWriter, meta: CheckpointMetadata, op: OperatorState, name: str, results: list[SubtaskImported],
-                     report: ImportReport) -> None:
+                     report: ImportReport, releases: str) -> None:
     """Register one operator's subtask files (in subtask order), empty files where a subtask lacks a state, then its
-    operator states, coordinator state, parallelism, Flink operator id and serializers."""
+    operator states, coordinator state, parallelism, Flink operator id, the releases that wrote it, and the serializers
+    of its keyed, timer and operator states (snapshot bytes included) that an export writes back."""
     counts: dict[str, int] = {}
     covered: dict[str, tuple[Any, pa.Schema, list[tuple[int, int]]]] = {}
     serializers: dict[str, Any] = {}
     ranges = [res.key_group_range for res in results]
+    refused = {k: v for res in results for k, v in res.refused.items()}  # a state refused by one subtask: by all of them
+    report.refused.update(refused)
     for res in results:
         rng = res.key_group_range
         for key, ser in res.serializers.items():
             serializers.setdefault(key, ser)
-        report.as_bytes.update(res.as_bytes)
+        report.as_bytes.update({k: v for k, v in res.as_bytes.items() if k not in refused})
         report.ttl_unknown.extend(u for u in res.ttl_unknown if u not in report.ttl_unknown)
         for st in res.states:
+            if f"{name}/{st.flink_name.removeprefix(TIMER_PREFIX)}" in refused:
+                discard_state_files(w.io, st.entries)  # written by a subtask that could read it: not committed
+                continue
             desc = covered[st.flink_name][0] if st.flink_name in covered else st.descriptor
             if st.timers:
                 w.add_timer_files(name, desc, st.entries, mode="full", key_group_range=rng)
@@ -203,7 +220,11 @@ def _finish_operator(w: CheckpointWriter, meta: CheckpointMetadata, op: Operator
                     w.put_timers(name, desc, schema.empty_table(), key_group_range=rng)
                 else:
                     w.put_state(name, desc, schema.empty_table(), key_group_range=rng)
-    for state, mode in operator_state_names(meta, op.operator_id).items():
+    modes = operator_state_names(meta, op.operator_id)
+    headers = operator_state_headers(meta, op.operator_id) if modes else {}
+    for state, mode in modes.items():
+        # the serializers Flink wrote it with (snapshot bytes included): export writes them back (a Tuple2 stays a Tuple2)
+        serializers[OPERATOR_STATE_PREFIX + state] = {k: node_to_json(v) for k, v in headers[state].serializers.items()}
         table = read_operator_state(meta, op.operator_id, state)
         value_type = table.schema.field("value").type
         key_type = table.schema.field("key").type if "key" in table.column_names else None
@@ -215,6 +236,10 @@ def _finish_operator(w: CheckpointWriter, meta: CheckpointMetadata, op: Operator
     if counts or op.coordinator_state is not None or ranges:
         w.set_parallelism(name, op.parallelism)
         w.set_property(OPERATOR_ID_PROPERTY + name, op.operator_id)
+        if op.name:
+            w.set_property(OPERATOR_NAME_PROPERTY + name, op.name)
+        w.set_property(SOURCE_RELEASE_PROPERTY + name, releases)
+        w.set_property(IMPORT_CHECKPOINT_PROPERTY + name, str(w.checkpoint_id))
         if serializers:
             w.set_property(SERIALIZERS_PROPERTY + name, json.dumps(serializers, separators=(",", ":")))
         report.entries[name] = counts
@@ -229,6 +254,7 @@ def import_savepoint(
     storage_options: dict[str, Any] | None = None,
     uids: Iterable[str] = (),
     raw_values: bool = True,
+    kryo_classes: str | Iterable[str] | Mapping[str, str] | None = None,
 ) -> ImportReport:
     """Write a Flink savepoint/checkpoint into root as one savepoint, in this process (`plan_import`, then `run_import`
     with the subtask jobs one after the other; `pyspark_flinkstate.flink_jobs.import_savepoint` runs them as Spark tasks).
@@ -238,9 +264,14 @@ def import_savepoint(
     StateTtlConfig or a TTL in ms, for states Flink kept with TTL; the operator by uid or operator id. uids
     names the operators that Flink 1.x metadata records only by id (matched by Flink's hash of the uid).
     A uid, or a ttl key, matching no operator or TTL state is refused before anything is written.
-    Values of serializers the decoders cannot type (Kryo, Avro, custom; the table runtime's RowData) are kept as their
-    serialized bytes (`report.as_bytes` names them; export writes them back as they were); raw_values=False refuses
-    such states with an UnsupportedSerializerError instead, as earlier releases did.
+    Kryo values (Flink 1.x's Kryo 2, 2.x's Kryo 5) are stored as typed columns: JDK types, collections and maps as they
+    are, user classes by kryo_classes ("com.acme.Order=id:String,tags:List<String>;..."); export writes them with Kryo
+    again, or for a Flink 2.x target with the serializers 2.x gives the same types (`serde.kryo.migrate`).
+    Values of serializers the decoders cannot type (Avro, custom, Kryo classes without a schema; the table runtime's
+    RowData) are kept as their serialized bytes (`report.as_bytes` names them; export writes them back as they were);
+    raw_values=False refuses such states with an UnsupportedSerializerError instead, as earlier releases did. A state
+    that cannot be imported even so (values not framed, a refused serializer, keys whose hash flinkstate does not model,
+    values that do not decode) is left out and named in `report.refused`: every other state is imported.
     """
     return run_import(plan_import(flink_path, root, flink_checkpoint_id=flink_checkpoint_id, ttl=ttl, storage_options=storage_options,
-                                  uids=uids, raw_values=raw_values))
+                                  uids=uids, raw_values=raw_values, kryo_classes=kryo_classes))

@@ -55,6 +55,8 @@ from flinkstate.flink.pyflink.coders import (
     pyflink_states,
     row_key_groups,
 )
+from flinkstate.flink.serde.kryo.bind import spec_of
+from flinkstate.flink.serde.kryo.schema import parse_class_specs
 from flinkstate.flink.serde.serializers import arrow_type
 from flinkstate.flink.sql.decoders import (
     SQL_OPS,
@@ -63,7 +65,7 @@ from flinkstate.flink.sql.decoders import (
     sql_states,
 )
 
-__all__ = ["ReadOptions", "parse_row_fields", "parse_ttl", "state_descriptor", "stored_rows",
+__all__ = ["ReadOptions", "kryo_specs", "parse_row_fields", "parse_ttl", "state_descriptor", "stored_rows",
            "subtask_states", "decode_subtask", "decode_subtask_chunks", "subtask_range"]
 
 _KINDS = {"VALUE": ValueStateDescriptor, "LIST": ListStateDescriptor, "REDUCING": ReducingStateDescriptor,
@@ -82,17 +84,25 @@ class ReadOptions:
     row_fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     sql_rows: SqlRows = "columns"
     sql_plan: str | None = None
+    kryo_classes: tuple[str, ...] = ()  # class schemas of Kryo values ("com.acme.Order=id:String,tags:List<String>")
 
     @staticmethod
     def of(raw_values: bool = False, row_fields: str | Mapping[str, Sequence[str] | str] | None = None, *,
-           sql_rows: str = "columns", sql_plan: str | os.PathLike[str] | None = None) -> ReadOptions:
-        """Options from user input: row_fields as a mapping or as "op/state=a,b;op/state2=c" (parse_row_fields)."""
+           sql_rows: str = "columns", sql_plan: str | os.PathLike[str] | None = None,
+           kryo_classes: str | Sequence[str] | Mapping[str, str] | None = None) -> ReadOptions:
+        """Options from user input: row_fields as a mapping or as "op/state=a,b;op/state2=c" (parse_row_fields);
+        kryo_classes as "com.acme.Order=id:String,n:long;final com.acme.Point=x:int,y:int" or a list or mapping of them."""
         if sql_rows not in ("columns", "bytes"):
             raise InvalidArgumentError(f"sql_rows must be 'columns' or 'bytes', got {sql_rows!r}")
         if sql_plan is not None and sql_rows == "bytes":
             raise InvalidArgumentError("sql_plan names SQL columns: it needs sql_rows='columns'")
         return ReadOptions(bool(raw_values), parse_row_fields(row_fields), sql_rows,  # type: ignore[arg-type]
-                           None if sql_plan is None else os.fspath(sql_plan))
+                           None if sql_plan is None else os.fspath(sql_plan), kryo_specs(kryo_classes))
+
+
+def kryo_specs(spec: str | Sequence[str] | Mapping[str, str] | None) -> tuple[str, ...]:
+    """Kryo class schemas from user input, checked and as spec texts (`serde.kryo.schema.parse_class_specs`)."""
+    return tuple(sorted(spec_of(s) for s in parse_class_specs(spec).classes.values()))
 
 
 def parse_row_fields(spec: str | Mapping[str, Sequence[str] | str] | None) -> dict[str, tuple[str, ...]]:
@@ -353,7 +363,8 @@ def subtask_states(meta: CheckpointMetadata, op: OperatorState, sub: SubtaskStat
     data = stream.read(meta.directory) if isinstance(h, UnsupportedKeyedHandle) else header_bytes(h, meta.directory)  # the header only
     _, key_type, metas = read_keyed_header(DataReader(data, where=where), ctx, len(data))  # the header only: its end is the data's
     prefix = 1 if op.max_parallelism <= 128 else 2
-    return _wrapped(meta, op, {m.name: _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}") for m in metas})
+    return _wrapped(meta, op, {m.name: _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}", op.kryo, op.operator_id)
+                               for m in metas})
 
 
 def key_groups_of(meta: CheckpointMetadata, uid: str, keys: Any, key_groups: Any, key_type: pa.DataType, maxp: int) -> set[int] | None:

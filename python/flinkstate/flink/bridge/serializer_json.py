@@ -10,13 +10,25 @@ import base64
 from typing import Any
 
 from flinkstate.flink.serde.serializers import TypeNode
+from flinkstate.format.constants import FLINK_OPERATOR_ID_PROPERTY
 
-__all__ = ["OPERATOR_ID_PROPERTY", "SERIALIZERS_PROPERTY", "node_from_json", "node_to_json"]
+__all__ = ["IMPORT_CHECKPOINT_PROPERTY", "OPERATOR_ID_PROPERTY", "OPERATOR_NAME_PROPERTY", "OPERATOR_STATE_PREFIX", "SERIALIZERS_PROPERTY", "SOURCE_RELEASE_PROPERTY",
+           "node_from_json", "node_to_json"]
 
 #: checkpoint property holding the Flink operator id (hex) of an imported operator, so export keeps it
-OPERATOR_ID_PROPERTY = "flink.operator-id."
+OPERATOR_ID_PROPERTY = FLINK_OPERATOR_ID_PROPERTY
+#: checkpoint property holding the name Flink's `_metadata` (2.x) gave an imported operator, which export writes back
+OPERATOR_NAME_PROPERTY = "flink.operator-name."
 #: checkpoint property holding an imported operator's serializer snapshots (JSON), so export writes them back
 SERIALIZERS_PROPERTY = "flink.serializers."
+#: in an operator's serializers: the entry of an operator (list, union or broadcast) state, "_operator_state/<name>"
+OPERATOR_STATE_PREFIX = "_operator_state/"
+#: checkpoint property holding the Flink releases that may have written an imported operator's state ("1.19,1.20"; "<1.18"
+#: for metadata older than Flink 1.18 writes): what its serializers' bytes mean (Kryo 2 in 1.x, Kryo 5 in 2.x)
+SOURCE_RELEASE_PROPERTY = "flink.source-release."
+#: checkpoint property holding the id of the flinkstate checkpoint an operator was imported in: files created by later
+#: checkpoints hold changes, which an export checks against the operator's serializers before it writes anything
+IMPORT_CHECKPOINT_PROPERTY = "flink.import-checkpoint."
 
 
 def node_to_json(n: TypeNode) -> dict[str, Any]:

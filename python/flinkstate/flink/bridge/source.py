@@ -73,17 +73,20 @@ class FlinkSource(ReadApi):
                  reference_ms: int | None = None, uids: Iterable[str] = (), pyflink: Mapping[str, Any] | None = None,
                  unpickle: bool = False, storage_options: dict[str, Any] | None = None, raw_values: bool = False,
                  row_fields: str | Mapping[str, Sequence[str] | str] | None = None, sql_rows: SqlRows = "columns",
-                 sql_plan: str | os.PathLike[str] | None = None) -> None:
+                 sql_plan: str | os.PathLike[str] | None = None,
+                 kryo_classes: str | Sequence[str] | Mapping[str, str] | None = None) -> None:
         """uids names operators that Flink 1.x metadata records only by id (matched by Flink's hash of the uid);
         ttl: TTL durations per "operator/state" or "state" (ms, a StateTtlConfig; or "op/state=ms;state=ms");
         raw_values: Kryo/Avro values as their serialized bytes; row_fields: names of Row fields per "operator/state";
         sql_rows: SQL operators' RowData keys and values as columns (default) or as BinaryRowData bytes; sql_plan: the
-        job's compiled plan (`COMPILE PLAN` JSON) whose nodes name those columns as the SQL does (else f0..fn)."""
+        job's compiled plan (`COMPILE PLAN` JSON) whose nodes name those columns as the SQL does (else f0..fn);
+        kryo_classes: schemas of the user classes in Kryo values, "com.acme.Order=id:String,tags:List<String>;..."
+        (Kryo writes a class's fields without names; JDK types, collections and maps need none)."""
         from flinkstate.flink.pyflink.coders import PyFlinkOptions
 
         self.path = _norm(path)
         self.uids = tuple(uids)
-        self.options = ReadOptions.of(raw_values, row_fields, sql_rows=sql_rows, sql_plan=sql_plan)
+        self.options = ReadOptions.of(raw_values, row_fields, sql_rows=sql_rows, sql_plan=sql_plan, kryo_classes=kryo_classes)
         self.ttl = parse_ttl(ttl)
         # PyFlink jobs: state types per "operator/state" or "state" (flink.pyflink.value_state...); unpickle runs code
         self.pyflink = PyFlinkOptions(dict(pyflink or {}), unpickle=bool(unpickle))
@@ -185,13 +188,18 @@ class FlinkSource(ReadApi):
                         "keyed_states": {n: d.kind for n, d in sorted(om.keyed_states.items())},
                         "timer_services": sorted(om.timer_services), "operator_states": {n: d.mode for n, d in sorted(om.operator_states.items())},
                         "files": size.files, "bytes": size.bytes, "subtasks": [t.to_dict() for t in subtask_sizes(ck.meta, fop)],
-                        "states": states.get(name, [])})
+                        "states": states.get(name, []),
+                        **({"error": f"{type(ck.broken[name]).__name__}: {ck.broken[name]}"} if name in ck.broken else {})})
         guess = ck.meta.flink_version
         out = {"path": ck.meta.path, "metadata_version": ck.meta.version, "flink_version": guess.label,
                "flink_version_evidence": list(guess.evidence), "checkpoint": ck.info.to_dict(), "operators": ops,
-               "ttl_unknown": list(ck.ttl_unknown)}
+               "ttl_unknown": list(ck.ttl_unknown), "refused": dict(sorted(ck.refused.items()))}
         if ck.meta.relocated:
             out["relocated"] = dict(sorted(ck.meta.relocated.items()))  # recorded folder -> copied folder read instead
+        if ck.meta.version <= 4:  # Flink 1.x: what an upgrade to 2.x does with the state Kryo 2 serialized
+            from flinkstate.flink.bridge.kryo_types import upgrade_report
+
+            out["upgrade_to_2x"] = upgrade_report(ck.meta, dict(ck.uids))
         return out
 
 
@@ -200,7 +208,7 @@ def open_store(path: str | os.PathLike[str], storage_options: dict[str, Any] | N
 
     A Flink savepoint, retained checkpoint or job checkpoint folder (`_metadata`, `chk-N/`) opens as a
     read-only `flinkstate.flink.bridge.source.FlinkSource` with the same read API; `flink` keywords
-    (raw_values, row_fields, sql_rows, sql_plan, ttl, reference_ms) go to it and are refused for a flinkstate root.
+    (raw_values, row_fields, sql_rows, sql_plan, kryo_classes, ttl, reference_ms) go to it and are refused for a flinkstate root.
     """
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidArgumentError(f"path must be a local path or URL (str or os.PathLike), got {path!r} ({type(path).__name__})")

@@ -1,27 +1,31 @@
-"""Writing a SQL job's imported state by its columns: struct columns encoded to the BinaryRowData Flink keeps.
+"""A SQL job's imported state by its columns: read back decoded and named, and written as BinaryRowData.
 
 A SQL operator's state imported into a flinkstate root is stored as Flink wrote it (BinaryRowData bytes, so key
 groups and an export stay exact), with each state's serializers, SQL types included, in the checkpoint's
-`flink.serializers.<operator>` property. `sql_columns` finds those types for one state; a write that gives keys,
-map keys or values as struct columns (a Spark delete or upsert) is encoded by `SqlColumns.encode` before it is
-stored, and its key groups are then Flink's (murmur of the encoded row's hash).
+`flink.serializers.<operator>` property. `read_sql_state` reads such a state with every RowData decoded to struct
+columns (named from the job's compiled plan, as a savepoint read in place names them); `sql_columns` finds the types
+for one state; a write that gives keys, map keys or values as struct columns (a Spark delete or upsert) is encoded by
+`SqlColumns.encode` before it is stored, and its key groups are then Flink's (murmur of the encoded row's hash).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
 
 import pyarrow as pa
 
-from flinkstate.core.errors import SchemaMismatchError
+from flinkstate.core.errors import SchemaMismatchError, StateNotFoundError
 from flinkstate.flink.bridge.importer import SERIALIZERS_PROPERTY, node_from_json
 from flinkstate.flink.serde.rowdata import encode_rows, row_type
 from flinkstate.flink.serde.serializers import TypeNode
 from flinkstate.flink.serde.sqltypes import SqlType, sql_arrow_type
 
-__all__ = ["SqlColumns", "sql_columns"]
+__all__ = ["SqlColumns", "sql_columns", "read_sql_state", "read_sql_timers"]
 
 
 def _row(node: TypeNode | None) -> SqlType | None:
@@ -96,3 +100,72 @@ def sql_columns(properties: Mapping[str, str], operator: str, state: str) -> Sql
         value = _unwrap(value.children[0])
     out = SqlColumns(key, user_key, _row(value), list_value and _row(value) is not None)
     return out if (out.key or out.user_key or out.value) else None
+
+
+_KINDS = {"ValueStateDescriptor": "VALUE", "ListStateDescriptor": "LIST", "MapStateDescriptor": "MAP"}
+
+
+def read_sql_state(store: Any, operator: str, state: str, *, sql_plan: str | os.PathLike[str] | None = None,
+                   checkpoint_id: int | None = None, **read: Any) -> pa.Table:
+    """A state a flinkstate root imported from a SQL job, read as `store.read_state` reads it (read: keys, raw, flatten,
+    ...) with every RowData in its key, namespace, map key and value decoded to struct columns: named from the job's
+    compiled plan at sql_plan (as `flinkstate.open(savepoint, sql_plan=...)` names them), else f0..fn. A state that
+    was not imported from a SQL job is returned as stored."""
+    from flinkstate.flink.sql.decoders import SqlDecoder
+
+    ck = store.checkpoint(checkpoint_id)
+    table = store.read_state(operator, state, checkpoint_id=ck.checkpoint_id, **read)
+    raw = ck.metadata.properties.get(SERIALIZERS_PROPERTY + operator)
+    if not raw:
+        return table
+    kept = json.loads(raw)
+    sers = kept.get(state)
+    desc = ck.operators[operator].keyed_states.get(state) if operator in ck.operators else None
+    if not sers or desc is None or not kept.get("key"):
+        raise StateNotFoundError(f"operator {operator!r} has no imported SQL state {state!r}")
+    kind = _KINDS.get(type(desc).__name__, "VALUE")
+    value = node_from_json(sers["VALUE_SERIALIZER"])
+    elem = value.children[1] if kind == "MAP" else value.children[0] if kind == "LIST" else value
+    if elem.kind == "ttl":
+        elem = elem.children[1]
+    inner = SimpleNamespace(meta=None, ctx=f"operator {operator!r}, state {state!r}", kind=kind, ttl=False, unreadable=None,
+                            raw_error=None, key_node=node_from_json(kept["key"]), value_node=value, elem_node=elem,
+                            ns_node=node_from_json(sers["NAMESPACE_SERIALIZER"]) if sers.get("NAMESPACE_SERIALIZER") else None,
+                            table=lambda raw_values=False: table)
+    names = _names(sql_plan, operator, state, inner)
+    if kind == "LIST" and (read.get("raw") or read.get("flatten") is False):  # a list per key
+        inner.elem_node = TypeNode("list", "", (elem,))
+    return SqlDecoder(inner, names).table()
+
+
+def _names(sql_plan: str | os.PathLike[str] | None, operator: str, state: str, inner: Any) -> Any:
+    from flinkstate.flink.sql.decoders import SqlNames
+
+    if sql_plan is None:
+        return SqlNames()
+    from flinkstate.flink.sql.plan import load_plan
+
+    return load_plan(os.fspath(sql_plan)).naming(SimpleNamespace(name=operator, uid=operator), state, inner)
+
+
+def read_sql_timers(store: Any, operator: str, service: str, *, sql_plan: str | os.PathLike[str] | None = None,
+                    checkpoint_id: int | None = None) -> pa.Table:
+    """A timer service a root imported from a SQL job, its keys decoded to the operator's key columns (named from the
+    plan at sql_plan: the key of the operator's states)."""
+    from flinkstate.flink.sql.decoders import SqlTimerDecoder
+
+    ck = store.checkpoint(checkpoint_id)
+    table = store.read_timers(operator, service, checkpoint_id=ck.checkpoint_id)
+    raw = ck.metadata.properties.get(SERIALIZERS_PROPERTY + operator)
+    kept = json.loads(raw) if raw else {}
+    if not kept.get("key"):
+        return table
+    key = node_from_json(kept["key"])
+    states = [s for s in kept if s != "key"]
+    names = _names(sql_plan, operator, states[0], SimpleNamespace(kind="VALUE", key_node=key, elem_node=None, value_node=None)) \
+        if states else None
+    inner = SimpleNamespace(meta=None, ctx=f"operator {operator!r}, timer service {service!r}", key_node=key, ns_node=None,
+                            table=lambda: table)
+    from flinkstate.flink.sql.decoders import SqlNames
+
+    return SqlTimerDecoder(inner, SqlNames(key=names.key if names is not None else None)).table()

@@ -1,6 +1,8 @@
 """Export a flinkstate checkpoint as a canonical Flink savepoint through the store's public read API.
 
-The driver plans (`plan_export`: every type mapped, the destination checked, nothing written), one job per subtask
+The driver plans (`plan_export`: every state's serializers chosen, `export_meta`: an imported state's own, snapshots byte
+for byte; the changes since the import encoded once with them, `export_check`; Kryo bytes the target release reads
+differently refused, `write.releases`; the destination checked; nothing written), one job per subtask
 of every operator with keyed state reads that subtask's key-group range and writes its keyed file
 (`export_task.export_range`, here one after the other or as Spark tasks), and the driver writes `_metadata` and
 renames the temporary folder into place (`run_export`).
@@ -8,26 +10,33 @@ renames the temporary folder into place (`run_export`).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flinkstate.core.errors import InvalidArgumentError, StateNotFoundError
+from flinkstate.core.errors import StateNotFoundError
 from flinkstate.flink.bridge.export_task import ExportRunner, RangeExport, run_local
+from flinkstate.flink.bridge.export_meta import (
+    Recorded,
+    key_serializer,
+    keyed_meta,
+    operator_meta,
+    timer_meta,
+)
+from flinkstate.flink.bridge.export_check import check_changes
 from flinkstate.flink.bridge.serializer_json import (
     OPERATOR_ID_PROPERTY,
-    SERIALIZERS_PROPERTY,
-    node_from_json,
+    OPERATOR_NAME_PROPERTY,
+    SOURCE_RELEASE_PROPERTY,
 )
 from flinkstate.flink.bridge.source import open_store
 from flinkstate.flink.files.canonical import KeyedState
-from flinkstate.flink.serde.encode import _COMP_CLS, type_for_arrow
-from flinkstate.flink.serde.serializers import StateMeta, TypeNode, arrow_type
+from flinkstate.flink.serde.kryo.migrate import KryoMigrationError, Migration, migrate_state
 from flinkstate.flink.write.savepoint_folder import discard, publish, temp_folder
+from flinkstate.flink.write.releases import check_target_release
 from flinkstate.flink.write.savepoint_writer import (
     DEFAULT_FLINK_VERSION,
     OperatorExport,
@@ -42,62 +51,6 @@ from flinkstate.store.store import CheckpointStore
 
 __all__ = ["ExportPlan", "export_savepoint", "plan_export", "run_export"]
 
-_LONG = type_for_arrow(pa.int64(), "ttl")
-_VOID = TypeNode("void", "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot")
-_MODES = {"list": ("OPERATOR", "SPLIT_DISTRIBUTE"), "union": ("OPERATOR", "UNION"), "broadcast": ("BROADCAST", "BROADCAST")}
-
-
-def _ns(t: pa.DataType | None, ctx: str) -> TypeNode:
-    return _VOID if t is None else type_for_arrow(t, ctx)
-
-
-def _keyed_meta(desc, ctx: str) -> StateMeta:
-    """The Flink StateMetaInfoSnapshot of a flinkstate keyed-state descriptor (TTL wraps each value)."""
-    if desc.kind == "map":
-        elem = type_for_arrow(desc.user_value_type, ctx)
-    else:
-        elem = type_for_arrow(desc.value_type, ctx)
-    if desc.ttl is not None:
-        elem = TypeNode("ttl", _COMP_CLS["ttl"], (_LONG, elem))
-    if desc.kind == "map":
-        value = TypeNode("map", _COMP_CLS["map"], (type_for_arrow(desc.user_key_type, ctx), elem))
-    elif desc.kind == "list":
-        value = TypeNode("list", _COMP_CLS["list"], (elem,))
-    else:
-        value = elem
-    return StateMeta(desc.name, "KEY_VALUE", {"KEYED_STATE_TYPE": desc.kind.upper()},
-                     {"VALUE_SERIALIZER": value, "NAMESPACE_SERIALIZER": _ns(desc.namespace_type, ctx)})
-
-
-def _sig(n: TypeNode) -> object:
-    """What a serializer means for the data: wrappers by kind, everything else by its Arrow type."""
-    if n.kind in ("ttl", "list", "map", "timer", "void"):
-        return (n.kind, tuple(_sig(c) for c in n.children))
-    return str(arrow_type(n))
-
-
-def _kept(fresh: TypeNode, stored: dict | None, role: str) -> TypeNode:
-    """The serializer an imported state came with when its meaning is unchanged (a POJO stays that POJO), else fresh."""
-    if stored is None or role not in stored:
-        return fresh
-    old = node_from_json(stored[role])
-    if old.kind in ("parray", "sarray", "garray") and str(arrow_type(old)) == str(arrow_type(fresh)):
-        return old  # an array read back as an Arrow list stays that array (not a List)
-    return old if _sig(old) == _sig(fresh) else fresh
-
-
-def _as_pojo(node: TypeNode, cls: str, ctx: str) -> TypeNode:
-    """The value serializer with its struct (inside TTL, list and map wrappers) as the POJO class cls, fields by name."""
-    if node.kind == "row":
-        order = sorted(range(len(node.names)), key=lambda i: node.names[i])  # Flink's PojoTypeInfo sorts fields by name
-        return TypeNode("pojo", cls, tuple(node.children[i] for i in order), tuple(node.names[i] for i in order))
-    if node.kind in ("ttl", "map"):
-        return TypeNode(node.kind, node.cls, (node.children[0], _as_pojo(node.children[1], cls, ctx)))
-    if node.kind == "list":
-        return TypeNode("list", node.cls, (_as_pojo(node.children[0], cls, ctx),))
-    raise InvalidArgumentError(f"{ctx}: a POJO class was given for it, but its values are not a struct ({node.kind})")
-
-
 @dataclass(frozen=True)
 class ExportPlan:
     """An export checked and ready to run (nothing written yet): every operator with its state metadata mapped (keyed
@@ -110,6 +63,7 @@ class ExportPlan:
     lists: dict[str, frozenset[str]]  # uid -> its list states
     compression: bool = False
     flink_version: str = DEFAULT_FLINK_VERSION
+    migrations: dict[str, list[Migration]] = field(default_factory=dict)  # "operator/state" -> Kryo 2 parts migrated for 2.x
 
     def jobs(self, folder: str) -> list[RangeExport]:
         """One job per subtask of every operator with keyed state, writing into folder: the store's scan tasks of
@@ -140,8 +94,10 @@ def plan_export(
     storage_options: dict | None = None,
     flink_version: str = DEFAULT_FLINK_VERSION,
 ) -> ExportPlan:
-    """Check an export (the arguments of `export_savepoint`) and map every state's type: an unsupported target, a
-    destination holding a savepoint, a type without a Flink serializer, a POJO class for no state are refused here."""
+    """Check an export (the arguments of `export_savepoint`) and choose every state's serializers: an unsupported target,
+    a destination holding a savepoint, a type without a Flink serializer, a POJO class for no state, an imported state
+    whose types changed (SerializerMismatchError), a changed value its serializer cannot hold, Kryo bytes of the other
+    major release (IncompatibleReleaseError) are refused here."""
     metadata_version_for(flink_version)  # an unsupported target is refused before anything is read
     dest = check_destination(os.fspath(dest))
     pojo_classes = dict(pojo_classes or {})
@@ -155,35 +111,21 @@ def plan_export(
     for uid, op in meta.operators.items():
         keyed = None
         key_types = [d.key_type for d in op.keyed_states.values()] + [d.key_type for d in op.timer_services.values()]
-        kept = json.loads(meta.properties.get(SERIALIZERS_PROPERTY + uid, "{}"))
+        recorded = Recorded(meta.properties, uid)
         if key_types:
-            key = type_for_arrow(key_types[0], f"operator {uid!r} key")
-            keyed = KeyedState(_kept(key, kept, "key") if "key" in kept else key)
+            keyed = KeyedState(key_serializer(key_types[0], recorded, uid))
             for name, d in op.keyed_states.items():
-                ctx = f"operator {uid!r}, state {name!r}"
-                m = _keyed_meta(d, ctx)
-                sers = {role: _kept(node, kept.get(name), role) for role, node in m.serializers.items()}
-                pojo = pojo_classes.pop(f"{uid}/{name}", None)
-                if pojo is not None:
-                    sers["VALUE_SERIALIZER"] = _as_pojo(sers["VALUE_SERIALIZER"], pojo, ctx)
-                keyed.meta[name] = StateMeta(m.name, m.backend_type, m.options, sers)
+                keyed.meta[name] = keyed_meta(d, recorded, uid, pojo_classes.pop(f"{uid}/{name}", None))
                 reads.setdefault(uid, {})[name] = ("keyed", name)  # read per subtask range by the jobs
             for name, d in op.timer_services.items():
-                ctx = f"operator {uid!r}, timer service {name!r}"
-                sname = name if name.startswith(f"{d.domain}_") else f"{d.domain}_{name}"  # imported services keep Flink's name
-                node = TypeNode("timer", _COMP_CLS["timer"], (type_for_arrow(d.key_type, ctx), _ns(d.namespace_type, ctx)))
-                node = _kept(node, kept.get("_timer_state/" + sname), "VALUE_SERIALIZER")
-                keyed.meta["_timer_state/" + sname] = StateMeta("_timer_state/" + sname, "PRIORITY_QUEUE", {}, {"VALUE_SERIALIZER": node})
-                reads.setdefault(uid, {})["_timer_state/" + sname] = ("timers", name)
+                service = name if name.startswith(f"{d.domain}_") else f"{d.domain}_{name}"  # imported services keep Flink's name
+                m = timer_meta(service, d, recorded, uid)
+                keyed.meta[m.name] = m
+                reads.setdefault(uid, {})[m.name] = ("timers", name)
             lists[uid] = frozenset(n for n, d in op.keyed_states.items() if d.kind == "list")
         states = {}
         for name, d in op.operator_states.items():
-            ctx = f"operator {uid!r}, operator state {name!r}"
-            backend, mode = _MODES[d.mode]
-            sers = {"VALUE_SERIALIZER": type_for_arrow(d.value_type, ctx)}
-            if d.mode == "broadcast":
-                sers["KEY_SERIALIZER"] = type_for_arrow(d.key_type, ctx)
-            m = StateMeta(name, backend, {"OPERATOR_STATE_DISTRIBUTION_MODE": mode}, sers)
+            mode, m = operator_meta(name, d, recorded, uid)
             states[name] = (mode, ck.scan_operator_state(uid, name).to_arrow(), m)
         flink_id = meta.properties.get(OPERATOR_ID_PROPERTY + uid)
         coordinator = None
@@ -193,11 +135,49 @@ def plan_export(
             coordinator = payloads[0] if payloads else None
         if keyed is None and not states and coordinator is None:
             continue
+        releases = tuple(r for r in meta.properties.get(SOURCE_RELEASE_PROPERTY + uid, "").split(",") if r)
         ops.append(OperatorExport(uid, op.parallelism or 1, ck.max_parallelism_of(uid), keyed, states, coordinator_state=coordinator,
-                                  operator_id=flink_id))  # each operator its own max parallelism, as Flink checks on restore
+                                  operator_id=flink_id, source_releases=releases,
+                                  name=meta.properties.get(OPERATOR_NAME_PROPERTY + uid) if flink_id is not None else None))  # each operator its own max parallelism, as Flink checks on restore
     if pojo_classes:
         raise StateNotFoundError(f"POJO classes given for keyed states that checkpoint {cid} does not have: {sorted(pojo_classes)}")
-    return ExportPlan(ck, dest, ops, reads, lists, compression, flink_version)
+    ops, migrations = _migrated(ops, flink_version)  # Kryo 2 (Flink 1.x) states, as Flink 2.x reads them
+    check_target_release(ops, flink_version)  # bytes the target release would read differently: refused before anything is written
+    check_changes(ck, ops, reads, lists)  # changed values that their serializers cannot write: likewise
+    return ExportPlan(ck, dest, ops, reads, lists, compression, flink_version, migrations)
+
+
+def _migrated(ops: list[OperatorExport], flink_version: str) -> tuple[list[OperatorExport], dict[str, list[Migration]]]:
+    """For a Flink 2.x target, every keyed state that Flink 1.x's Kryo 2 serialized with the serializers Flink 2.x gives
+    the same Java types (`serde.kryo.migrate`): per "operator/state" what was migrated and how. A state that cannot be
+    is a KryoMigrationError naming it, before anything is written; 1.x targets keep their serializers."""
+    if int(flink_version.split(".")[0]) < 2:
+        return ops, {}
+    out: dict[str, list[Migration]] = {}
+    failed: list[KryoMigrationError] = []
+    rows: list[dict[str, str]] = []
+    for op in ops:
+        if op.keyed is None:
+            continue
+        key = op.keyed.key_type
+        for name, m in list(op.keyed.meta.items()):
+            try:
+                new, key, done = migrate_state(m, key, f"operator {op.uid!r}, state {name!r}")
+            except KryoMigrationError as e:
+                failed.append(e)
+                rows.append({"operator": op.uid, "state": name, "path": "", "declared": "", "migrated_to": "", "without_migration": "",
+                             "error": str(e)})
+                continue
+            if done:
+                op.keyed.meta[name] = new
+                out[f"{op.uid}/{name}"] = done
+                rows += [{"operator": op.uid, "state": name, **{k: v for k, v in d.to_dict().items() if k != "written"},
+                          "migrated_to": d.written, "without_migration": d.without, "error": ""} for d in done]
+        op.keyed.key_type = key
+    if failed:
+        head = f"{len(failed)} state(s) cannot be written for Flink {flink_version}: " if len(failed) > 1 else ""
+        raise KryoMigrationError(head + "; ".join(map(str, failed)), rows) from failed[0]
+    return ops, out
 
 
 def run_export(plan: ExportPlan, run: ExportRunner = run_local) -> str:
@@ -231,12 +211,14 @@ def export_savepoint(
     in this process (`plan_export`, then `run_export` with the subtasks' keyed files one after the other;
     `pyspark_flinkstate.flink_jobs.export_savepoint` writes them as Spark tasks).
 
-    Every state's type is mapped before any file is written (UnsupportedSerializerError names state and type);
-    dest holding a savepoint is refused (SavepointExistsError). Returns the savepoint directory.
+    Every state's serializers are chosen before any file is written: a state imported from Flink keeps the ones Flink
+    wrote it with (snapshots byte for byte; a state nobody changed comes back as Flink wrote it), others are mapped from
+    their Arrow types (UnsupportedSerializerError names state and type); what `plan_export` refuses is refused before
+    anything is written; dest holding a savepoint is refused (SavepointExistsError). Returns the savepoint directory.
     flink_version is the Flink release that will restore it ("1.18" ... "2.3", default the newest); others are
     refused by name (UnsupportedFlinkVersionError).
     pojo_classes maps "operator/state" to a Java class name: that state's struct values are written as that POJO
-    (Flink's PojoSerializer, fields by name) instead of a Row.
+    (Flink's PojoSerializer, fields by name) instead of a Row (or instead of the serializer it was imported with).
     """
     return run_export(plan_export(store_or_root, dest, checkpoint_id=checkpoint_id, compression=compression, pojo_classes=pojo_classes,
                                   storage_options=storage_options, flink_version=flink_version))

@@ -27,8 +27,10 @@ from flinkstate.core.keygroups import assign_key_groups
 from flinkstate.flink._io import DataReader, snappy_unframe
 from flinkstate.flink.errors import (
     CorruptFileError,
+    KryoDecodeError,
     StateAccountingError,
     UnsupportedFlinkFormatError,
+    UnsupportedSerializerError,
 )
 from flinkstate.flink.files.heap import decode_heap_key_groups, is_heap_native
 from flinkstate.flink.files.rocksdb import (
@@ -48,7 +50,7 @@ from flinkstate.flink.meta.metadata import (
 )
 from flinkstate.flink.serde._framing import Framing, frame_records
 from flinkstate.flink.serde._vector import Source
-from flinkstate.flink.serde.serializers import StateMeta, TypeNode, read_keyed_header
+from flinkstate.flink.serde.serializers import StateMeta, TypeNode, key_hashing, read_keyed_header
 
 __all__ = ["KeyedState", "TIMER_PREFIX", "decode_keyed_handle", "read_keyed_state", "record_figures"]
 
@@ -127,8 +129,8 @@ def decode_keyed_handle(
     for m in metas:
         dec = decoders.get(m.name)
         if dec is None:
-            dec = decoders[m.name] = _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}")
-        elif dec.meta != m:
+            dec = decoders[m.name] = _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}", op.kryo, op.operator_id)
+        elif dec.header_meta != m:
             raise UnsupportedFlinkFormatError(f"{where}: {ctx}: state {m.name!r} has different serializers in different subtasks")
         by_id.append(dec)
     if hit is None and handle.kind == "KeyGroupsStateHandle" and is_heap_native(data, handle):
@@ -142,7 +144,7 @@ def decode_keyed_handle(
         buf, groups, framed = stream.buf, stream.groups, stream.framed
         src = Source(buf)
         if framed is not None:
-            _decode_framed(src, _framed_records(framed), by_id, only)
+            _decode_framed(src, _framed_records(framed), by_id, only, where)
             return key_type, metas, decoders
         for kg, pos in groups:
             _decode_key_group(src, pos, kg, prefix, by_id)
@@ -321,7 +323,7 @@ def decode_rocksdb_handle(
     skip = frozenset() if only is None else frozenset(m.name for m in metas) - only  # undeclared families are still read
     for m in metas:
         if m.name not in decoders:
-            decoders[m.name] = _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}")
+            decoders[m.name] = _StateDecoder(m, key_type, prefix, f"{ctx}, state {m.name!r}", op.kryo, op.operator_id)
     try:
         runs = [key_groups] if key_groups is not None else rocksdb_chunks(handle, base_dir, prefix, f"{where}: {ctx}", skip=skip)
     except (IndexError, ValueError, struct.error) as e:
@@ -358,15 +360,17 @@ def _decode_rocksdb_run(handle: UnsupportedKeyedHandle, base_dir: str, prefix: i
                 dec.decode_split((Source(kbuf), kpos, klen), (Source(vbuf), vpos, vlen), kgs)
             else:  # the one-by-one decoders read framed records from bytes
                 buf, starts = records_buffer(acc.live_keys, acc.live_parts, acc.live_counts)
-                _decode_framed(Source(buf.to_pybytes()), lambda _: (starts, kgs, None), [dec])
-        except KeyGroupCorrupt as e:
-            raise CorruptFileError(f"{where}: {ctx}: state {m.name!r}: key group {e.kg} is corrupt: {e}") from e
+                _decode_framed(Source(buf.to_pybytes()), lambda _: (starts, kgs, None), [dec], where=where)
+        except KeyGroupCorrupt as e:  # this state's values: the state is not read, the others are
+            dec.fail(CorruptFileError(f"{where}: {ctx}: state {m.name!r}: key group {e.kg} is corrupt: {e}"))
+        except _VALUE_ERRORS as e:
+            dec.fail(CorruptFileError(f"{where}: {ctx}: state {m.name!r}: a key group of {run[0]}..{run[1]} is corrupt: {e}"))
         _check_rows(dec, acc, dec.row_count() - before, f"{where}: {ctx}: state {m.name!r}")
 
 
 def _check_rows(dec: _StateDecoder, acc: FamilyAccount, rows: int, where: str) -> None:
     """One row per live record (a list state at least one per key): else the read would lose rows silently."""
-    if dec.unreadable is not None:
+    if dec.unreadable is not None or dec.failed is not None:
         return  # its values cannot be read: reading the state raises UnsupportedSerializerError
     live = acc.live
     if rows == live or (dec.kind == "LIST" and rows >= live):
@@ -375,6 +379,8 @@ def _check_rows(dec: _StateDecoder, acc: FamilyAccount, rows: int, where: str) -
                                f"were decoded from them ({acc.summary()})")
 
 
+# what decoding a state's values raises when they are not what its serializers say
+_VALUE_ERRORS = (IndexError, ValueError, struct.error, UnicodeDecodeError, UnsupportedSerializerError)
 _Records = Callable[[int], tuple[np.ndarray, np.ndarray, "tuple[np.ndarray, np.ndarray] | None"]]
 
 
@@ -388,33 +394,48 @@ def _framed_records(framing: Framing) -> _Records:
     return records
 
 
-def _decode_framed(src: Source, records: _Records, decoders: list[_StateDecoder], only: frozenset[str] | None = None) -> None:
+def _decode_framed(src: Source, records: _Records, decoders: list[_StateDecoder], only: frozenset[str] | None = None,
+                   where: str = "") -> None:
     """Decode located records: per state at once, or one by one for states without a plan; with `only`, the records
     of the other states are skipped. records(i): the starts and key groups of state i's records, and their key and
-    value lengths when framing read them (and checked each key's key group)."""
-    unpack_i32 = _I32.unpack_from
-    buf = src.buf
+    value lengths when framing read them (and checked each key's key group). A state whose values do not decode is
+    marked failed (reading it raises a CorruptFileError naming it and the key group); the other states are decoded."""
     for i, dec in enumerate(decoders):
         if only is not None and dec.meta.name not in only:
             continue
         starts, kgs, lengths = records(i)
-        if not len(starts):
+        if not len(starts) or dec.failed is not None:
             continue
-        if dec.plan is not None:
-            if lengths is None:
-                dec.decode_records(src, starts, kgs)
-            else:
-                dec.decode_records(src, starts, kgs, lengths)
-            continue
-        for pos, kg in zip(starts.tolist(), kgs.tolist(), strict=True):
-            try:
-                klen = unpack_i32(buf, pos)[0]
-                key = bytes([buf[pos + 4] & 0x7F]) + buf[pos + 5 : pos + 4 + klen]
-                vlen = unpack_i32(buf, pos + 4 + klen)[0]
-                value = buf[pos + 8 + klen : pos + 8 + klen + vlen]
-                dec.add(kg, key, value)
-            except (IndexError, ValueError, struct.error, UnicodeDecodeError) as e:
-                raise KeyGroupCorrupt(kg, str(e)) from e
+        try:
+            _decode_state_records(src, dec, starts, kgs, lengths)
+        except KryoDecodeError as e:  # a Kryo class without a schema (or the like): named as it is, not as damage
+            dec.fail(e)
+        except KeyGroupCorrupt as e:
+            dec.fail(CorruptFileError(f"{where}: {dec.ctx}: key group {e.kg} is corrupt or truncated: {e}"))
+        except _VALUE_ERRORS as e:
+            dec.fail(CorruptFileError(f"{where}: {dec.ctx}: a key group of {int(kgs.min())}..{int(kgs.max())} is corrupt or "
+                                      f"truncated: {e}"))
+
+
+def _decode_state_records(src: Source, dec: _StateDecoder, starts: np.ndarray, kgs: np.ndarray,
+                          lengths: tuple[np.ndarray, np.ndarray] | None) -> None:
+    unpack_i32 = _I32.unpack_from
+    buf = src.buf
+    if dec.plan is not None:
+        if lengths is None:
+            dec.decode_records(src, starts, kgs)
+        else:
+            dec.decode_records(src, starts, kgs, lengths)
+        return
+    for pos, kg in zip(starts.tolist(), kgs.tolist(), strict=True):
+        try:
+            klen = unpack_i32(buf, pos)[0]
+            key = bytes([buf[pos + 4] & 0x7F]) + buf[pos + 5 : pos + 4 + klen]
+            vlen = unpack_i32(buf, pos + 4 + klen)[0]
+            value = buf[pos + 8 + klen : pos + 8 + klen + vlen]
+            dec.add(kg, key, value)
+        except (IndexError, ValueError, struct.error, UnicodeDecodeError) as e:
+            raise KeyGroupCorrupt(kg, str(e)) from e
 
 
 def read_keyed_state(meta: CheckpointMetadata, uid: str, verify_key_groups: bool = True, raw_values: bool = False) -> KeyedState:
@@ -444,7 +465,7 @@ def read_keyed_state(meta: CheckpointMetadata, uid: str, verify_key_groups: bool
     for dec in decoders.values():
         table = dec.table(raw_values)
         if verify_key_groups:
-            _verify(table, op, meta.path, dec.meta.name, row_key=dec.key_node.kind == "row")
+            _verify(table, op, meta.path, dec.meta.name, dec.key_node)
         if dec.timer:
             out.timers[dec.meta.name.removeprefix(TIMER_PREFIX)] = table
         else:
@@ -453,19 +474,21 @@ def read_keyed_state(meta: CheckpointMetadata, uid: str, verify_key_groups: bool
     return out
 
 
-def _verify(table: pa.Table, op: OperatorState, path: str, state: str, row_key: bool = False) -> None:
-    """Every key's group must be Flink's assignment for the declared key type (row_key: a Row's hashCode, not a Tuple's)."""
-    if table.num_rows == 0:
+def _verify(table: pa.Table, op: OperatorState, path: str, state: str, key_node: TypeNode) -> None:
+    """Every key's group must be Flink's assignment for the declared key type (a Row's hashCode for Row keys); keys whose
+    hash flinkstate does not model (`serializers.key_hashing`: POJOs, BigDecimal, java.time...) are not checked."""
+    hashing = key_hashing(key_node)
+    if table.num_rows == 0 or hashing is None:
         return
     try:
-        if row_key:
+        if hashing == "row":
             from flinkstate.flink.pyflink.coders import row_key_groups_array
 
             expected = row_key_groups_array(table.column("key"), op.max_parallelism)
         else:
             expected = assign_key_groups(table.column("key"), op.max_parallelism)
     except InvalidArgumentError:
-        return  # key type without a Java hashCode model here (e.g. a Row key): not checked
+        return  # key type without a Java hashCode model here: not checked
     got = table.column("key_group").to_numpy()
     bad = np.flatnonzero(np.asarray(expected.to_numpy(zero_copy_only=False)) != got)
     if len(bad):

@@ -121,8 +121,22 @@ class _Readers:
         return pos
 
 
-def _tail(readers: list[_Readers], buf: bytes, pos: int, end: int, kg: int, left: set[int]) -> bool:
-    """Whether buf[pos:end] is exactly one decodable section of each state in left (any order)."""
+_OPAQUE_DEPTH = 8  # undecodable sections one key group may hold and still be located
+
+
+def _starts(buf: bytes, pos: int, end: int, left: set[int], after: int | None, hint: dict[int, int]) -> Iterator[int]:
+    """Where the section after state `after`'s may start: offsets holding the id of a state not yet seen, only the id that
+    followed it in the key groups before (the writer walks its states in one order for every key group) when known."""
+    want = {hint[after]} & left if after is not None and after in hint else left
+    for q in range(pos, end - 5):
+        if _U16.unpack_from(buf, q)[0] in want:
+            yield q
+
+
+def _tail(readers: list[_Readers], buf: bytes, pos: int, end: int, kg: int, left: set[int], hint: dict[int, int],
+          depth: int = _OPAQUE_DEPTH) -> bool:
+    """Whether buf[pos:end] is exactly one decodable section of each state in left (any order); up to `depth` of them may
+    be sections whose values cannot be decoded, each ending where the rest decodes."""
     left = set(left)
     try:
         while pos < end:
@@ -130,22 +144,31 @@ def _tail(readers: list[_Readers], buf: bytes, pos: int, end: int, kg: int, left
             if sid not in left:
                 return False
             left.discard(sid)
-            pos = readers[sid].section(buf, pos + 2, kg, dry=True)
-    except (IndexError, ValueError, struct.error, UnicodeDecodeError, UnsupportedSerializerError):
+            try:
+                pos = readers[sid].section(buf, pos + 2, kg, dry=True)
+            except UnsupportedSerializerError:
+                if depth <= 0:
+                    return False
+                if not left:
+                    return True  # the last section: it ends where the key group does
+                return any(_tail(readers, buf, q, end, kg, left, hint, depth - 1) for q in _starts(buf, pos + 6, end, left, sid, hint))
+    except (IndexError, ValueError, struct.error, UnicodeDecodeError):
         return False
     return pos == end and not left
 
 
-def _skip_opaque(readers: list[_Readers], buf: bytes, pos: int, end: int, kg: int, left: set[int], err: UnsupportedSerializerError) -> int:
-    """The end of a section whose values cannot be decoded (Kryo, Avro: not length-framed here).
+def _skip_opaque(readers: list[_Readers], buf: bytes, pos: int, end: int, kg: int, left: set[int], err: UnsupportedSerializerError,
+                 sid: int, hint: dict[int, int]) -> int:
+    """The end of state sid's section, whose values cannot be decoded (Kryo, Avro: not length-framed here).
 
     The heap writer gives every state a section in every key group, so the section ends where the sections of the
     states not yet seen in this key group start: the one offset from which they decode exactly to the key group's end
-    (or the key group's end when none is left). Anything else, or more than one such offset, raises err.
+    (or the key group's end when none is left; other such sections are located the same way). Anything else, or more
+    than one such offset, raises err.
     """
     found = [end] if not left else []
-    for q in range(pos, end - 5):
-        if _U16.unpack_from(buf, q)[0] in left and _tail(readers, buf, q, end, kg, left):
+    for q in _starts(buf, pos, end, left, sid, hint):
+        if _tail(readers, buf, q, end, kg, left, hint):
             found.append(q)
             if len(found) > 1:
                 break
@@ -154,9 +177,20 @@ def _skip_opaque(readers: list[_Readers], buf: bytes, pos: int, end: int, kg: in
     return found[0]
 
 
+def _unlocated(readers: list[_Readers], left: set[int], kg: int, where: str, why: str) -> None:
+    """The sections after one whose values cannot be decoded could not be located: those states are not read (reading
+    one raises an UnsupportedSerializerError naming the key group), the states before it are."""
+    for sid in left:
+        sink = readers[sid].sink
+        if getattr(sink, "unreadable", None) is None:
+            sink.unreadable = (f"{sink.ctx}: in {where} key group {kg} its section follows one whose values cannot be decoded "
+                               f"and could not be located ({why})")
+
+
 def decode_heap_key_groups(data: bytes, handle: KeyGroupsHandle, compressed: bool, sinks: list[_Sink], where: str, ctx: str) -> None:
     """Decode every key group of a heap-native stream, feeding each state's entries to sinks[stateId]."""
     readers = [_Readers(s) for s in sinks]
+    hint: dict[int, int] = {}  # state id -> the id whose section followed it in the key groups decoded so far
     for kg, start, end in _key_group_ranges(data, handle):
         try:
             if _I32.unpack_from(data, start)[0] != kg:
@@ -167,17 +201,25 @@ def decode_heap_key_groups(data: bytes, handle: KeyGroupsHandle, compressed: boo
             else:
                 buf, pos = data, start + 4
             left = set(range(len(readers)))
+            before: int | None = None
             while pos < end:
                 sid = _U16.unpack_from(buf, pos)[0]
                 if sid >= len(readers):
                     raise ValueError(f"state id {sid} is not in the header ({len(readers)} states)")
                 left.discard(sid)
+                if before is not None:
+                    hint[before] = sid
+                before = sid
                 try:
                     pos = readers[sid].section(buf, pos + 2, kg)
                 except UnsupportedSerializerError as err:
                     # One state's values cannot be decoded: the others still are; reading that state raises err.
-                    pos = _skip_opaque(readers, buf, pos + 6, end, kg, left, err)
                     readers[sid].sink.unreadable = str(err)
+                    try:
+                        pos = _skip_opaque(readers, buf, pos + 6, end, kg, left, err, sid, hint)
+                    except UnsupportedSerializerError:
+                        _unlocated(readers, left, kg, where, str(err))  # the states after it in this key group cannot be found
+                        pos = end
             if pos != end:
                 raise ValueError(f"{pos - end} bytes past the key group's end")
         except (IndexError, ValueError, struct.error, UnicodeDecodeError) as e:

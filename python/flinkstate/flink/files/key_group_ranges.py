@@ -30,8 +30,10 @@ _I32 = struct.Struct(">i")
 def header_bytes(handle: KeyGroupsHandle, base_dir: str) -> bytes:
     """The bytes before the first key group's data (the serializer header): one ranged read, not the whole file."""
     offsets = handle.offsets[handle.offsets > 0]
-    if handle.stream.data is not None or not len(offsets):
+    if not len(offsets):
         return handle.stream.read(base_dir)
+    if handle.stream.data is not None:  # inline in _metadata: the header is what comes before the first key group
+        return handle.stream.data[: int(offsets.min())]
     return handle.stream.read(base_dir, 0, int(offsets.min()))
 
 

@@ -25,6 +25,7 @@ from flinkstate.flink._io import snappy_block, snappy_block_into, snappy_fits
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
 from flinkstate.flink.files.sst_blocks import PAD, Entries, parse_blocks, varints
 from flinkstate.flink.files.views import Views
+from flinkstate.flink.serde._jstring import read_varint
 
 __all__ = ["RECORDS", "SstFile", "TYPE_DELETION", "TYPE_MERGE", "TYPE_SINGLE_DELETION", "TYPE_VALUE", "read_sst", "read_ssts"]
 
@@ -61,17 +62,6 @@ class SstFile:
     def records(self) -> pa.Table:
         """The records as RECORDS columns, values copied out of the blocks."""
         return self.keys.append_column("value", self.values.array())
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
 
 
 class _Batch:
@@ -148,9 +138,9 @@ def _entries(block: bytes) -> list[tuple[bytes, bytes]]:
     pos = 0
     key = b""
     while pos < end:
-        shared, pos = _varint(block, pos)
-        non_shared, pos = _varint(block, pos)
-        vlen, pos = _varint(block, pos)
+        shared, pos = read_varint(block, pos)
+        non_shared, pos = read_varint(block, pos)
+        vlen, pos = read_varint(block, pos)
         key = key[:shared] + block[pos : pos + non_shared]
         pos += non_shared
         out.append((key, block[pos : pos + vlen]))
@@ -161,8 +151,8 @@ def _entries(block: bytes) -> list[tuple[bytes, bytes]]:
 
 
 def _handle(value: bytes) -> tuple[int, int]:
-    offset, pos = _varint(value, 0)
-    size, _ = _varint(value, pos)
+    offset, pos = read_varint(value, 0)
+    size, _ = read_varint(value, pos)
     return offset, size
 
 
@@ -224,8 +214,8 @@ def _layout(data: bytes, where: str, shift: int = 0) -> _Layout:
     index_type = _U32.unpack_from(raw_type.ljust(4, b"\x00"), 0)[0]
     if index_type not in (0, 2):  # binary search, or two-level (partitioned: ForSt's default, RocksDB's option)
         raise UnsupportedFlinkFormatError(f"{where}: SST index type {index_type} is not supported (binary search and two-level are)")
-    delta = _varint(props.get(b"rocksdb.index.value.is.delta.encoded", b"\x00"), 0)[0] != 0
-    user_key_index = _varint(props.get(b"rocksdb.index.key.is.user.key", b"\x00"), 0)[0] != 0
+    delta = read_varint(props.get(b"rocksdb.index.value.is.delta.encoded", b"\x00"), 0)[0] != 0
+    user_key_index = read_varint(props.get(b"rocksdb.index.key.is.user.key", b"\x00"), 0)[0] != 0
     range_dels = 0
     if b"rocksdb.range_del" in meta:
         off, size = _handle(meta[b"rocksdb.range_del"])
@@ -336,7 +326,7 @@ def _files(b: _Batch, layouts: list[_Layout], wheres: list[str], blocks: np.ndar
 def _count(props: dict[bytes, bytes], name: bytes) -> int | None:
     """A numeric table property (a varint); None when the writer did not record it."""
     raw = props.get(name)
-    return None if raw is None else _varint(raw, 0)[0]
+    return None if raw is None else read_varint(raw, 0)[0]
 
 
 def _footer(data: bytes, where: str) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -352,8 +342,8 @@ def _footer(data: bytes, where: str) -> tuple[tuple[int, int], tuple[int, int]]:
     version = _U32.unpack_from(footer, _FOOTER - 12)[0]
     if not 2 <= version <= 5:
         raise UnsupportedFlinkFormatError(f"{where}: SST format_version {version} is not supported (2 to 5 are)")
-    meta_off, pos = _varint(footer, 1)
-    meta_size, pos = _varint(footer, pos)
-    index_off, pos = _varint(footer, pos)
-    index_size, pos = _varint(footer, pos)
+    meta_off, pos = read_varint(footer, 1)
+    meta_size, pos = read_varint(footer, pos)
+    index_off, pos = read_varint(footer, pos)
+    index_size, pos = read_varint(footer, pos)
     return (meta_off, meta_size), (index_off, index_size)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
+from flinkstate.core.errors import FlinkStateError
 from flinkstate.flink.errors import (
     UnsupportedFlinkFormatError,
     UnsupportedSerializerError,
@@ -24,7 +25,9 @@ from flinkstate.flink.serde.serializers import (
     TypeNode,
     arrow_type,
     opaque_part,
+    unit_namespace,
 )
+from flinkstate.flink.serde.kryo.bind import KryoOptions, bind_state, learnt, settle, with_shapes
 from flinkstate.flink.serde.values import Reader, make_reader, read_rest
 
 __all__ = ["KeyGroupCorrupt", "StateDecoder"]
@@ -48,14 +51,32 @@ def _type_of(node: TypeNode) -> str:
     return f" (type {node.names[0]})" if node.names else ""
 
 
+def _why(node: TypeNode) -> str:
+    """Why a Kryo serializer's values stay bytes (a class without a schema among them: `kryo.bind`), as ": ...", or ""."""
+    return f" ({node.logical[0]})" if node.kind == "opaque" and node.logical else ""
+
+
 class StateDecoder:
     """Accumulates the decoded entries of one state across key groups."""
 
-    def __init__(self, meta: StateMeta, key_type: TypeNode, prefix: int, ctx: str) -> None:
+    def __init__(self, meta: StateMeta, key_type: TypeNode, prefix: int, ctx: str, kryo: KryoOptions | None = None,
+                 op_id: str = "") -> None:
+        self.header_meta = meta  # as the file's header declares it (subtasks' headers are compared by it)
+        meta, key_type = bind_state(meta, key_type, kryo, op_id)  # Kryo serializers read by the Kryo that wrote them
         self.meta = meta
         self.ctx = ctx
         self.prefix = prefix
         self.timer = meta.backend_type == "PRIORITY_QUEUE"
+        self.failed: FlinkStateError | None = None  # a value of this state did not decode: reading it raises this
+        self.starts: list[int] = []
+        self.kg_runs: list[tuple[int, int]] = []
+        self.vector_chunks: list[dict[str, pa.Array]] = []
+        try:
+            self._setup(meta, key_type, prefix, ctx)
+        except (KeyError, IndexError, UnsupportedSerializerError, UnsupportedFlinkFormatError) as e:
+            self._broken(meta, key_type, ctx, e)
+
+    def _setup(self, meta: StateMeta, key_type: TypeNode, prefix: int, ctx: str) -> None:
         self.rows: dict[str, list] = {"key_group": [], "key": []}
         if self.timer:
             node = meta.serializers["VALUE_SERIALIZER"]
@@ -63,14 +84,14 @@ class StateDecoder:
                 raise UnsupportedFlinkFormatError(f"{ctx}: priority queue state {meta.name!r} is not a timer service ({node.cls})")
             self.key_node, self.ns_node = node.children
             self.value_node = None
-            if self.ns_node.kind != "void":
+            if not unit_namespace(self.ns_node):
                 self.rows["namespace"] = []
             self.rows["timestamp"] = []
         else:
             self.key_node = key_type
             self.ns_node = meta.serializers["NAMESPACE_SERIALIZER"]
             self.value_node = meta.serializers["VALUE_SERIALIZER"]
-            if self.ns_node.kind != "void":
+            if not unit_namespace(self.ns_node):
                 self.rows["namespace"] = []
         self.kind = "TIMER" if self.timer else meta.keyed_type
         self.key_reader = make_reader(self.key_node, ctx)
@@ -79,30 +100,52 @@ class StateDecoder:
         self.user_key_reader: Reader | None = None
         self.ttl = False
         elem = self.value_node
+        self.elem_path = "VALUE_SERIALIZER"  # where elem_node is in the state's serializers (Kryo types are kept by path)
         if self.kind == "MAP":
             self.rows["user_key"] = []
             self.user_key_reader = make_reader(elem.children[0], ctx)
             elem = elem.children[1]
+            self.elem_path += "/1"
         elif self.kind == "LIST":
             elem = elem.children[0]
+            self.elem_path += "/0"
         if elem is not None:
             self.elem_reader = make_reader(elem, ctx)  # a TTL wrapper reads (timestamp, value)
             self.rows["value"] = []
         if elem is not None and elem.kind == "ttl":
             self.ttl = True
             elem = elem.children[1]
+            self.elem_path += "/1"
         self.elem_node = elem
         if self.ttl:
             self.rows["ttl_last_access"] = []
         # States whose parts all have vector readers are decoded from their records' start offsets at once.
         self.plan = record_plan(self.kind, prefix, self.key_node, self.ns_node, self.value_node, ctx)
         self._opaque(ctx)
-        self.starts: list[int] = []
-        self.kg_runs: list[tuple[int, int]] = []
-        self.vector_chunks: list[dict[str, pa.Array]] = []
+
+    def _broken(self, meta: StateMeta, key_type: TypeNode, ctx: str, e: Exception) -> None:
+        """A state whose serializers do not make a decoder (one missing, or of a layout that cannot be read): it is
+        declared, and reading it raises an UnsupportedSerializerError naming it; the other states are unaffected."""
+        missing = TypeNode("unknown", "<no serializer>")
+        value = meta.serializers.get("VALUE_SERIALIZER", missing)
+        self.key_node = value.children[0] if self.timer and value.kind == "timer" else key_type
+        self.ns_node = meta.serializers.get("NAMESPACE_SERIALIZER", value.children[1] if self.timer and value.kind == "timer" else missing)
+        self.value_node = None if self.timer else value
+        self.kind = "TIMER" if self.timer else meta.keyed_type
+        self.elem_node = None if self.timer else missing
+        self.ttl = False
+        self.ambiguous = False
+        self.plan = None
+        self.user_key_reader = None
+        self.rows = {"key_group": [], "key": []}
+        what = f"missing serializer {e}" if isinstance(e, KeyError) else str(e)
+        self.unreadable = f"{ctx}: its serializers do not make a decoder ({what}); the other states are read"
+        self.raw_error = None
 
     def _opaque(self, ctx: str) -> None:
-        """Kryo/Avro values: raw bytes where a record frames the value alone, else the state cannot be read."""
+        """Values no decoder types (Kryo, Avro, user Values, unknown or refused snapshots): the whole value's bytes where a
+        record frames it (a value, map value or TTL value, also when the undecodable part is nested in it), else the
+        state cannot be read; a refused serializer's state is never read."""
         self.unreadable: str | None = None
         self.raw_error: str | None = None
         value = opaque_part(self.elem_node) if self.value_node is not None else None
@@ -113,18 +156,32 @@ class StateDecoder:
         self.plan = None
         o = other or value
         assert o is not None
-        if other is not None or self.kind == "LIST" or self.elem_node.kind not in ("opaque", "unknown"):
-            self.unreadable = (f"{ctx}: serializer {o.cls}{_type_of(o)} cannot be decoded, nor read as raw bytes: only "
-                               "a whole value, map value or TTL value is length-framed (not list elements, keys or nested values)")
+        why = f" ({o.error})" if o.error else _why(o)
+        if o.kind == "refused":
+            self.unreadable = (f"{ctx}: serializer {o.cls} is refused: Flink reads it only to migrate state written by releases "
+                               "before 1.20 (or no value of it exists); flinkstate neither decodes nor keeps its values")
             return
-        self.raw_error = (f"{ctx}: serializer {o.cls}{_type_of(o)} cannot be decoded; read with raw_values=True "
+        if other is not None or self.kind == "LIST":
+            self.unreadable = (f"{ctx}: serializer {o.cls}{_type_of(o)}{why} cannot be decoded, nor read as raw bytes: only "
+                               "a whole value, map value or TTL value is length-framed (not list elements, keys or namespaces)")
+            return
+        whole = "" if o is self.elem_node else f", nested in {self.elem_node.cls}: the whole value is kept"
+        self.raw_error = (f"{ctx}: serializer {o.cls}{_type_of(o)}{why} cannot be decoded{whole}; read with raw_values=True "
                           "(Spark: .option('rawValues', 'true')) to get its values as raw serialized bytes")
+        if o is not self.elem_node:  # the value's own serializer decodes, but not a part of it: the value as its bytes
+            self.elem_node = TypeNode("opaque", self.elem_node.cls, names=(f"{self.elem_node.cls} holding {o.cls}",))
         if self.ttl:
             self.elem_reader = lambda buf, pos: ((_I64.unpack_from(buf, pos)[0], bytes(buf[pos + 8 :])), len(buf))
         else:
             self.elem_reader = read_rest
         # the same bytes at once when key and namespace have vector readers
         self.plan = record_plan(self.kind, self.prefix, self.key_node, self.ns_node, self.value_node, ctx, raw_rest=True)
+
+    def fail(self, error: FlinkStateError) -> None:
+        """A value of this state did not decode: the state is not read (its table raises error), the others are."""
+        if self.failed is None:
+            self.failed = error
+        self.starts, self.kg_runs, self.vector_chunks = [], [], []
 
     def kept_as_bytes(self) -> str | None:
         """The serializers of this state whose values are read as their serialized bytes (Kryo, Avro and unknown classes,
@@ -135,7 +192,8 @@ class StateDecoder:
             if node is None:
                 return
             if node.kind in ("opaque", "unknown", "rowdata", "arraydata") and node.cls not in found:
-                found.append(node.cls + (f" ({node.names[0]})" if node.kind == "opaque" and node.names else ""))
+                found.append(node.cls + (f" ({node.names[0]})" if node.kind == "opaque" and node.names else "")
+                             + (f": {node.logical[0]}" if node.kind == "opaque" and node.logical else ""))
                 return
             for c in node.children:
                 walk(c)
@@ -198,7 +256,7 @@ class StateDecoder:
 
     def add(self, kg: int, key: bytes, value: bytes) -> None:
         """Decode one (key, value) record of key group kg."""
-        if self.unreadable is not None:
+        if self.unreadable is not None or self.failed is not None:
             return
         rows = self.rows
         pos = self.prefix
@@ -284,12 +342,56 @@ class StateDecoder:
         else:
             rows["value"].append(v)
 
+    def _parts(self) -> list[tuple[str, str, TypeNode | None]]:
+        """(rows column, path in the state's serializers, serializer) of the parts a row holds."""
+        if self.timer:
+            return [("key", "VALUE_SERIALIZER/0", self.key_node), ("namespace", "VALUE_SERIALIZER/1", self.ns_node)]
+        parts = [("key", "KEY", self.key_node), ("namespace", "NAMESPACE_SERIALIZER", self.ns_node),
+                 ("value", self.elem_path, self.elem_node)]
+        if self.kind == "MAP":
+            parts.append(("user_key", "VALUE_SERIALIZER/0", self.value_node.children[0]))
+        return parts
+
+    def _settle_kryo(self) -> None:
+        """Kryo values read without a known type: typed by the values read (`kryo.bind.settle`), the serializers with
+        their shapes (`kryo_shapes`)."""
+        shapes: dict[str, TypeNode] = {}
+        for col, path, node in self._parts():
+            if node is None or col not in self.rows:
+                continue
+            typed, self.rows[col] = settle(node, self.rows[col], self.ctx)
+            shapes.update(learnt(typed, path))
+        if not shapes:
+            return
+        self.meta, self.key_node = with_shapes(self.meta, self.key_node, shapes)
+        if self.timer:
+            self.key_node, self.ns_node = self.meta.serializers["VALUE_SERIALIZER"].children
+            return
+        self.ns_node = self.meta.serializers["NAMESPACE_SERIALIZER"]
+        self.value_node = self.meta.serializers["VALUE_SERIALIZER"]
+        elem = self.value_node
+        for i in self.elem_path.split("/")[1:]:
+            elem = elem.children[int(i)]
+        self.elem_node = elem
+
+    def kryo_shapes(self) -> dict[str, TypeNode]:
+        """The types of this state's Kryo values (by path in its serializers), as far as the values read tell."""
+        if self.unreadable is None:
+            self._settle_kryo()
+        out: dict[str, TypeNode] = {}
+        for role, node in [("KEY", self.key_node), *self.meta.serializers.items()]:
+            out.update(learnt(node, role))
+        return out
+
     def table(self, raw_values: bool = False) -> pa.Table:
         """The decoded entries as an Arrow table (Kryo/Avro values as raw bytes only when raw_values is set)."""
         if self.unreadable is not None:
             raise UnsupportedSerializerError(self.unreadable)
+        if self.failed is not None:
+            raise self.failed
         if self.raw_error is not None and not raw_values:
             raise UnsupportedSerializerError(self.raw_error)
+        self._settle_kryo()
         types = {"key_group": pa.int32(), "key": arrow_type(self.key_node), "timestamp": pa.int64(), "ttl_last_access": pa.int64()}
         if "namespace" in self.rows:
             types["namespace"] = arrow_type(self.ns_node)

@@ -12,6 +12,7 @@ import numpy as np
 
 from flinkstate.flink._io import FlinkFiles, join_url
 from flinkstate.flink.errors import CorruptFileError
+from flinkstate.flink.serde.kryo.bind import KryoOptions
 
 __all__ = ["MODES", "KeyGroupsHandle", "OperatorState", "OperatorStateHandle", "StreamHandle", "SubtaskState", "UnsupportedKeyedHandle"]
 
@@ -114,6 +115,9 @@ class OperatorState:
     coordinator_state: bytes | None
     subtasks: list[SubtaskState] = field(default_factory=list)
     finished: bool = False
+    # how a read decodes its Kryo values (`serde.kryo.bind`: the Kryo of the release that wrote them, class schemas, the
+    # types of the values; set by `bridge.kryo_types`): None keeps them as their bytes, where framed
+    kryo: KryoOptions | None = field(default=None, compare=False, repr=False)
 
     @property
     def label(self) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from flinkstate.core.errors import InvalidArgumentError
-from flinkstate.flink.serde.encode import murmur3_128
+from flinkstate.core.operator_ids import operator_id
 
 if TYPE_CHECKING:
     from flinkstate.flink.meta.handles import OperatorState
@@ -32,7 +32,7 @@ _OPTIONS = {"ttl": (True, "TTL state"), "row_fields": (False, "keyed state"), "p
 
 def uid_hash(uid: str) -> str:
     """The operator id (hex) Flink derives from a uid: murmur3_128 of its UTF-8 bytes."""
-    return murmur3_128(uid.encode("utf-8")).hex()
+    return operator_id(uid)
 
 
 def _matches(op: OperatorState, given: str) -> bool:

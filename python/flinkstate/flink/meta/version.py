@@ -25,7 +25,7 @@ from flinkstate.flink.serde.serializers import read_operator_header
 if TYPE_CHECKING:
     from flinkstate.flink.meta.handles import OperatorState
 
-__all__ = ["KNOWN_VERSIONS", "FlinkVersionGuess", "guess_flink_version"]
+__all__ = ["KNOWN_VERSIONS", "FlinkVersionGuess", "guess_flink_version", "source_releases"]
 
 class MetadataFacts(Protocol):
     """What the guess reads of a parsed `_metadata` (a `metadata.CheckpointMetadata`)."""
@@ -90,6 +90,15 @@ def guess_flink_version(meta: MetadataFacts) -> FlinkVersionGuess:
             cands -= {"1.18"}
             evidence.append("compressed operator list state with an offset per element (Flink 1.19 and later)")
     return FlinkVersionGuess(tuple(v for v in KNOWN_VERSIONS if v in cands), tuple(evidence))
+
+
+def source_releases(meta: MetadataFacts) -> tuple[str, ...]:
+    """The releases that may have written meta (`guess_flink_version`), or ("<1.18",) for metadata older than Flink 1.18
+    writes; () when not known. What an export needs to know what serializer bytes mean (Kryo 2 in 1.x, Kryo 5 in 2.x)."""
+    versions = guess_flink_version(meta).versions
+    if versions:
+        return versions
+    return ("<1.18",) if meta.version < 4 else ()
 
 
 def _rocksdb_evidence(meta: MetadataFacts) -> list[tuple[set[str], str]]:

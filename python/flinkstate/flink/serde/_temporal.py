@@ -28,7 +28,7 @@ _DAY_NS = 86_400 * _NS
 def _days_from_civil(y: int, m: int, d: int) -> int:
     """Days since 1970-01-01 of a proleptic Gregorian date (any year, as java.time)."""
     y -= m <= 2
-    era = (y if y >= 0 else y - 399) // 400
+    era = y // 400  # floor division (Hinnant's (y - 399) / 400 emulates it with C's truncating division)
     yoe = y - era * 400
     doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
     doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
@@ -37,7 +37,7 @@ def _days_from_civil(y: int, m: int, d: int) -> int:
 
 def _civil_from_days(z: int) -> tuple[int, int, int]:
     z += 719468
-    era = (z if z >= 0 else z - 146096) // 146097
+    era = z // 146097
     doe = z - era * 146097
     yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
     doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
@@ -122,7 +122,17 @@ def _sqltimestamp(buf: bytes, pos: int) -> tuple[int | None, int]:
     return (ms // 1000) * _NS + nano, pos + 12
 
 
-READERS = {"bigdec": _bigdec, "bigint": _bigint, "localdate": _date_parts, "localtime": _time_parts,
+def _sorted_long(buf: bytes, pos: int) -> tuple[int, int]:
+    """The table runtime's SortedLongSerializer (a sink materializer's watermark buffer keys): the long with its sign bit
+    flipped (MathUtils.flipSignBit), so that its bytes sort as the numbers do."""
+    return _Q.unpack_from(buf, pos)[0] ^ _LONG_MIN, pos + 8
+
+
+def _w_sorted_long(out: bytearray, v: Any) -> None:
+    out += _Q.pack(int(v) ^ _LONG_MIN)
+
+
+READERS = {"sortedlong": _sorted_long, "bigdec": _bigdec, "bigint": _bigint, "localdate": _date_parts, "localtime": _time_parts,
            "localdatetime": _datetime, "instant": _instant, "sqldate": _millis, "sqltime": _millis,
            "sqltimestamp": _sqltimestamp}
 
@@ -197,6 +207,6 @@ def _w_sqltimestamp(out: bytearray, v: Any) -> None:
     out += _QI.pack(sec * 1000 + nano // 1_000_000, nano)
 
 
-WRITERS = {"bigdec": _w_bigdec, "bigint": _w_bigint, "localdate": _w_date, "localtime": _w_time,
+WRITERS = {"sortedlong": _w_sorted_long, "bigdec": _w_bigdec, "bigint": _w_bigint, "localdate": _w_date, "localtime": _w_time,
            "localdatetime": _w_datetime, "instant": _w_instant, "sqldate": _w_millis, "sqltime": _w_millis,
            "sqltimestamp": _w_sqltimestamp}

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from flinkstate.flink.serde._bin import Bin, binary_parts, concat, varint
 from flinkstate.flink.serde.encode import make_writer, plain_values
-from flinkstate.flink.serde.serializers import TypeNode
+from flinkstate.flink.serde.serializers import TypeNode, whole_bytes
 
 __all__ = ["VEncoder", "column_encoder", "per_value_encoder"]
 
@@ -347,6 +347,8 @@ def _array(node: TypeNode, ctx: str, fallback: VEncoder, flagged: bool) -> VEnco
 def column_encoder(node: TypeNode, ctx: str) -> VEncoder:
     """The column encoder of this serializer: vectorised where listed above, else the per-value writer."""
     kind = node.kind
+    if kind == "transparent":  # its nested serializer's bytes
+        return column_encoder(node.children[0], ctx)
     fallback = per_value_encoder(node, ctx)
     if kind in _NUMERIC:
         return _numeric(node, fallback)
@@ -356,7 +358,7 @@ def column_encoder(node: TypeNode, ctx: str) -> VEncoder:
         return _string(fallback)
     if kind in ("bytes", "rowdata", "arraydata"):
         return _framed(_is_bin, True, kind, fallback)
-    if kind in ("opaque", "unknown"):
+    if kind in ("opaque", "unknown") or whole_bytes(node):  # values kept as their bytes: written as they were read
         return _framed(_is_bin, False, kind, fallback)
     if kind == "stringdata":
         return _framed(_is_str, True, kind, fallback)

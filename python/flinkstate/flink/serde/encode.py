@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from flinkstate.core.errors import InvalidArgumentError
+from flinkstate.core.operator_ids import murmur3_128
 from flinkstate.flink.errors import UnsupportedSerializerError
 from flinkstate.flink.serde._temporal import WRITERS
 from flinkstate.flink.serde.serializers import (
@@ -25,6 +26,7 @@ from flinkstate.flink.serde.serializers import (
     _SIMPLE,
     StateMeta,
     TypeNode,
+    whole_bytes,
 )
 
 __all__ = ["Writer", "encode_utf", "make_writer", "plain_values", "murmur3_128", "snappy_frame", "type_for_arrow", "write_state_meta", "write_type"]
@@ -32,7 +34,7 @@ __all__ = ["Writer", "encode_utf", "make_writer", "plain_values", "murmur3_128",
 Writer = Callable[[bytearray, Any], None]
 _CLS = {kind: cls for cls, kind in _SIMPLE.items()}
 _COMP_CLS = {kind: cls for cls, (kind, _) in _COMPOSITE.items()}
-_OUTER_VERSION = {"list": 1, "map": 1, "row": 4, "tuple": 2, "ttl": 2, "timer": 2, "garray": 1}
+_OUTER_VERSION = {"list": 1, "map": 1, "row": 4, "tuple": 2, "ttl": 2, "timer": 2, "garray": 1, "set": 1, "nullable": 2}
 _FIXED = {"long": ">q", "int": ">i", "short": ">h", "byte": ">b", "double": ">d", "float": ">f", "bool": ">?"}
 
 
@@ -73,7 +75,7 @@ def write_type(out: bytearray, node: TypeNode) -> None:
         for name in node.names:
             out += encode_utf(name)
         return
-    if kind == "opaque":  # Kryo/Avro: the snapshot as read
+    if kind in ("opaque", "kryo"):  # Kryo/Avro: the snapshot as read
         out += encode_utf(node.cls) + struct.pack(">i", 2) + node.payload
         return
     if kind == "pojo":
@@ -95,6 +97,8 @@ def write_type(out: bytearray, node: TypeNode) -> None:
         out += encode_utf(node.cls if node.cls != _COMP_CLS["tuple"] else f"org.apache.flink.api.java.tuple.Tuple{len(node.children)}")
     elif kind == "garray":
         out += encode_utf(node.names[0])
+    elif kind == "nullable":
+        out += struct.pack(">i", node.params[0] if node.params else 0)
     out += struct.pack(">iii", _NESTED_MAGIC, 1, len(node.children))
     for c in node.children:
         write_type(out, c)
@@ -157,8 +161,12 @@ def make_writer(node: TypeNode, ctx: str) -> Writer:
         return lambda out, v: out.extend(struct.pack(">i", ordinals[v]))
     if kind == "timewindow":
         return lambda out, v: out.extend(struct.pack(">qq", v["start"], v["end"]))
-    if kind in ("opaque", "unknown"):  # raw serialized bytes, written back as they were read
+    if kind in ("opaque", "unknown") or whole_bytes(node):  # raw serialized bytes, written back as they were read
         return lambda out, v: out.extend(bytes(v))
+    if kind == "kryo":  # values of the Java types the state held, written by the Kryo of the node (serde.kryo)
+        from flinkstate.flink.serde.kryo.bind import kryo_writer
+
+        return kryo_writer(node, ctx)
     if kind in ("rowdata", "arraydata"):  # BinaryRowData/BinaryArrayData bytes: i32 size, then the bytes
         return lambda out, v: out.extend(struct.pack(">i", len(v)) + bytes(v))
     if kind == "stringdata":
@@ -167,13 +175,26 @@ def make_writer(node: TypeNode, ctx: str) -> Writer:
         return _write_timestamp_data if node.params[0] <= 3 else _write_timestamp_data_nanos
     if kind == "decimaldata":
         return _decimal_data_writer(node.params[0], node.params[1])
-    if kind == "garray":
+    if kind == "nullable":
+        inner = make_writer(node.children[0], ctx)
+        pad = bytes(node.params[0] if node.params else 0)
+
+        def wn(out: bytearray, v: Any) -> None:
+            if v is None:
+                out.append(1)
+                out += pad
+            else:
+                out.append(0)
+                inner(out, v)
+        return wn
+    if kind in ("garray", "set"):  # GenericArraySerializer, SetSerializer: i32 n, per element a presence/null flag
         component = make_writer(node.children[0], ctx)
+        present = 1 if kind == "garray" else 0
 
         def wg(out: bytearray, v: list) -> None:
             out += struct.pack(">i", len(v))
             for e in v:
-                out.append(0 if e is None else 1)
+                out.append(present ^ (e is None))
                 if e is not None:
                     component(out, e)
         return wg
@@ -197,6 +218,8 @@ def make_writer(node: TypeNode, ctx: str) -> Writer:
                 if x is not None:
                     vw(out, x)
         return wm
+    if kind == "transparent":  # a wrapper that writes its nested serializer's bytes (ExternalSerializer, RowDataKey)
+        return make_writer(node.children[0], ctx)
     raise UnsupportedSerializerError(f"{ctx}: values of serializer {node.cls} cannot be encoded")
 
 
@@ -337,50 +360,6 @@ def type_for_arrow(t: pa.DataType, ctx: str) -> TypeNode:
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return TypeNode("list", _COMP_CLS["list"], (type_for_arrow(t.value_type, ctx),))
     raise UnsupportedSerializerError(f"{ctx}: Arrow type {t} has no Flink serializer here")
-
-
-def murmur3_128(data: bytes, seed: int = 0) -> bytes:
-    """Guava's murmur3_128 (x64 variant) hash bytes: Flink's operator id of a uid (StreamGraphHasherV2)."""
-    m = (1 << 64) - 1
-    c1, c2 = 0x87C37B91114253D5, 0x4CF5AD432745937F
-    h1 = h2 = seed
-
-    def rotl(x: int, r: int) -> int:
-        return ((x << r) | (x >> (64 - r))) & m
-
-    def fmix(k: int) -> int:
-        k ^= k >> 33
-        k = (k * 0xFF51AFD7ED558CCD) & m
-        k ^= k >> 33
-        k = (k * 0xC4CEB9FE1A85EC53) & m
-        return k ^ (k >> 33)
-
-    n = len(data)
-    nblocks = n // 16
-    for i in range(nblocks):
-        k1, k2 = struct.unpack_from("<QQ", data, 16 * i)
-        k1 = (rotl((k1 * c1) & m, 31) * c2) & m
-        h1 ^= k1
-        h1 = (rotl(h1, 27) + h2) & m
-        h1 = (h1 * 5 + 0x52DCE729) & m
-        k2 = (rotl((k2 * c2) & m, 33) * c1) & m
-        h2 ^= k2
-        h2 = (rotl(h2, 31) + h1) & m
-        h2 = (h2 * 5 + 0x38495AB5) & m
-    tail = data[16 * nblocks:] + bytes(16)
-    k1, k2 = struct.unpack_from("<QQ", tail)
-    if n & 15 > 8:
-        h2 ^= (rotl((k2 * c2) & m, 33) * c1) & m
-    if n & 15:
-        h1 ^= (rotl((k1 * c1) & m, 31) * c2) & m
-    h1 ^= n
-    h2 ^= n
-    h1 = (h1 + h2) & m
-    h2 = (h2 + h1) & m
-    h1, h2 = fmix(h1), fmix(h2)
-    h1 = (h1 + h2) & m
-    h2 = (h2 + h1) & m
-    return struct.pack("<QQ", h1, h2)
 
 
 def _crc32c_table() -> list[int]:

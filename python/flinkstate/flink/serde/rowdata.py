@@ -120,6 +120,8 @@ def _row(buf: _Buf, base: np.ndarray, valid: np.ndarray, row: SqlType) -> pa.Arr
         present = valid & ~buf.bit(safe, i + 8) if valid.any() else valid
         children.append(_value(buf, t, safe + nb + 8 * i, safe, present))
     mask = None if valid.all() else pa.array(~valid)
+    if not children:  # a row of no fields (the key of a Top-N or sort without PARTITION BY): Arrow needs the length
+        return pa.array([None if m else {} for m in ~valid], pa.struct([]))
     return pa.StructArray.from_arrays(children, fields=list(sql_arrow_type(row)), mask=mask)
 
 

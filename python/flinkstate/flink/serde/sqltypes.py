@@ -132,6 +132,13 @@ def sql_type(t: Any, where: str = "") -> SqlType:
         fields = _items(t.get("fields"))
         return SqlType(root, nullable, children=tuple(sql_type(f.get("type"), where) for f in fields),
                        names=tuple(str(f.get("name")) for f in fields))
+    if root == "STRUCTURED_TYPE":  # its internal form is a RowData of its attributes (an accumulator class's fields)
+        attributes = _items(t.get("attributes"))
+        return SqlType("ROW", nullable, children=tuple(sql_type(a.get("type"), where) for a in attributes),
+                       names=tuple(str(a.get("name")) for a in attributes))
+    if root == "DISTINCT_TYPE":  # stored as its source type
+        source = sql_type(t.get("sourceType"), where)
+        return SqlType(source.root, nullable, source.length, source.precision, source.scale, source.children, source.names)
     return SqlType(root, nullable)
 
 

@@ -13,10 +13,12 @@ from collections.abc import Callable
 from typing import Any
 
 from flinkstate.flink.errors import UnsupportedSerializerError
+from flinkstate.flink.serde._datastream import datastream_reader
+from flinkstate.flink.serde._jstring import read_java_string
 from flinkstate.flink.serde._temporal import READERS
 from flinkstate.flink.serde.serializers import TypeNode
 
-__all__ = ["Reader", "make_reader", "read_java_string", "read_rest"]
+__all__ = ["Reader", "make_reader", "read_count", "read_java_string", "read_rest"]
 
 Reader = Callable[[bytes, int], tuple[Any, int]]
 _I64 = struct.Struct(">q")
@@ -40,40 +42,15 @@ def _unpacker(s: struct.Struct) -> Reader:
     return read
 
 
-def read_java_string(buf: bytes, pos: int) -> tuple[str | None, int]:
-    """StringValue.readString: varint(length+1) (0 = null) then UTF-16 units as 7-bit varints."""
-    n = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += 7
-    if n == 0:
-        return None, pos
-    n -= 1
-    chunk = buf[pos : pos + n]
-    if len(chunk) == n and chunk.isascii():
-        return chunk.decode("ascii"), pos + n
-    units = []
-    for _ in range(n):
-        c = buf[pos]
-        pos += 1
-        if c >= 0x80:
-            shift = 7
-            c &= 0x7F
-            while True:
-                b = buf[pos]
-                pos += 1
-                c |= (b & 0x7F) << shift
-                if b < 0x80:
-                    break
-                shift += 7
-        units.append(c)
-    raw = struct.pack(f"<{n}H", *units)
-    return raw.decode("utf-16-le", "surrogatepass"), pos
+def read_count(buf: bytes, pos: int, what: str = "a collection") -> tuple[int, int]:
+    """An i32 element count that the bytes left can hold (each element takes at least one byte; the few serializers of
+    empty values are bounded by 1 << 24): a negative or larger one is a ValueError, never a loop over garbage."""
+    if pos + 4 > len(buf):
+        raise IndexError(f"{what}'s length runs past the end of its record")
+    n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+    if n < 0 or n > max(len(buf) - pos - 4, 1 << 24):
+        raise ValueError(f"{what} of {n} elements in {len(buf) - pos - 4} bytes")
+    return n, pos + 4
 
 
 def _read_char(buf: bytes, pos: int) -> tuple[str, int]:
@@ -89,6 +66,8 @@ def _read_bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
 
 
 def _read_void(buf: bytes, pos: int) -> tuple[None, int]:
+    if pos >= len(buf):
+        raise IndexError("a one-byte value runs past the end of its record")
     return None, pos + 1
 
 
@@ -174,6 +153,15 @@ def make_reader(node: TypeNode, ctx: str) -> Reader:
         return _map_reader(node, ctx)
     if kind == "ttl":
         return _ttl_reader(node, ctx)
+    if kind == "kryo":  # bound to the Kryo that wrote it (serde.kryo)
+        from flinkstate.flink.serde.kryo.bind import kryo_reader
+
+        return kryo_reader(node, ctx)
+    found = datastream_reader(node, ctx, make_reader)
+    if found is not None:
+        return found
+    if kind == "refused":
+        return _opaque_reader(node, ctx)
     raise UnsupportedSerializerError(f"{ctx}: values of serializer {node.cls} cannot be decoded")
 
 
@@ -240,8 +228,7 @@ def _list_reader(node: TypeNode, ctx: str) -> Reader:
     elem = make_reader(node.children[0], ctx)
 
     def read(buf: bytes, pos: int) -> tuple[list[Any], int]:
-        n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-        pos += 4
+        n, pos = read_count(buf, pos, "a list")
         out = []
         for _ in range(n):
             v, pos = elem(buf, pos)
@@ -259,14 +246,13 @@ def flagged_array_reader(elem: Reader) -> Reader:
     """A reader of arrays whose elements carry a presence flag (GenericArraySerializer, PyFlink's GenericArrayCoder)."""
 
     def read(buf: bytes, pos: int) -> tuple[list[Any], int]:
-        n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-        pos += 4
+        n, pos = read_count(buf, pos, "an array")
         out = []
         for _ in range(n):
-            present = buf[pos]
+            flag = buf[pos]
             pos += 1
             v = None
-            if present:
+            if flag:
                 v, pos = elem(buf, pos)
             out.append(v)
         return out, pos
@@ -320,8 +306,7 @@ def map_entries_reader(kr: Reader, vr: Reader) -> Reader:
     """A reader of Flink's map layout (MapSerializer, PyFlink's MapCoder): i32 n, then n x (key, null flag, value)."""
 
     def read(buf: bytes, pos: int) -> tuple[list[tuple[Any, Any]], int]:
-        n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-        pos += 4
+        n, pos = read_count(buf, pos, "a map")
         out = []
         for _ in range(n):
             k, pos = kr(buf, pos)

@@ -18,50 +18,35 @@ from typing import Any
 
 from flinkstate.core.errors import InvalidArgumentError
 from flinkstate.flink.sql.decoders import SqlNames
+from flinkstate.flink.sql.naming import Column, node_names, row_names
 
 __all__ = ["SqlPlan", "load_plan", "parse_plan", "row_names"]
 
 _OP_ID = re.compile(r"\[(\d+)\]\s*$")
 _UID = re.compile(r"^(\d+)_[a-z-]+$")
-# accumulators per aggregate function (built-in DeclarativeAggregateFunction buffers); others hold one
-_ACCUMULATORS = {"AVG": ("sum", "count")}
+# nodes whose output keeps each input column at its position (a prefix at least): a made-up name is looked up through them
 _PASS = ("stream-exec-exchange", "stream-exec-calc", "stream-exec-drop-update-before", "stream-exec-mini-batch-assigner",
-         "stream-exec-watermark-assigner", "stream-exec-changelog-normalize")
+         "stream-exec-watermark-assigner", "stream-exec-changelog-normalize", "stream-exec-deduplicate", "stream-exec-rank",
+         "stream-exec-sort-limit", "stream-exec-limit", "stream-exec-temporal-sort", "stream-exec-sort", "stream-exec-window-deduplicate",
+         "stream-exec-window-rank", "stream-exec-over-aggregate", "stream-exec-window-table-function", "stream-exec-union",
+         "stream-exec-sink")
 
 
-def row_names(t: Any) -> tuple[str, ...]:
-    """The field names of a plan's row type: "ROW<`a` BIGINT, `b` ROW<`x` INT>>" or {"type": "ROW", "fields": [...]}."""
-    if isinstance(t, dict):
-        return tuple(str(f.get("name")) for f in t.get("fields", ()))
-    if not isinstance(t, str) or not t.startswith("ROW<"):
-        return ()
-    names, depth, i = [], 0, 4
-    while i < len(t):
-        c = t[i]
-        if c == "`" and depth == 0:
-            j = i + 1
-            name = []
-            while j < len(t):
-                if t[j] == "`" and t[j + 1 : j + 2] == "`":
-                    name.append("`")
-                    j += 2
-                    continue
-                if t[j] == "`":
-                    break
-                name.append(t[j])
-                j += 1
-            names.append("".join(name))
-            i = j + 1
-            # skip the field's type up to the next top-level comma
-            while i < len(t) and not (depth == 0 and t[i] in ",>"):
-                if t[i] in "<(":
-                    depth += 1
-                elif t[i] in ">)":
-                    depth -= 1
-                i += 1
-            continue
-        i += 1
-    return tuple(names)
+# exec nodes whose operators' transformations are not named as the node (the planner's *_TRANSFORMATION constants)
+_TRANSFORMATIONS = {
+    "stream-exec-sort-limit": ("rank",), "stream-exec-limit": ("rank",), "stream-exec-window-table-function": ("window",),
+    "stream-exec-table-source-scan": ("source",), "stream-exec-values": ("values",), "stream-exec-process-table-function": ("process",),
+    "stream-exec-sink": ("sink", "upsert-materialize", "constraint-validator", "partitioner", "timestamp-inserter",
+                         "watermark-timestamp-assigner"),
+    "stream-exec-lookup-join": ("lookup-join", "lookup-join-materialize", "lookup-join-key-ordered", "custom-shuffle"),
+    "stream-exec-match": ("match", "timestamp-inserter"),
+    "stream-exec-interval-join": ("interval-join", "filter-left", "filter-right", "pad-left", "pad-right"),
+}
+
+
+def _made_up(name: str) -> bool:
+    """A name the planner made up ($f2, $2, EXPR$0, w0$o0) rather than one the SQL gave."""
+    return "$" in name
 
 
 def _kind(node: dict[str, Any]) -> str:
@@ -78,24 +63,29 @@ class SqlPlan:
     outputs: dict[int, list[int]]
 
     def uids(self) -> tuple[str, ...]:
-        """The uids a job run from this plan gives its operators (`<id>_<type>`, e.g. 6_group-aggregate): Flink 1.x
-        metadata records operators by their hash only, and these name them."""
-        return tuple(f"{i}_{_kind(n).removeprefix('stream-exec-')}" for i, n in sorted(self.nodes.items()))
+        """The uids a job run from this plan gives its operators (`<id>_<transformation>`, e.g. 6_group-aggregate, 9_rank
+        of a SortLimit, 12_upsert-materialize of a sink): Flink 1.x metadata records operators by their hash only, and
+        these name them."""
+        out = []
+        for i, n in sorted(self.nodes.items()):
+            kind = _kind(n)
+            out += [f"{i}_{t}" for t in _TRANSFORMATIONS.get(kind, (kind.removeprefix("stream-exec-"),))]
+        return tuple(out)
 
     def node_of(self, op: Any) -> dict[str, Any] | None:
         """The exec node of a Flink operator named `<Kind>[<id>]` by the planner (or with uid `<id>_<type>`), if any."""
         m = _OP_ID.search(op.name or "") or _UID.match(op.uid or "") or _UID.match(op.name or "")
         return self.nodes.get(int(m.group(1))) if m else None
 
-    def _names(self, node_id: int) -> list[str]:
+    def names(self, node_id: int) -> list[Column]:
         """A node's output names, made-up ones (`$f2`) replaced by what a later projection calls the same column."""
         node = self.nodes[node_id]
         names = list(row_names(node.get("outputType")))
         for i, n in enumerate(names):
-            if n.startswith("$"):
-                better = self._downstream(node_id, i, 4)
+            if _made_up(n):
+                better = self._downstream(node_id, i, 8)
                 if better:
-                    names[i] = better
+                    names[i] = n.named(better)
         return names
 
     def _downstream(self, node_id: int, index: int, hops: int) -> str | None:
@@ -104,79 +94,32 @@ class SqlPlan:
             kind = _kind(node)
             if kind not in _PASS:
                 continue
+            at = index
             if kind == "stream-exec-calc" and node.get("projection") is not None:
-                at = [j for j, p in enumerate(node["projection"]) if p.get("kind") == "INPUT_REF" and p.get("inputIndex") == index]
-                if not at:
+                refs = [j for j, p in enumerate(node["projection"]) if p.get("kind") == "INPUT_REF" and p.get("inputIndex") == index]
+                if not refs:
                     continue
-                index = at[0]
+                at = refs[0]
             out = row_names(node.get("outputType"))
-            if index < len(out) and not out[index].startswith("$"):
-                return out[index]
+            if at < len(out) and not _made_up(out[at]):
+                return out[at]
             if hops > 0:
-                found = self._downstream(nxt, index, hops - 1)
+                found = self._downstream(nxt, at, hops - 1)
                 if found:
                     return found
         return None
 
-    def _input_names(self, node_id: int, side: int = 0) -> list[str]:
+    def input_names(self, node_id: int, side: int = 0) -> list[str]:
+        """The column names of a node's input (`side` 1: a join's right input)."""
         ins = self.inputs.get(node_id, [])
-        return self._names(ins[side]) if side < len(ins) else []
+        return self.names(ins[side]) if side < len(ins) else []
 
     def naming(self, op: Any, state: str, dec: Any) -> SqlNames:
         """Column names of one state of a SQL operator (the `sql_states` naming hook); f0..fn where the plan does not say."""
         node = self.node_of(op)
         if node is None:
             return SqlNames(notes=(f"operator {op.name!r} is not a node of the plan {self.path}",))
-        kind = _kind(node)
-        nid = int(node["id"])
-        out = self._names(nid)
-        arity = _arities(dec)
-        if kind in ("stream-exec-group-aggregate", "stream-exec-global-group-aggregate", "stream-exec-group-window-aggregate",
-                    "stream-exec-window-aggregate", "stream-exec-global-window-aggregate", "stream-exec-incremental-group-aggregate"):
-            grouping = node.get("grouping") or []
-            key = tuple(out[: len(grouping)])
-            value = _accumulators(node, arity.get("value"))
-            return SqlNames(key=key, value=value, node=node["type"])
-        if kind == "stream-exec-deduplicate":
-            keys = node.get("uniqueKeys") or []
-            return SqlNames(key=tuple(out[i] for i in keys if i < len(out)), value=tuple(out), node=node["type"])
-        if kind == "stream-exec-rank":
-            fields = (node.get("partition") or {}).get("fields") or []
-            order = [f["index"] for f in ((node.get("orderBy") or {}).get("fields") or [])]
-            names_in = self._input_names(nid) or out
-            if len(out) >= len(names_in):  # the rank's output starts with its input's columns, named further down
-                names_in = [o if n.startswith("$") else n for n, o in zip(names_in, out, strict=False)]
-            return SqlNames(key=tuple(names_in[i] for i in fields), user_key=tuple(names_in[i] for i in order),
-                            value=tuple(names_in), value_element=tuple(names_in), node=node["type"])
-        if kind == "stream-exec-join":
-            spec = node.get("joinSpec") or {}
-            left = "left" in state
-            names_in = self._input_names(nid, 0 if left else 1)
-            keys = spec.get("leftKeys" if left else "rightKeys") or []
-            return SqlNames(key=tuple(names_in[i] for i in keys if i < len(names_in)), user_key=tuple(names_in),
-                            value=tuple(names_in), node=node["type"])
-        names_in = self._input_names(nid) or out
-        return SqlNames(value=tuple(names_in), node=node["type"])
-
-
-def _arities(dec: Any) -> dict[str, int]:
-    out: dict[str, int] = {}
-    if getattr(dec, "elem_node", None) is not None and dec.elem_node.kind == "rowdata":
-        out["value"] = len(dec.elem_node.sql)
-    return out
-
-
-def _accumulators(node: dict[str, Any], arity: int | None) -> tuple[str, ...] | None:
-    """The accumulator fields of an aggregate node's calls, when their number matches the state's row (else None)."""
-    names: list[str] = []
-    for call in node.get("aggCalls") or []:
-        fn = str(call.get("internalName", "")).strip("$").split("$")[0].upper()
-        parts = _ACCUMULATORS.get(fn)
-        name = str(call.get("name"))
-        names += [f"{name}_{p}" for p in parts] if parts else [name]
-    if arity is not None and arity == len(names) + 1 and node.get("needRetraction"):
-        names.append("count1")  # the row count a retracting aggregate keeps after its calls' accumulators
-    return tuple(names) if arity is None or arity == len(names) else None
+        return node_names(self, node, _kind(node), state, dec)
 
 
 def parse_plan(text: str, path: str = "<plan>") -> SqlPlan:

@@ -10,9 +10,12 @@ from flinkstate.flink.files.operator_state import (
     read_operator_state,
 )
 from flinkstate.flink.meta.metadata import read_metadata
+from flinkstate.flink.meta.version import source_releases
+from flinkstate.flink.write.releases import check_target_release
 from flinkstate.flink.write.savepoint_writer import (
     DEFAULT_FLINK_VERSION,
     OperatorExport,
+    metadata_version_for,
     write_savepoint,
 )
 
@@ -22,6 +25,7 @@ __all__ = ["load_flink_savepoint", "rewrite_flink_savepoint"]
 def load_flink_savepoint(path: str) -> list[OperatorExport]:
     """Decode every stateful operator with a uid of a canonical savepoint into OperatorExports (serializer snapshots kept)."""
     meta = read_metadata(path)
+    releases = source_releases(meta)
     out = []
     for op in meta.operators:
         has_keyed = any(s.managed_keyed is not None for s in op.subtasks)
@@ -36,12 +40,16 @@ def load_flink_savepoint(path: str) -> list[OperatorExport]:
                 ops[name] = (mode, read_operator_state(meta, op.operator_id, name), state_metas[name])
             except StateNotFoundError:
                 continue
-        out.append(OperatorExport(op.uid or op.operator_id, op.parallelism, op.max_parallelism, keyed, ops, op.name, op.coordinator_state))
+        out.append(OperatorExport(op.uid or op.operator_id, op.parallelism, op.max_parallelism, keyed, ops, op.name, op.coordinator_state,
+                                  source_releases=releases))
     return out
 
 
 def rewrite_flink_savepoint(src: str, dest: str, *, compression: bool = False, flink_version: str = DEFAULT_FLINK_VERSION) -> str:
-    """Decode the savepoint at src and write it again at dest for Flink flink_version (a round trip Flink restores)."""
+    """Decode the savepoint at src and write it again at dest for Flink flink_version (a round trip Flink restores); a
+    state holding bytes that release reads differently (Kryo values of the other major release) is refused by name."""
+    metadata_version_for(flink_version)  # an unsupported target is refused first, by name
     meta = read_metadata(src)
-    return write_savepoint(dest, load_flink_savepoint(src), checkpoint_id=meta.checkpoint_id, compression=compression,
-                           flink_version=flink_version)
+    operators = load_flink_savepoint(src)
+    check_target_release(operators, flink_version)
+    return write_savepoint(dest, operators, checkpoint_id=meta.checkpoint_id, compression=compression, flink_version=flink_version)

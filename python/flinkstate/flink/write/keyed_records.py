@@ -27,7 +27,7 @@ from flinkstate.flink.serde._vencode import column_encoder
 from flinkstate.flink.serde.encode import plain_values
 from flinkstate.flink.serde.serializers import StateMeta, TypeNode
 
-__all__ = ["ColumnValueError", "StateRecords", "frame_key_groups", "framed_parts", "state_records"]
+__all__ = ["ColumnValueError", "StateRecords", "frame_key_groups", "framed_parts", "serializer_problem", "state_records"]
 
 _SIGN = np.uint64(1 << 63)
 
@@ -117,12 +117,26 @@ def _column(table: pa.Table, name: str) -> pa.Array:
     return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
 
 
+def serializer_problem(node: TypeNode, e: BaseException) -> str:
+    """What a ColumnValueError says of a value that node's serializer cannot write: the serializer (and the class it
+    writes: a POJO, an enum, a Tuple) and why."""
+    if node.kind == "pojo":
+        what = f"PojoSerializer of {node.cls}"
+    elif node.kind == "enum":
+        what = f"EnumSerializer of {node.cls} (constants {', '.join(node.names)})"
+    elif node.kind == "ttl" and node.children:
+        return serializer_problem(node.children[1], e)
+    else:
+        what = node.cls
+    return f"a value does not fit its Flink serializer {what}: {e}"
+
+
 def _encode(node: TypeNode, arr: pa.Array, column: str, ctx: str) -> Bin:
-    """arr encoded with node's serializer; a value that does not fit is a ColumnValueError naming the column."""
+    """arr encoded with node's serializer; a value that does not fit is a ColumnValueError naming the column and serializer."""
     try:
         return column_encoder(node, ctx)(arr)
     except (struct.error, TypeError, AttributeError, OverflowError, ValueError, KeyError) as e:
-        raise ColumnValueError(column, f"a value does not fit its Flink serializer: {e}") from e
+        raise ColumnValueError(column, serializer_problem(node, e)) from e
 
 
 def _key_groups(table: pa.Table, maxp: int, prefix: int) -> np.ndarray:

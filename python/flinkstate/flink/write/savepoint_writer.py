@@ -58,6 +58,7 @@ __all__ = [
     "SavepointExistsError",
     "UnsupportedFlinkVersionError",
     "check_destination",
+    "encode_state",
     "metadata_version_for",
     "subtask_ranges",
     "write_keyed_subtask",
@@ -116,6 +117,7 @@ class OperatorExport:
     name: str | None = None
     coordinator_state: bytes | None = None
     operator_id: str | None = None  # hex; default Flink's hash of the uid (an imported operator without uid keeps its id)
+    source_releases: tuple[str, ...] = ()  # the Flink releases that may have written its state (what Kryo bytes mean); () unknown
 
 
 def _ranges(p: int, maxp: int) -> list[tuple[int, int]]:
@@ -127,8 +129,9 @@ def _state_records(name: str, meta: StateMeta, table: pa.Table, ks: KeyedState, 
     return state_records(meta, table, ks.key_type, maxp, f"state {name!r}")
 
 
-def _encode_state(op: OperatorExport, m: StateMeta, tables: dict[str, pa.Table]) -> StateRecords:
-    """_state_records with bad input (missing table or column, null key, value not fitting the serializer) as a typed error."""
+def encode_state(op: OperatorExport, m: StateMeta, tables: dict[str, pa.Table]) -> StateRecords:
+    """One state's records (`_state_records`); bad input (missing table or column, null key, a value its serializer cannot
+    write) is an InvalidArgumentError naming operator, state, column and serializer."""
     where = f"operator {op.uid!r}, state {m.name!r}"
     if m.name not in tables:
         raise InvalidArgumentError(f"{where}: declared in the keyed state but no table was given")
@@ -182,7 +185,7 @@ class KeyedFileWriter:
         if lo != self.next_kg or not lo <= hi <= self.range[1]:
             raise InvalidArgumentError(f"operator {self.op.uid!r}: key groups {lo}..{hi} do not follow {self.next_kg - 1} "
                                        f"inside {self.range[0]}..{self.range[1]}")
-        records = [_encode_state(self.op, m, tables) for m in self.metas]
+        records = [encode_state(self.op, m, tables) for m in self.metas]
         for m, r in zip(self.metas, records):  # rows outside the chunk would be left out of the file silently
             if len(r.kgs) and (r.kgs[0] < lo or r.kgs[-1] > hi):
                 raise InvalidArgumentError(f"operator {self.op.uid!r}, state {m.name!r}: rows of key groups outside {lo}..{hi}")
@@ -333,7 +336,7 @@ def write_savepoint(dest: str, operators: list[OperatorExport], *, checkpoint_id
         if op.keyed is not None:
             metas = list(op.keyed.meta.values())
             tables = {**op.keyed.states, **{TIMER_PREFIX + k: v for k, v in op.keyed.timers.items()}}
-            encoded.append((op, metas, [_encode_state(op, m, tables) for m in metas]))
+            encoded.append((op, metas, [encode_state(op, m, tables) for m in metas]))
     folder = temp_folder(dest)
     try:
         keyed_files: dict[tuple[str, int], KeyedFile] = {}

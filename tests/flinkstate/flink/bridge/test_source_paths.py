@@ -168,5 +168,12 @@ def test_missing_state_file_of_a_copied_checkpoint_names_the_handle(tmp_path: Pa
     victim.unlink()
     from flinkstate.core.errors import CorruptFileError
 
+    src = fs.open(str(copy))
+    ck = src.checkpoint()  # opens: the operator whose file is gone is the one refused, named with the file
+    ((op, err),) = ck.broken.items()
+    assert isinstance(err, CorruptFileError) and victim.name in str(err)
     with pytest.raises(CorruptFileError, match=f"handle '{victim.name}'|{victim.name}"):
-        _rows(fs.open(str(copy)))
+        src.read_state(op, "any")  # a state of that operator: why it cannot be read, not "no such state"
+    for other in set(KEYED_OPERATORS) - {op}:  # every other operator reads
+        for name in ck.operator(other).keyed_states:
+            src.read_state(other, name)

@@ -21,7 +21,8 @@ from flinkstate.flink.files.canonical import _StateDecoder
 from flinkstate.flink.errors import CorruptFileError, StateAccountingError, UnsupportedFlinkFormatError
 from flinkstate.flink.meta.metadata import UnsupportedKeyedHandle
 from flinkstate.flink.files.rocksdb import family_sizes, handle_files
-from flinkstate.flink.files.sst import _block, _entries, _footer, _handle, _varint
+from flinkstate.flink.files.sst import _block, _entries, _footer, _handle
+from flinkstate.flink.serde._jstring import read_varint as _varint
 
 FULL_FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "flink-rocksdb-full"
 CASES = [("1.20", "rocksdb-full"), ("1.20", "rocksdb-full-checkpoint"), ("2.3", "rocksdb-full"), ("2.3", "rocksdb-full-checkpoint"),

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pytest
 
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
-from flinkstate.flink.files.sst import TYPE_DELETION, TYPE_MERGE, TYPE_VALUE, _varint, read_sst, read_ssts
+from flinkstate.flink.files.sst import TYPE_DELETION, TYPE_MERGE, TYPE_VALUE, read_sst, read_ssts
+from flinkstate.flink.serde._jstring import read_varint as _varint
 from flink_bytes import varint7 as _v  # RocksDB's varint is the same LEB128
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"

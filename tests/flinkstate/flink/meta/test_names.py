@@ -98,6 +98,25 @@ def test_import_keeps_a_ttl_given_by_uid_or_operator_id(version: str, by: str, t
     assert fs.open(str(tmp_path / "named")).read_state(UID, "ttl", ttl_reference=max(last) + 8 * DAY).num_rows == 0
 
 
+@pytest.mark.parametrize("version", ["1.20", "2.3"])
+def test_an_imported_root_reads_an_operator_by_uid_and_by_operator_id(version: str, tmp_path: Path) -> None:
+    """As the savepoint in place: a root imported without `--uid` (1.x lists the operator by id) reads by the uid too,
+    and a root imported from 2.x (listed by uid) by the operator id; a name that is neither is refused listing both."""
+    root = tmp_path / "root"
+    import_savepoint(SAVEPOINTS[version], root, raw_values=True)
+    store = fs.open(str(root))
+    expected = fs.open(str(SAVEPOINTS[version])).read_state(UID, "count")
+    for by in (UID, OP_ID, OP_ID.upper()):
+        got = store.read_state(by, "count")
+        assert got.sort_by("key").equals(expected.sort_by("key")), by
+        assert store.checkpoint().name_of(by) == (UID if version == "2.3" else OP_ID)
+    listed = store.read_state(UID, "ttl_list", flatten=False)  # another state kind, by uid: as in place
+    assert listed.num_rows > 0
+    assert listed.sort_by("key").equals(fs.open(str(SAVEPOINTS[version])).read_state(UID, "ttl_list", flatten=False).sort_by("key"))
+    with pytest.raises(fs.OperatorNotFoundError, match="operator .no-such-uid. is not in checkpoint 1; operators: .*"):
+        store.read_state("no-such-uid", "count")
+
+
 REFUSED = [
     ({"ttl": {"nope/ttl": WEEK}}, r"ttl 'nope/ttl': 'nope' names no operator .*operators: .*e96676d2a3621a713f8229ed21cc08b2"),
     ({"ttl": {f"{UID}/nope": WEEK}}, r"ttl 'long-keyed/nope': operator .* has no TTL state 'nope'.*TTL states: \['ttl', 'ttl_list'\]"),

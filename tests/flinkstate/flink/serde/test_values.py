@@ -55,3 +55,14 @@ def test_row_with_a_two_byte_null_mask() -> None:
     legacy = make_reader(TypeNode("row", "Row", (long_,) * 7, names, legacy_row=True), "ctx")
     data = write_mask(nulls) + b"".join(struct.pack(">q", i) for i, n in enumerate(nulls) if not n)
     assert legacy(data, 0) == ({f"f{i}": None if n else i for i, n in enumerate(nulls)}, len(data))
+
+
+def test_local_dates_before_year_one() -> None:
+    """LocalDateSerializer (i32 year, month, day) of dates before year 1 read as java.time's epoch days: -0044-03-15 is
+    day -735525 (LocalDate.toEpochDay, recorded by KryoWire.java in tests/fixtures/kryo-wire), and back."""
+    from flinkstate.flink.serde._temporal import _civil_from_days
+
+    read = make_reader(TypeNode("localdate", "x"), "ctx")
+    for (y, m, d), day in (((-44, 3, 15), -735525), ((-1, 1, 1), -719893), ((0, 3, 1), -719468), ((2024, 2, 29), 19782)):
+        assert read(struct.pack(">i", y) + bytes([m, d]), 0) == (day, 6)
+        assert _civil_from_days(day) == (y, m, d)

@@ -29,7 +29,7 @@ from flinkstate.flink.serde.serializers import StateMeta, TypeNode
 from flinkstate.flink.write.export import load_flink_savepoint
 from flinkstate.flink.write.savepoint_writer import (
     OperatorExport,
-    _encode_state,
+    encode_state,
     _keyed_file,
     _ranges,
     write_savepoint,
@@ -147,7 +147,7 @@ def assert_same_files(op: OperatorExport, compress_too: bool = True) -> None:
     """Every state's records and every subtask's keyed file equal the reference's, compressed or not."""
     metas = list(op.keyed.meta.values())
     tables = {**op.keyed.states, **{TIMER_PREFIX + k: v for k, v in op.keyed.timers.items()}}
-    new = [_encode_state(op, m, tables) for m in metas]
+    new = [encode_state(op, m, tables) for m in metas]
     ref = [_ref_state_records(m.name, m, tables[m.name], op.keyed, op.max_parallelism) for m in metas]
     for m, a, b in zip(metas, new, ref, strict=True):
         assert dict(a) == b, m.name
@@ -277,7 +277,7 @@ def test_subtask_slices_pickle_and_frame_the_same():
     op = OperatorExport("op", 3, 300, _long_keyed(200))
     metas = list(op.keyed.meta.values())
     tables = {**op.keyed.states, **{TIMER_PREFIX + k: v for k, v in op.keyed.timers.items()}}
-    whole = [_encode_state(op, m, tables) for m in metas]
+    whole = [encode_state(op, m, tables) for m in metas]
     for lo, hi in _ranges(3, 300):
         part = [pickle.loads(pickle.dumps(r.key_group_slice(lo, hi))) for r in whole]
         assert all(set(p) == {kg for kg in r if lo <= kg <= hi} for p, r in zip(part, whole, strict=True))
