@@ -17,7 +17,8 @@ with pyarrow limited to one thread. Rows, per savepoint kind (canonical `files`,
 - with --spark: `groupBy().sum("value")` of string-keyed/map (150,000 rows) and long-keyed/list (800,000) read in
   place by `format("flinkstate")` against the same over `spark.read.parquet` of their rows, over a Python data source
   whose read is `pq.read_table` of those rows (Spark's own cost of a Python source's batches), and (canonical) over the
-  imported root by `pyspark_flinkstate.table` (Spark's own Parquet reader; wall, best of 4 after a first run, local[1]).
+  imported root by `pyspark_flinkstate.table` (Spark's own Parquet reader; wall, best of 4 after a first run, local[1]);
+  and every keyed state read whole in place, imported by `table`, and over Parquet of the same rows (local[2]).
 """
 
 from __future__ import annotations
@@ -280,6 +281,53 @@ def spark_agg(path: str, parquet_dir: str, root: str | None = None) -> list[tupl
         spark.stop()
 
 
+def spark_every_state(path: str, root: str, parquet_dir: str, repeat: int = 3) -> tuple[int, int, float, float, float]:
+    """Every keyed state of the savepoint through Spark (local[2]), each read whole: `agg(max(xxhash64(every column)))`,
+    the least wall seconds of `repeat` runs after a first, summed over the states: (states, rows, in place by
+    format("flinkstate"), imported by pyspark_flinkstate.table on root, spark.read.parquet of the same rows)."""
+    import pyarrow.parquet as pq
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    import flinkstate
+    import pyspark_flinkstate
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate()
+    pyspark_flinkstate.register(spark)
+
+    def best(df: Any) -> float:
+        q = df.agg(F.max(F.xxhash64(*[F.col(f"`{c}`") for c in df.columns])))
+        out = []
+        for _ in range(repeat + 1):
+            t = time.perf_counter()
+            q.collect()
+            out.append(time.perf_counter() - t)
+        return min(out[1:])
+
+    src = flinkstate.open(path, raw_values=True)
+    ck = src.checkpoint()
+    totals = [0, 0, 0.0, 0.0, 0.0]
+    try:
+        for uid in sorted(ck.operators):
+            for name in sorted(ck.operators[uid].keyed_states):
+                in_place = spark.read.format("flinkstate").options(operator=uid, state=name, rawValues="true").load(path)
+                imported = pyspark_flinkstate.table(spark, root, uid, name)
+                assert imported.schema == in_place.schema, (uid, name)
+                rows = src.read_state(uid, name).select(in_place.columns).cast(pa_nullable(to_arrow_schema(in_place.schema, timezone="UTC")))
+                pq_path = os.path.join(parquet_dir, f"every-{uid}-{name}.parquet")
+                pq.write_table(rows, pq_path)
+                totals[0] += 1
+                totals[1] += rows.num_rows
+                totals[2] += best(in_place)
+                totals[3] += best(imported)
+                totals[4] += best(spark.read.parquet(pq_path))
+        return (totals[0], totals[1], totals[2], totals[3], totals[4])  # type: ignore[return-value]
+    finally:
+        spark.stop()
+
+
 def pa_nullable(schema: Any) -> Any:
     """The schema with every field nullable (the floor source declares its columns nullable)."""
     import pyarrow as pa
@@ -337,6 +385,12 @@ def main() -> None:
                     print(f"Spark groupBy().sum() over {name} ({m:,} rows): in place {in_place:.2f} s, over Parquet {parquet:.2f} s "
                           f"({in_place / parquet:.2f}x); a Python source reading the same rows with pq.read_table {floor:.2f} s "
                           f"({floor / parquet:.2f}x: Spark's intake of Python batches){native}", flush=True)
+                if imported_root is not None:
+                    n_states, n_rows, in_place, imported, parquet = spark_every_state(sp, imported_root, pq_dir)
+                    print(f"Spark, every keyed state read whole ({n_states} states, {n_rows:,} rows, local[2], the sum of each state's "
+                          f"best of 3 of agg(max(xxhash64(every column)))): in place {in_place:.2f} s ({in_place / parquet:.2f}x), "
+                          f"imported by pyspark_flinkstate.table {imported:.2f} s ({imported / parquet:.2f}x), over Parquet of the "
+                          f"same rows {parquet:.2f} s", flush=True)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
