@@ -65,6 +65,9 @@ def _types_row(i: int) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Checkpoint 1: every state in full files; 2: deltas; 3: a full rewrite of key groups 0-20 and more deltas."""
+    global T0, TS  # the checkpoints' own time is when they are written: T0 is taken then, not at collection (minutes earlier in a full run)
+    T0 = int(time.time() * 1000) - 15_000
+    TS = [T0 + 500 * i for i in range(N)]
     path = str(tmp_path_factory.mktemp("native") / "job")
     store = fs.open(path)
     lists = [[f"a{i}", None, f"c{i}"] if i % 5 else [] for i in range(N)]
