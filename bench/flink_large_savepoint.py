@@ -15,9 +15,10 @@ with pyarrow limited to one thread. Rows, per savepoint kind (canonical `files`,
 - import / export: `flinkstate import` into a new root, and `flinkstate export` of that root (canonical);
 - with --restore: real Flink restoring the savepoint (RestoreDumpJob, wall seconds, JVM start included);
 - with --spark: `groupBy().sum("value")` of string-keyed/map (150,000 rows) and long-keyed/list (800,000) read in
-  place by `format("flinkstate")` against the same over `spark.read.parquet` of their rows, and over a Python data source
-  whose read is `pq.read_table` of those rows (Spark's own cost of a Python source's batches; wall, best of 4 after a
-  first run, local[1]).
+  place by `format("flinkstate")` against the same over `spark.read.parquet` of their rows, over a Python data source
+  whose read is `pq.read_table` of those rows (Spark's own cost of a Python source's batches), and (canonical) over the
+  imported root by `pyspark_flinkstate.table` (Spark's own Parquet reader; wall, best of 4 after a first run, local[1]);
+  and every keyed state read whole in place, imported by `table`, and over Parquet of the same rows (local[2]).
 """
 
 from __future__ import annotations
@@ -250,9 +251,10 @@ def _floor_source(pq_path: str, ddl: str, parts: int) -> Any:
     return _Floor
 
 
-def spark_agg(path: str, parquet_dir: str) -> list[tuple[str, int, float, float, float]]:
-    """Per state of AGG_STATES: (operator/state, rows, in place, Python-source floor, over Parquet) wall seconds, best of 4, of
-    groupBy().sum("value") read in place by format("flinkstate"), by `_floor_source`, and by `spark.read.parquet`."""
+def spark_agg(path: str, parquet_dir: str, root: str | None = None) -> list[tuple[str, int, float, float, float, float | None]]:
+    """Per state of AGG_STATES: (operator/state, rows, in place, Python-source floor, over Parquet, imported) wall seconds, best
+    of 4, of groupBy().sum("value") read in place by format("flinkstate"), by `_floor_source`, by `spark.read.parquet`, and
+    with root (the savepoint imported there) by `pyspark_flinkstate.table` on it (Spark's own Parquet reader)."""
     import pyarrow.parquet as pq
     from pyspark.sql import SparkSession
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -280,9 +282,63 @@ def spark_agg(path: str, parquet_dir: str) -> list[tuple[str, int, float, float,
             parts = df.rdd.getNumPartitions()
             ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields)
             spark.dataSource.register(_floor_source(pq_path, ddl, parts))
+            imported = None
+            if root is not None:
+                import pyspark_flinkstate
+
+                native = pyspark_flinkstate.table(spark, root, operator, state)
+                assert native.schema == df.schema
+                imported = best(native)
             out.append((f"{operator}/{state}", table.num_rows, best(df), best(spark.read.format("bench_parquet_rows").load()),
-                        best(spark.read.parquet(pq_path))))
+                        best(spark.read.parquet(pq_path)), imported))
         return out
+    finally:
+        spark.stop()
+
+
+def spark_every_state(path: str, root: str, parquet_dir: str, repeat: int = 3) -> tuple[int, int, float, float, float]:
+    """Every keyed state of the savepoint through Spark (local[2]), each read whole: `agg(max(xxhash64(every column)))`,
+    the least wall seconds of `repeat` runs after a first, summed over the states: (states, rows, in place by
+    format("flinkstate"), imported by pyspark_flinkstate.table on root, spark.read.parquet of the same rows)."""
+    import pyarrow.parquet as pq
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    import flinkstate
+    import pyspark_flinkstate
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate()
+    pyspark_flinkstate.register(spark)
+
+    def best(df: Any) -> float:
+        q = df.agg(F.max(F.xxhash64(*[F.col(f"`{c}`") for c in df.columns])))
+        out = []
+        for _ in range(repeat + 1):
+            t = time.perf_counter()
+            q.collect()
+            out.append(time.perf_counter() - t)
+        return min(out[1:])
+
+    src = flinkstate.open(path, raw_values=True)
+    ck = src.checkpoint()
+    totals = [0, 0, 0.0, 0.0, 0.0]
+    try:
+        for uid in sorted(ck.operators):
+            for name in sorted(ck.operators[uid].keyed_states):
+                in_place = spark.read.format("flinkstate").options(operator=uid, state=name, rawValues="true").load(path)
+                imported = pyspark_flinkstate.table(spark, root, uid, name)
+                assert imported.schema == in_place.schema, (uid, name)
+                rows = src.read_state(uid, name).select(in_place.columns).cast(pa_nullable(to_arrow_schema(in_place.schema, timezone="UTC")))
+                pq_path = os.path.join(parquet_dir, f"every-{uid}-{name}.parquet")
+                pq.write_table(rows, pq_path)
+                totals[0] += 1
+                totals[1] += rows.num_rows
+                totals[2] += best(in_place)
+                totals[3] += best(imported)
+                totals[4] += best(spark.read.parquet(pq_path))
+        return (totals[0], totals[1], totals[2], totals[3], totals[4])  # type: ignore[return-value]
     finally:
         spark.stop()
 
@@ -344,10 +400,19 @@ def main() -> None:
                     if dec and wr and imp:
                         print(f"import / (decode + pyarrow write), {label}: {imp:.2f} / ({dec:.2f} + {wr:.2f}) = {imp / (dec + wr):.2f}x")
             if args.spark:
-                for name, m, in_place, floor, parquet in spark_agg(sp, pq_dir):
+                imported_root = os.path.join(tmp, "root") if kind == "files" else None
+                for name, m, in_place, floor, parquet, imported in spark_agg(sp, pq_dir, imported_root):
+                    native = "" if imported is None else (f"; imported, pyspark_flinkstate.table (Spark's Parquet reader) {imported:.2f} s "
+                                                          f"({imported / parquet:.2f}x)")
                     print(f"Spark groupBy().sum() over {name} ({m:,} rows): in place {in_place:.2f} s, over Parquet {parquet:.2f} s "
                           f"({in_place / parquet:.2f}x); a Python source reading the same rows with pq.read_table {floor:.2f} s "
-                          f"({floor / parquet:.2f}x: Spark's intake of Python batches)", flush=True)
+                          f"({floor / parquet:.2f}x: Spark's intake of Python batches){native}", flush=True)
+                if imported_root is not None:
+                    n_states, n_rows, in_place, imported, parquet = spark_every_state(sp, imported_root, pq_dir)
+                    print(f"Spark, every keyed state read whole ({n_states} states, {n_rows:,} rows, local[2], the sum of each state's "
+                          f"best of 3 of agg(max(xxhash64(every column)))): in place {in_place:.2f} s ({in_place / parquet:.2f}x), "
+                          f"imported by pyspark_flinkstate.table {imported:.2f} s ({imported / parquet:.2f}x), over Parquet of the "
+                          f"same rows {parquet:.2f} s", flush=True)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from pyspark_flinkstate.workers import check_workers, cli_session, worker_python
 
-__all__ = ["DefaultSource", "FlinkStateDataSource", "SavepointWriter", "register", "check_workers", "cli_session", "worker_python", "compact", "expire"]
+__all__ = ["DefaultSource", "FlinkStateDataSource", "SavepointWriter", "register", "check_workers", "cli_session", "worker_python", "compact", "expire",
+           "table", "register_tables"]
 
 try:
     from pyspark_flinkstate.source import FlinkStateDataSource
@@ -21,7 +22,7 @@ try:
     DefaultSource = FlinkStateDataSource
 except ImportError:  # pragma: no cover - pyspark missing: keep the module importable
     # no DefaultSource then: Spark's lookup skips modules without one
-    __all__ = ["SavepointWriter", "register", "check_workers", "cli_session", "worker_python", "compact", "expire"]
+    __all__ = ["SavepointWriter", "register", "check_workers", "cli_session", "worker_python", "compact", "expire", "table", "register_tables"]
 
 
 def register(spark: Any) -> None:
@@ -35,6 +36,10 @@ def __getattr__(name: str) -> Any:
         from pyspark_flinkstate.savepoint import SavepointWriter
 
         return SavepointWriter
+    if name in ("table", "register_tables"):  # state as DataFrames on Spark's own Parquet reader where the files allow
+        from pyspark_flinkstate import tables
+
+        return getattr(tables, name)
     if name in ("compact", "expire"):  # state maintenance as Spark jobs
         from pyspark_flinkstate import maintenance
 

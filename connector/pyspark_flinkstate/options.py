@@ -113,6 +113,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("kryoClasses", "`com.acme.Order=id:String,tags:List<String>;...`", "Flink savepoints: the fields of user classes "
            "in Kryo values (Kryo writes no field names), so they read as typed columns; without one such values stay bytes "
            "(with `rawValues`) or are an error naming the class.", _R),
+    Option("keyGroups", "`0-15,40`", "`table=state` / `timers`: read only these key groups (ranges and single groups), as a "
+           "`key_group` filter would; `pyspark_flinkstate.table` uses it for `keys`.", _R),
     Option("topN", "integer >= 1", "`table=topKeys`: keys per state.", _R, default=10),
     Option("ttlBucket", "string", "`table=ttlExpiry`: bucket width.", _R, default="hour", choices=("hour", "day")),
     Option("parallelism", "integer >= 1", "`table=subtasks`: the parallelism whose key-group ranges are shown.", _R,
@@ -259,6 +261,7 @@ class ReadOptions:
     top_n: int = 10
     ttl_bucket: str = "hour"
     parallelism: int | None = None
+    key_groups: tuple[tuple[int, int], ...] | None = None  # state and timers: read only these key-group ranges
     source_kinds: dict[str, str] = field(default_factory=dict)
 
     def flink_options(self) -> dict[str, Any]:
@@ -318,6 +321,7 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
         top_n=_int(opts, "topN", low=1) or default_of("topN"),
         ttl_bucket=_choice(opts, "ttlBucket", _BY_NAME["ttlbucket"].choices, default_of("ttlBucket")) or "hour",
         parallelism=_int(opts, "parallelism", low=1),
+        key_groups=_key_group_ranges(opts, table or "state"),
         source_kinds=source_kinds(opts.get("sourcekinds")),
     )
 
@@ -345,6 +349,26 @@ def _kryo_classes(opts: dict[str, str]) -> str | None:
         except InvalidArgumentError as e:
             raise InvalidArgumentError(f"option 'kryoClasses': {e}") from e
     return raw
+
+
+def _key_group_ranges(opts: dict[str, str], table: str) -> tuple[tuple[int, int], ...] | None:
+    """Option keyGroups ("0-15,40,64-127"): inclusive key-group ranges a state or timers read keeps to."""
+    raw = opts.get("keygroups")
+    if raw is None or not raw.strip():
+        return None
+    if table not in ("state", "timers"):
+        raise InvalidArgumentError(f"option 'keyGroups' is for table=state and table=timers, not table={table}")
+    out = []
+    for part in raw.split(","):
+        lo, _, hi = part.strip().partition("-")
+        try:
+            a, b = int(lo), int(hi or lo)
+        except ValueError:
+            raise InvalidArgumentError(f"option 'keyGroups' must list key groups and ranges like '0-15,40', got {raw!r}") from None
+        if a < 0 or b < a:
+            raise InvalidArgumentError(f"option 'keyGroups': {part.strip()!r} is not a range of key groups (0 <= start <= end)")
+        out.append((a, b))
+    return tuple(out)
 
 
 def _checked(opts: dict[str, str], name: str) -> str | None:

@@ -121,19 +121,28 @@ class FlinkStateReader(DataSourceReader):
             expr = e if expr is None else expr & e
         return expr
 
+    def _key_groups(self) -> set[int] | None:
+        """The key groups pushed filters and the keyGroups option leave (None: all)."""
+        kgs, ranges = self.key_groups, self.res.opts.key_groups
+        if ranges is None:
+            return kgs
+        mp = self.res.max_parallelism
+        given = {k for a, b in ranges for k in range(a, min(b, mp - 1) + 1)}
+        return given if kgs is None else kgs & given
+
     def scan(self) -> Any:
         """The core scan this read is (state, timers or operatorState table)."""
         res, o = self.res, self.res.opts
         ck = res.checkpoint
         assert o.operator is not None
         if o.table == "timers":
-            return ck.scan_timers(o.operator, o.state or None, keys=self.key_values, key_groups=self.key_groups,
+            return ck.scan_timers(o.operator, o.state or None, keys=self.key_values, key_groups=self._key_groups(),
                                   timestamp_filter=self._timestamp_filter(), service_columns=True)
         if o.table == "operatorState":
             assert o.state is not None
             return ck.scan_operator_state(o.operator, o.state)
         assert o.state is not None
-        return ck.scan(o.operator, o.state, keys=self.key_values, key_groups=self.key_groups, ttl_reference=o.ttl_reference_ms,
+        return ck.scan(o.operator, o.state, keys=self.key_values, key_groups=self._key_groups(), ttl_reference=o.ttl_reference_ms,
                        include_expired=o.include_expired, flatten=o.flatten)
 
     def partitions(self) -> list[InputPartition]:

@@ -27,7 +27,7 @@ from flinkstate.store.store import CheckpointStore
 
 from pyspark_flinkstate.options import INSIGHT_TABLES, METADATA_TABLES, ReadOptions, parse_read_options
 
-__all__ = ["Resolved", "resolve", "output_columns", "non_null_columns", "TS_MS"]
+__all__ = ["Resolved", "open_store", "resolve", "output_columns", "non_null_columns", "TS_MS"]
 
 TS_MS = pa.timestamp("ms", tz="UTC")
 TS_US = pa.timestamp("us", tz="UTC")
@@ -72,7 +72,8 @@ class Resolved:
         return d.ttl.ttl_ms if d.ttl_enabled else None
 
 
-def _store(opts: ReadOptions) -> Any:
+def open_store(opts: ReadOptions) -> Any:
+    """The root or Flink savepoint the options name, opened."""
     import flinkstate
 
     return flinkstate.open(opts.path, opts.storage_options or None, **opts.flink_options())
@@ -84,10 +85,11 @@ def _need(value: str | None, name: str, choices: list[str], what: str) -> str:
     return value
 
 
-def resolve(options: Any) -> Resolved:
-    """Validate the options against the store and pin the checkpoint, descriptor and files."""
+def resolve(options: Any, store: Any = None) -> Resolved:
+    """Validate the options against the store (opened from the options' path, unless one opened there is given) and pin
+    the checkpoint, descriptor and files."""
     opts = options if isinstance(options, ReadOptions) else parse_read_options(options)
-    store = _store(opts)
+    store = open_store(opts) if store is None else store
     res = Resolved(opts=opts, io=getattr(store, "io", None))  # a Flink savepoint has no FileIO: its tasks read its files
     table = opts.table
     if table in INSIGHT_TABLES and table != "history":
@@ -100,7 +102,7 @@ def resolve(options: Any) -> Resolved:
     if table in METADATA_TABLES or table == "history":
         infos = store.checkpoints()
         if opts.checkpoint_id is not None:
-            store.record(opts.checkpoint_id)
+            store.info(opts.checkpoint_id)  # CheckpointNotFoundError lists what exists (a Flink savepoint's too)
             infos = [c for c in infos if c.checkpoint_id == opts.checkpoint_id]
         res.infos = infos
         res.checkpoint_ids = [c.checkpoint_id for c in infos]

@@ -50,9 +50,13 @@ def expiry_timestamps(last_access_ms: Any, ttl_ms: int) -> np.ndarray:
     import pyarrow.compute as pc
 
     if isinstance(last_access_ms, (pa.Array, pa.ChunkedArray)):
-        last_access_ms = pc.fill_null(last_access_ms, 0).to_numpy(zero_copy_only=False)
+        if last_access_ms.null_count:
+            last_access_ms = pc.fill_null(last_access_ms, 0)
+        last_access_ms = last_access_ms.to_numpy(zero_copy_only=False)
     a = np.asarray(last_access_ms, dtype=np.int64)
-    return np.where(a > MAX_TIMESTAMP - ttl_ms, MAX_TIMESTAMP, a + ttl_ms)
+    out = np.minimum(a, MAX_TIMESTAMP - ttl_ms)  # saturating: last access + ttl, at most Long.MAX_VALUE
+    out += ttl_ms
+    return out
 
 
 @dataclass(frozen=True)

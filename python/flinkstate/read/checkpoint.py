@@ -42,6 +42,7 @@ from flinkstate.read.inspect import CheckpointInspect
 from flinkstate.read.keyed_scan import StateScanTask, key_groups_of, keyed_output_schema
 from flinkstate.read.scan import DEFAULT_TARGET_ROWS, Checkpoint, Scan, ScanTask
 from flinkstate.read.shared import conform, rechecked
+from flinkstate.read.slices import FileSlice
 from flinkstate.read.timer_scan import TimerScanTask, timer_output_schema
 
 __all__ = ["FilesScan", "FilesScanTask", "StateScan", "StoreCheckpoint", "TimerScan"]
@@ -136,6 +137,10 @@ class FilesScanTask(ScanTask):
     @property
     def schema(self) -> pa.Schema:
         return self.out_schema
+
+    def file_slices(self) -> list[FileSlice]:
+        """Every file, whole (no deltas: the rows are the files' rows concatenated), as `read.slices` describes them."""
+        return [FileSlice(e, self.io.url(e.path), (e.created_by_checkpoint_id, e.seq, e.path), False, (), True) for e in self.entries]
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         desc = None if self.descriptor is None else OperatorStateDescriptor.from_dict(self.descriptor)

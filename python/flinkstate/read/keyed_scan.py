@@ -22,6 +22,7 @@ from flinkstate.format.stream import RangeStream
 from flinkstate.read.chunks import StreamChunks, opened
 from flinkstate.read.scan import ChunkReader, ScanTask
 from flinkstate.read.shared import conform, rechecked
+from flinkstate.read.slices import FileSlice, file_slices
 from flinkstate.read.visibility import EXPIRED, TTL_EXPIRES_AT, shape_state
 
 __all__ = ["KeyedTask", "StateScanTask", "key_filter", "key_groups_of", "keyed_output_schema"]
@@ -157,6 +158,11 @@ class StateScanTask(KeyedTask):
             return conform(view, schema) if view is not None and view.num_rows else None
 
         return StreamChunks(streams, shape, schema, lambda: rechecked(self.io, self.origin))
+
+    def file_slices(self) -> list[FileSlice]:
+        """The files whose rows make the task's stored rows, and the key groups where each counts (`read.slices`): what an
+        engine reading Parquet itself (Spark's native path) reads; rows also keep to `keys` when given."""
+        return file_slices(self.io, self.entries, self.max_parallelism, self.key_group_range, self.key_groups)
 
     def stored_rows(self) -> pa.Table | None:
         """The merged stored rows of the range (newest full + later deltas, newest wins), None when no file has any."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -26,9 +27,22 @@ if TYPE_CHECKING:
     )
     from flinkstate.format.metadata import OperatorMetadata
 
-__all__ = ["Checkpoint", "ChunkReader", "DEFAULT_TARGET_ROWS", "Scan", "ScanTask", "WholeChunks"]
+__all__ = ["Checkpoint", "ChunkReader", "DEFAULT_TARGET_ROWS", "METADATA_TABLES", "Scan", "ScanTask", "TableRef", "WholeChunks"]
 
 DEFAULT_TARGET_ROWS = 1_000_000
+METADATA_TABLES = ("checkpoints", "files", "states", "operators")
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """One table of a checkpoint, as a reader names it: `table` (the name Spark's `table` option takes: "state", "timers",
+    "operatorState", a metadata table...), the operator and state it is of (None for tables of the whole checkpoint), and
+    what it holds (`kind`: the state's kind, "timers-event", "operator-union", "metadata"...)."""
+
+    table: str
+    operator: str | None = None
+    state: str | None = None
+    kind: str = "metadata"
 
 
 class ScanTask(ABC):
@@ -159,6 +173,18 @@ class Checkpoint(ABC):
         """A TTL state's last-access times (epoch ms, one per entry or list element) read without its values; None
         when the files do not hold them apart (then `read.insight` decodes the state's rows instead)."""
         return None
+
+    def tables(self) -> list[TableRef]:
+        """Every table of the checkpoint: each keyed state, timer service and operator state of each operator, then the
+        metadata tables. A checkpoint holding other kinds of tables lists them too (a subclass adds them), so a caller
+        that registers every table (`pyspark_flinkstate.register_tables`) registers those without knowing them."""
+        out = []
+        for uid in sorted(self.operators):
+            op = self.operators[uid]
+            out += [TableRef("state", uid, n, op.keyed_states[n].kind) for n in sorted(op.keyed_states)]
+            out += [TableRef("timers", uid, n, f"timers-{op.timer_services[n].domain}") for n in sorted(op.timer_services)]
+            out += [TableRef("operatorState", uid, n, f"operator-{op.operator_states[n].mode}") for n in sorted(op.operator_states)]
+        return out + [TableRef(t) for t in METADATA_TABLES]
 
     def operator(self, uid: str) -> OperatorMetadata:
         """One operator (by any name `name_of` resolves); OperatorNotFoundError lists the operators that exist."""

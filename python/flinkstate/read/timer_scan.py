@@ -22,6 +22,7 @@ from flinkstate.read.chunks import StreamChunks, opened
 from flinkstate.read.keyed_scan import key_filter
 from flinkstate.read.scan import ChunkReader, ScanTask
 from flinkstate.read.shared import conform, rechecked
+from flinkstate.read.slices import FileSlice, file_slices
 
 __all__ = ["TimerScanTask", "TimerTask", "sort_timers", "timer_output_schema", "with_service_columns"]
 
@@ -101,6 +102,13 @@ class TimerScanTask(TimerTask):
             return conform(with_service_columns(t, services[i]) if self.service_columns else t, schema)
 
         return StreamChunks(streams, shape, schema, lambda: rechecked(self.io, self.origin))
+
+    def file_slices(self) -> list[FileSlice]:
+        """Each service's files and the key groups where each counts (`read.slices`; a slice's `entry.state` is its service,
+        and services merge apart); rows also keep to `keys` when given."""
+        return [s for sd in self.services
+                for s in file_slices(self.io, [e for e in self.entries if e.state == sd["name"]], self.max_parallelism,
+                                     self.key_group_range, self.key_groups)]
 
     def service_rows(self) -> Iterator[tuple[TimerServiceDescriptor, pa.Table]]:
         import pyarrow.dataset as ds

@@ -26,7 +26,7 @@ EXPIRED = "expired"
 
 
 def _ts(ms: np.ndarray) -> pa.Array:
-    return pa.array(np.minimum(ms, MAX_EXPIRY_MS), type=pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
+    return pa.array(np.minimum(ms, MAX_EXPIRY_MS), type=pa.timestamp("ms", tz="UTC"))
 
 
 def shape_state(view: pa.Table, desc: Any, *, reference_ms: int, include_expired: bool = False, flatten: bool = True,
@@ -85,12 +85,12 @@ def _shape_list(view: pa.Table, ttl_ms: int | None, flatten: bool, include_expir
             if include_expired and not changes:
                 out = out.append_column(EXPIRED, pa.array(expired[idx]))
         return out
-    if keep.all():  # one row per key
+    if ttl_ms is None or include_expired:  # one row per key (every element kept)
         out = base.append_column(C.COL_VALUE, values)
         if ttl_ms is not None:
             out = out.append_column(TTL_EXPIRES_AT, pa.ListArray.from_arrays(values.offsets, _ts(exp)))
         return out
-    idx = np.nonzero(keep)[0]  # drop expired elements, and keys left empty
+    idx = np.nonzero(keep)[0]  # drop expired elements, and keys left with none (whatever the other keys of the read hold)
     counts = np.bincount(parents[idx], minlength=view.num_rows)
     rows = np.nonzero(counts)[0]
     offsets = np.concatenate([[0], np.cumsum(counts[rows])]).astype(np.int32)

@@ -24,13 +24,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from flinkstate.flink.serde._jstring import read_java_string, read_string_value
+from flinkstate.flink.serde._jstring import read_java_string, read_string_value, write_java_string, write_string_value
 from flinkstate.flink.serde._node import TypeNode
 from flinkstate.flink.serde.javaser import read_stream
 
-__all__ = ["ARROW_TYPES", "datastream_arrow", "datastream_reader"]
+__all__ = ["ARROW_TYPES", "datastream_arrow", "datastream_reader", "datastream_writer"]
 
 Reader = Callable[[bytes, int], tuple[Any, int]]
+Writer = Callable[[bytearray, Any], None]  # appends one value as the serializer writes it
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _MIN_LONG = -(1 << 63)
@@ -314,3 +315,136 @@ _BUILDERS: dict[str, Callable[[TypeNode, str, Callable[[TypeNode, str], Reader]]
     "sbedge": _fields(("target", 0), ("dewey_number", 1)),
     "sbnode": _shared_buffer_node, "nfastate": _nfa_state,
 }
+
+
+# Writers: the mirror of each reader above, so a state of these serializers is exported (changed or not) with them.
+def _w_i32(out: bytearray, v: int) -> None:
+    out += _I32.pack(v)
+
+
+def _w_i64(out: bytearray, v: int) -> None:
+    out += _I64.pack(v)
+
+
+def _w_date(out: bytearray, v: int | None) -> None:
+    out += _I64.pack(_MIN_LONG if v is None else int(v) // 1_000_000)  # the writers get timestamps as nanoseconds
+
+
+def _w_event_id(out: bytearray, v: dict[str, int]) -> None:
+    out += _I32.pack(v["id"]) + _I64.pack(v["timestamp"])
+
+
+def _w_dewey(out: bytearray, v: list[int]) -> None:
+    out += _I32.pack(len(v)) + struct.pack(f">{len(v)}i", *v)
+
+
+def _w_variant(out: bytearray, v: dict[str, bytes]) -> None:
+    out += _I32.pack(len(v["value"])) + _I32.pack(len(v["metadata"])) + bytes(v["value"]) + bytes(v["metadata"])
+
+
+_PLAIN_W: dict[str, Writer] = {
+    "nullvalue": lambda out, v: None, "tuple0": lambda out, v: out.append(42), "date": _w_date,
+    "stringvalue": write_string_value, "eventid": _w_event_id, "dewey": _w_dewey, "variant": _w_variant,
+    "javaser": lambda out, v: out.extend(bytes(v)),  # the stream as it was read
+}
+
+
+def datastream_writer(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Writer]) -> Writer | None:
+    """The writer of a kind of this module (None: not one), the mirror of `datastream_reader`; make builds nested writers."""
+    kind = node.kind
+    if kind in _PLAIN_W:
+        return _PLAIN_W[kind]
+    ch = node.children
+    if kind in ("either", "taggedunion"):
+        first, second, flag, tags = ("left", "right", "is_left", (1, 0)) if kind == "either" else ("one", "two", "is_one", (1, 2))
+        a, b = make(ch[0], ctx), make(ch[1], ctx)
+
+        def w_two(out: bytearray, v: dict[str, Any]) -> None:
+            if v[flag]:
+                out.append(tags[0])
+                a(out, v[first])
+            else:
+                out.append(tags[1])
+                b(out, v[second])
+        return w_two
+    if kind == "bufferentry":
+        element = make(ch[0], ctx)
+
+        def w_buffer(out: bytearray, v: dict[str, Any]) -> None:
+            out.append(1 if v["has_been_joined"] else 0)
+            element(out, v["element"])
+        return w_buffer
+    if kind == "streamrecord":
+        value = make(ch[0], ctx)
+
+        def w_record(out: bytearray, v: dict[str, Any]) -> None:
+            if v["timestamp"] is None:
+                out.append(1)
+            else:
+                out.append(0)
+                out += _I64.pack(v["timestamp"])
+            value(out, v["value"])
+        return w_record
+    if kind == "lockable":
+        element = make(ch[0], ctx)
+
+        def w_lockable(out: bytearray, v: dict[str, Any]) -> None:
+            out += _I32.pack(v["ref_counter"])
+            element(out, v["element"])
+        return w_lockable
+    if kind == "nodeid":
+        event = make(ch[0], ctx)
+
+        def w_node_id(out: bytearray, v: dict[str, Any] | None) -> None:
+            if v is None:
+                out.append(0)
+                return
+            out.append(1)
+            event(out, v["event_id"])
+            write_java_string(out, v["page_name"])
+        return w_node_id
+    if kind == "sbedge":
+        target, dewey = make(ch[0], ctx), make(ch[1], ctx)
+
+        def w_edge(out: bytearray, v: dict[str, Any]) -> None:
+            target(out, v["target"])
+            dewey(out, v["dewey_number"])
+        return w_edge
+    if kind == "sbnode":
+        edge = make(ch[0], ctx)
+
+        def w_sbnode(out: bytearray, v: dict[str, Any]) -> None:
+            out += _I32.pack(len(v["edges"]))
+            for e in v["edges"]:
+                out += _I32.pack(e["ref_counter"])
+                edge(out, e["edge"])
+        return w_sbnode
+    if kind == "nfastate":
+        return _w_nfa_state(node, ctx, make)
+    return None
+
+
+def _w_nfa_state(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Writer]) -> Writer:
+    version, node_id, event_id = (make(c, ctx) for c in node.children)
+    previous = bool(node.params and node.params[0])
+
+    def states(out: bytearray, css: list[dict[str, Any]]) -> None:
+        out += _I32.pack(len(css))
+        for cs in css:
+            write_java_string(out, cs["current_state_name"])
+            node_id(out, cs["previous_buffer_entry"])
+            version(out, cs["version"])
+            out += _I64.pack(cs["start_timestamp"])
+            if previous:
+                out += _I64.pack(cs["previous_timestamp"])
+            if cs["start_event_id"] is None:
+                out.append(0)
+            else:
+                out.append(1)
+                event_id(out, cs["start_event_id"])
+
+    def write(out: bytearray, v: dict[str, Any]) -> None:
+        states(out, v["partial_matches"])
+        states(out, v["completed_matches"])
+
+    return write

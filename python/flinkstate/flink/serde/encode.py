@@ -15,6 +15,8 @@ import pyarrow as pa
 from flinkstate.core.errors import InvalidArgumentError
 from flinkstate.core.operator_ids import murmur3_128
 from flinkstate.flink.errors import UnsupportedSerializerError
+from flinkstate.flink.serde._datastream import datastream_writer
+from flinkstate.flink.serde._jstring import write_java_string
 from flinkstate.flink.serde._temporal import WRITERS
 from flinkstate.flink.serde.serializers import (
     _COMPOSITE,
@@ -116,28 +118,6 @@ def write_state_meta(out: bytearray, m: StateMeta) -> None:
         write_type(out, node)
 
 
-def _varint(out: bytearray, n: int) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
-def _write_string(out: bytearray, s: str | None) -> None:
-    if s is None:
-        out.append(0)
-        return
-    if s.isascii():
-        _varint(out, len(s) + 1)
-        out += s.encode("ascii")
-        return
-    raw = s.encode("utf-16-le", "surrogatepass")
-    units = struct.unpack(f"<{len(raw) // 2}H", raw)
-    _varint(out, len(units) + 1)
-    for u in units:
-        _varint(out, u)
-
-
 def make_writer(node: TypeNode, ctx: str) -> Writer:
     """A function (out, value) appending the value serialized with this serializer; ctx names the state in errors."""
     kind = node.kind
@@ -147,7 +127,7 @@ def make_writer(node: TypeNode, ctx: str) -> Writer:
     if kind == "char":
         return lambda out, v: out.extend(struct.pack(">H", ord(v)))
     if kind == "string":
-        return _write_string
+        return write_java_string
     if kind == "bytes":
         return lambda out, v: out.extend(struct.pack(">i", len(v)) + bytes(v))
     if kind == "void":
@@ -220,6 +200,9 @@ def make_writer(node: TypeNode, ctx: str) -> Writer:
         return wm
     if kind == "transparent":  # a wrapper that writes its nested serializer's bytes (ExternalSerializer, RowDataKey)
         return make_writer(node.children[0], ctx)
+    ds = datastream_writer(node, ctx, make_writer)  # Either, CEP, interval-join buffers, stream records, Value types...
+    if ds is not None:
+        return ds
     raise UnsupportedSerializerError(f"{ctx}: values of serializer {node.cls} cannot be encoded")
 
 
