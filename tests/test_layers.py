@@ -23,7 +23,7 @@ LAYERS: dict[str, list[str]] = {
     "": ["flinkstate", "pyspark_flinkstate"],
     "flinkstate": ["core", "format", "read", "store", "flink | backend", "runtime", "__init__", "report", "demo", "cli_sources", "cli", "__main__"],
     "flinkstate.store": ["root", "registry", "writer", "maintenance", "store", "rewrite | verify"],
-    "flinkstate.flink": ["errors", "_io", "serde", "meta", "pyflink | sql | sources", "files", "write", "bridge"],
+    "flinkstate.flink": ["errors", "_io | _jit", "serde", "meta", "pyflink | sql | sources", "files", "write", "bridge"],
     "pyspark_flinkstate": ["options | schema | worker_noise | workers", "flink_jobs", "resolve | commit", "metadata", "reader | writer_tables | native",
                            "stream_reader | writer | source_tables | tables", "stream_writer | savepoint | maintenance", "source", "__init__", "demo"],
     "flinkstate.backend": ["tables", "context", "arrow_io", "states", "container_states", "timers", "snapshot", "keyed"],

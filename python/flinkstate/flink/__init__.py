@@ -1,7 +1,7 @@
 """Read and write real Apache Flink savepoints: the self-contained Flink layer (no pyspark).
 
-Its packages, bottom up (each may import those below it, never one above): `errors` and `_io` (typed
-errors; big-endian reading, snappy, file access); `serde` (serializer snapshots, values, vector
+Its packages, bottom up (each may import those below it, never one above): `errors`, `_io` and `_jit` (typed
+errors; big-endian reading, snappy, file access; numba kernels compiled once per machine); `serde` (serializer snapshots, values, vector
 decoders, encoders); `meta` (`_metadata`, its handles, operator names, release guess); `pyflink`
 (PyFlink jobs' states), `sql` and `sources` (FLIP-27 sources' split and enumerator formats: Kafka, files, sequences); `files` (canonical, heap native, RocksDB/ForSt SST and MANIFEST, operator
 state); `write` (canonical savepoint writer, savepoint rewrite); `bridge` (a savepoint as a pinned

@@ -58,8 +58,9 @@ _I32 = struct.Struct(">i")
 _MANIFEST = re.compile(r"MANIFEST-\d+")
 _OPTIONS = re.compile(r"OPTIONS-\d+")
 _WAL = re.compile(r"\d+\.log")
-_BATCH_BYTES = 1 << 20  # SSTs parsed together up to about this many bytes: the lockstep's cost per step shared by small
-# files, while the arrays of a batch stay in the caches (measured on a 1.7 M-entry savepoint: 1 MB best, 32 MB and 64 KB slower)
+_BATCH_BYTES = 1 << 20  # SSTs parsed together up to about this many bytes: the parser's cost per call shared by small
+# files, while the arrays of a batch stay in the caches (measured with the lockstep parser before issue 46 on a 1.7 M-entry
+# savepoint: 1 MB best, 32 MB and 64 KB slower)
 CHUNK_BYTES = 4 << 20  # a subtask is read a run of key groups holding about this many SST bytes at a time (`rocksdb_chunks`):
 # snappy blocks, about half the canonical file's 8 MiB chunks; measured on the 10.6 M-entry savepoint's largest subtask
 # (114 MiB decoded): peak RSS over the decoded rows 1.9x at 4 MiB, 2.2x at 8 MiB, at about the same CPU

@@ -66,7 +66,7 @@ class SstFile:
 
 class _Batch:
     """Several SSTs' bytes joined (then PAD zero bytes): their blocks checked against their own file's length,
-    decompressed and parsed together, so the lockstep's fixed cost per step is paid once for all of them."""
+    decompressed and parsed together, so the parser's fixed cost per call is paid once for all of them."""
 
     def __init__(self, datas: Sequence[bytes], wheres: Sequence[str]) -> None:
         self.data = b"".join([*datas, bytes(PAD)])
@@ -126,8 +126,8 @@ def _block(data: bytes, offset: int, size: int, where: str) -> bytes:
 
 
 def _entries(block: bytes) -> list[tuple[bytes, bytes]]:
-    """The (key, value) entries of a block of a few entries (metaindex, properties: one restart segment each, so
-    parsing them in lockstep would take one numpy step per entry): prefix-compressed keys, restart array at the end."""
+    """The (key, value) entries of a block of a few entries (metaindex, properties: one restart segment each, read
+    one by one here): prefix-compressed keys, restart array at the end."""
     if len(block) < 4:
         raise ValueError("a block is shorter than its restart count")
     packed = _U32.unpack_from(block, len(block) - 4)[0]
@@ -163,7 +163,7 @@ def read_sst(data: bytes, where: str) -> SstFile:
 
 def read_ssts(files: Sequence[tuple[bytes, str]], key_groups: tuple[int, int, int] | None = None) -> list[SstFile]:
     """Parse SST files ((bytes, name) each) as `read_sst` does, their blocks all at once: a Flink state's column family
-    is often hundreds of small SSTs, and a lockstep pass per file would cost more than their records.
+    is often hundreds of small SSTs, and a parsing pass per file would cost more than their records.
 
     key_groups (prefix bytes, first, last): only the data blocks whose index keys say they may hold keys of these key
     groups are read (other records of those blocks come too: the caller drops them).

@@ -1,13 +1,12 @@
-"""The entries of many SST blocks parsed at once with numpy and Arrow: no Python loop per entry.
+"""The entries of many SST blocks parsed at once by a compiled loop (numba, flink/_jit.py): no Python loop per entry.
 
 Source: RocksDB `table/block_based/block_builder.cc`. A block holds prefix-compressed entries
 (varint32 shared, varint32 non_shared, varint32 value_length, key delta, value; an index block
 with delta-encoded values has no value_length, its value being a varint offset and size), then a
 restart array (u32 offsets of the entries that share nothing) and its u32 length, whose top bit
-flags a hash index. Every restart segment starts with a whole key, so all segments of all blocks are
-parsed in lockstep: step j decodes the j-th entry of every segment that has one (about 16 steps with
-RocksDB's default restart interval), and key j of a segment is key j-1's shared prefix plus its delta,
-rebuilt for all segments at once in a byte matrix (one row per segment).
+flags a hash index. The restart arrays are checked with numpy (every segment within its block, in
+order); then one compiled pass counts and checks each segment's entries, and a second writes where
+each value lies and rebuilds each key as the previous key's shared prefix plus its delta.
 """
 
 from __future__ import annotations
@@ -17,8 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from flinkstate.flink._jit import kernel
 from flinkstate.flink.errors import CorruptFileError, UnsupportedFlinkFormatError
-from flinkstate.flink.files.views import Views, gather, range_views, windows
+from flinkstate.flink.files.views import Views, windows
 
 __all__ = ["PAD", "Entries", "parse_blocks", "varints"]
 
@@ -43,18 +43,6 @@ def varints(buf: np.ndarray, pos: np.ndarray, where: str) -> tuple[np.ndarray, n
         more = more[b >= 0x80]
         shift += 7
     return val, pos + width
-
-
-def _entry_headers(buf: np.ndarray, pos: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(shared, non_shared, value_length, positions after) of the data-entry headers at pos: three varint32s, read as one
-    little-endian u32 when each is one byte (all of them under 128, as most entries' are), else one varint at a time."""
-    word = windows(buf, 4)[pos].view("<u4")
-    if not (word & 0x808080).any():
-        return (word & 0x7F).astype(np.int64), (word >> 8 & 0x7F).astype(np.int64), (word >> 16 & 0x7F).astype(np.int64), pos + 3
-    shared, pos = varints(buf, pos, where)
-    non_shared, pos = varints(buf, pos, where)
-    vlen, pos = varints(buf, pos, where)
-    return shared, non_shared, vlen, pos
 
 
 def _u32(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
@@ -84,18 +72,6 @@ class Entries:
         offsets, pos = varints(self.buf, self.value_starts, where)
         sizes, _ = varints(self.buf, pos, where)
         return offsets, sizes
-
-
-@dataclass
-class _Step:
-    """Step j of the lockstep: the segments with a j-th entry, its key (delta) and value bounds in the buffer."""
-
-    segs: np.ndarray
-    shared: np.ndarray
-    kstart: np.ndarray
-    vstart: np.ndarray
-    vend: np.ndarray
-    more: np.ndarray | None = None  # which of segs have a next entry (the next step's segs); None: all of them
 
 
 def _segments(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, names: np.ndarray,
@@ -140,187 +116,148 @@ def parse_blocks(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, names: n
     that shares anything: a CorruptFileError naming the file and the block.
     """
     seg_start, seg_end, seg_block = _segments(buf, starts, ends, names, where)
-    cur = seg_start.copy()
-    segs = np.flatnonzero(cur < seg_end)
-    steps: list[_Step] = []
-    while len(segs):
-        if delta_values and steps:
+    err = np.zeros(3, np.int64)
+    count, longest, key_bytes = _scan(buf, seg_start, seg_end, delta_values, data, err)
+    if err[0]:
+        at = int(names[seg_block[err[1]]])
+        if err[0] == _VARINT:
+            raise CorruptFileError(f"{where}: a varint32 runs over 5 bytes at byte {int(err[2])} of a block")
+        if err[0] == _DELTA:
             raise UnsupportedFlinkFormatError(f"{where}: an index block with delta-encoded handles and a restart interval "
                                               "over 1 is not supported")
-        p = cur[segs]
-        end = seg_end[segs]
-        if delta_values:
-            shared, p = varints(buf, p, where)
-            non_shared, p = varints(buf, p, where)
-            vstart = p + non_shared
-            _check(vstart > end, segs, seg_block, names, where)
-            _, q = varints(buf, vstart, where)
-            _, vend = varints(buf, q, where)
-        else:
-            shared, non_shared, vlen, p = _entry_headers(buf, p, where)
-            vstart = p + non_shared
-            vend = vstart + vlen
-        _check(vend > end, segs, seg_block, names, where)
-        if not steps and shared.any():
-            _check(shared > 0, segs, seg_block, names, where, "a restart entry shares a prefix")
-        more = vend < end
-        steps.append(_Step(segs, shared, p, vstart, vend, None if more.all() else more))
-        cur[segs] = vend
-        segs = segs[more]
-    return _assemble(buf, steps, len(seg_start), seg_block, names, where, data)
-
-
-def _check(bad: np.ndarray, segs: np.ndarray, seg_block: np.ndarray, names: np.ndarray, where: str,
-           what: str = "an entry overruns its restart array") -> None:
-    if bad.any():
-        at = int(names[seg_block[segs[np.argmax(bad)]]])
-        raise CorruptFileError(f"{where}: {what} in the block at {at}")
-
-
-def _assemble(buf: np.ndarray, steps: list[_Step], nseg: int, seg_block: np.ndarray, names: np.ndarray, where: str,
-              data: bool) -> Entries:
-    """The entries in block order: where each value starts and, for a data block, user keys, trailers and values."""
-    count = np.zeros(nseg, np.int64)
-    for s in steps:
-        count[s.segs] += 1
+        raise CorruptFileError(f"{where}: {_ERRORS[int(err[0])]} in the block at {at}")
     base = np.cumsum(count) - count
     n = int(count.sum())
     vstart, vend = np.empty(n, np.int64), np.empty(n, np.int64)
-    kstart, shared = (np.empty(n, np.int64), np.empty(n, np.int64)) if not data else (None, None)
-    for j, s in enumerate(steps):
-        at = base[s.segs] + j
-        vstart[at], vend[at] = s.vstart, s.vend
-        if not data:
-            kstart[at], shared[at] = s.kstart, s.shared
     blocks = np.repeat(seg_block, count)
     if not data:
-        return Entries(None, None, None, vstart, buf, blocks, kstart, vstart - kstart if n else kstart, shared)
-    if not n:
-        empty = pa.array([], pa.large_binary())
-        return Entries(empty, np.zeros(0, np.uint64), Views.of(buf, vstart, vstart), vstart, buf, blocks)
-    values = Views.of(buf, vstart, vend - vstart)
-    keys, trailers = _internal_keys(buf, steps, base, n, (seg_block, names, where))
-    if trailers is None:  # every key's delta holds its whole trailer: the 8 bytes before its value
-        trailers = windows(buf, 8)[vstart - 8].view("<u8")
-    return Entries(keys, trailers, values, vstart, buf, blocks)
+        kstart, shared = np.empty(n, np.int64), np.empty(n, np.int64)
+        _fill(buf, seg_start, seg_end, base, False, delta_values, vstart, vend, kstart, shared, np.empty(1, np.int64),
+              np.empty(0, np.uint64), np.empty(0, np.uint8), np.empty(0, np.uint8))
+        return Entries(None, None, None, vstart, buf, blocks, kstart, vstart - kstart, shared)
+    offsets, trailers = np.empty(n + 1, np.int64), np.empty(n, np.uint64)
+    keys = np.empty(key_bytes, np.uint8)
+    _fill(buf, seg_start, seg_end, base, True, False, vstart, vend, np.empty(0, np.int64), np.empty(0, np.int64), offsets, trailers,
+          keys, np.empty(longest, np.uint8))
+    user = pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(keys)])
+    return Entries(user, trailers, Views.of(buf, vstart, vend - vstart), vstart, buf, blocks)
 
 
-def _internal_keys(buf: np.ndarray, steps: list[_Step], base: np.ndarray, n: int,
-                   blame: tuple[np.ndarray, np.ndarray, str]) -> tuple[pa.LargeBinaryArray, np.ndarray | None]:
-    """(user keys, u64 trailers) of the data entries in block order; trailers None when every key's delta (the bytes
-    it does not share) holds the whole 8-byte trailer, which then lies just before its value in the block. Keys are
-    rebuilt in byte matrices, one row per segment, one step at a time (row = the previous row's shared columns + the
-    delta read in place); segments are grouped by their longest key rounded up to a power of two, so a matrix is at
-    most twice its keys' bytes."""
-    lengths = [s.shared + s.vstart - s.kstart for s in steps]
-    whole = all(bool((s.vstart - s.kstart >= 8).all()) for s in steps)  # each delta holds its trailer
-    longest = np.zeros(len(base), np.int64)
-    for s, length in zip(steps, lengths, strict=True):
-        longest[s.segs] = np.maximum(longest[s.segs], length)
-        _check(length < 8, s.segs, *blame, "an internal key is shorter than its 8-byte trailer")
-    # a power of two (few classes: a batch of column families keeps one matrix), 16 bytes at least (3 words of a view's inline key)
-    width = 1 << np.ceil(np.log2(np.maximum(longest, 16))).astype(np.int64)
-    classes = np.unique(width[base < n][np.diff(base, append=n) > 0])
-    out = [_width_class(buf, steps, lengths, base, n, width == w, int(w), blame, not whole) for w in classes]
-    if len(out) == 1:
-        return out[0][0], out[0][1]
-    order = np.empty(n, np.int64)  # file index -> row of the classes' keys concatenated
-    trailers = None if whole else np.empty(n, np.uint64)
-    at = 0
-    for keys, tr, fi in out:
-        order[fi] = np.arange(at, at + len(fi))
-        if trailers is not None:
-            trailers[fi] = tr
-        at += len(fi)
-    return pa.concat_arrays([o[0] for o in out]).take(pa.array(order)), trailers
+# Sequential parsing, compiled by numba (flink/_jit.py): one pass counts each restart segment's entries and checks
+# them, the next writes where each value lies and rebuilds each key as its shared prefix of the previous key plus its
+# delta. Error codes of the count pass, and the messages naming the block they raise:
+_OVERRUN, _RESTART_SHARES, _SHARES_MORE, _SHORT_KEY, _VARINT, _DELTA = 1, 2, 3, 4, 5, 6
+_ERRORS = {_OVERRUN: "an entry overruns its restart array", _RESTART_SHARES: "a restart entry shares a prefix",
+           _SHARES_MORE: "a key shares more than the previous key holds",
+           _SHORT_KEY: "an internal key is shorter than its 8-byte trailer"}
 
 
-_FEW_LENGTHS = 4  # a class's keys of up to this many lengths are copied per length; more: by the views' gather
-_LOW_BYTES = np.array([(1 << (8 * c)) - 1 for c in range(9)], np.uint64)  # c low bytes of a little-endian word set
+@kernel
+def _scan(buf: np.ndarray, seg_start: np.ndarray, seg_end: np.ndarray, delta_values: bool, data: bool,
+          err: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """(entries of each segment, the longest internal key, the user keys' bytes); err = (code, segment, byte) of the
+    first error found. Reads at most 15 bytes past a segment's end (buffers have PAD more)."""
+    count = np.zeros(len(seg_start), np.int64)
+    hdr = np.zeros(5, np.int64)
+    fields = 2 if delta_values else 3
+    longest, key_bytes = 0, 0
+    for s in range(len(seg_start)):
+        pos, end, klen, j = seg_start[s], seg_end[s], 0, 0
+        while pos < end:
+            if delta_values and j:
+                err[0], err[1] = _DELTA, s
+                return count, longest, key_bytes
+            for f in range(fields + 2 if delta_values else fields):  # an index's delta value: a handle's 2 varints
+                if f == fields:
+                    pos += hdr[1]  # over the key delta, to the value
+                    if pos > end:
+                        break
+                v, shift, first = 0, 0, pos
+                while True:
+                    b = np.int64(buf[pos])
+                    pos += 1
+                    v |= (b & 0x7F) << shift
+                    if b < 0x80:
+                        break
+                    shift += 7
+                    if shift > 28:
+                        err[0], err[1], err[2] = _VARINT, s, first
+                        return count, longest, key_bytes
+                hdr[f] = v
+            shared, non_shared = hdr[0], hdr[1]
+            vend = pos if delta_values else pos + non_shared + hdr[2]
+            code = 0
+            if vend > end:
+                code = _OVERRUN
+            elif j == 0 and shared > 0:
+                code = _RESTART_SHARES
+            elif shared > klen:
+                code = _SHARES_MORE
+            elif data and shared + non_shared < 8:
+                code = _SHORT_KEY
+            if code:
+                err[0], err[1] = code, s
+                return count, longest, key_bytes
+            klen = shared + non_shared
+            longest = max(longest, klen)
+            key_bytes += klen - 8 if data else 0
+            count[s] += 1
+            pos, j = vend, j + 1
+    return count, longest, key_bytes
 
 
-def _items(rows: np.ndarray) -> np.ndarray:
-    """A C-contiguous 2-D array as a 1-D array of whole rows (void items): a row gather or scatter is one copy per row."""
-    return rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel()
-
-
-def _width_class(buf: np.ndarray, steps: list[_Step], lengths: list[np.ndarray], base: np.ndarray, n: int, member: np.ndarray,
-                 w: int, blame: tuple[np.ndarray, np.ndarray, str], trailers: bool = True
-                 ) -> tuple[pa.LargeBinaryArray, np.ndarray | None, np.ndarray]:
-    """(user keys, trailers (None unless asked), file indices, ascending) of the entries of the segments in member,
-    whose keys are at most w bytes.
-
-    A key is a row of w / 8 little-endian words: the step's delta is read as the w bytes from kstart - shared (so
-    column `shared` on is the delta) and its first `shared` bytes are replaced by the previous row's, word by word.
-    The rows are laid out step by step (each step's keys after the last step's: no scatter of whole rows); block order
-    is restored when the user keys and trailers are gathered out of them, which copies each key's bytes once."""
-    words = w // 8
-    keep_of = _items(_LOW_BYTES[np.clip(np.arange(w + 1)[:, None] - 8 * np.arange(words), 0, 8)])  # shared -> words to keep
-    lo = min(int((s.kstart - s.shared).min()) for s in steps)
-    hi = max(int((s.kstart - s.shared).max()) for s in steps) + w
-    front = w if lo < 0 else 0
-    padded = np.concatenate([np.zeros(front, np.uint8), buf, np.zeros(w, np.uint8)]) if front or hi > len(buf) else buf
-    wins = windows(padded, w)
-    mine = np.repeat(member, np.diff(base, append=n))  # which entries (in block order) are this class's
-    m = int(mine.sum())
-    rank = None if m == n else np.cumsum(mine) - 1  # an entry's index among this class's (None: the same)
-    rows = np.empty(m, keep_of.dtype)  # the internal keys in w bytes, step by step
-    row_of = np.empty(m, np.int64)  # per entry of the class (in block order), its row
-    klen = np.empty(m, np.int64)
-    prev, prev_len = keep_of[:0], np.zeros(0, np.int64)  # the last step's keys and their lengths
-    every = m == n  # one class: every step's segments are all this class's, as they are
-    done = 0
-    for j, (s, length) in enumerate(zip(steps, lengths, strict=True)):
-        if every:
-            segs, shared, kstart = s.segs, s.shared, s.kstart
-        else:
-            pick = member[s.segs]
-            segs, shared, kstart, length = s.segs[pick], s.shared[pick], s.kstart[pick], length[pick]
-        if not len(segs):
-            break
-        keys = wins[kstart - shared + front]
-        if j:
-            same = len(segs) == len(prev)
-            # the rows of the previous step's segments that go on: its `more` (of this class's segments)
-            last = steps[j - 1]  # (fewer segments go on, so its `more` is set)
-            row = None if same else last.more if every else last.more[member[last.segs]]
-            before = prev if same else prev[row]
-            _check(shared > (prev_len if same else prev_len[row]), segs, *blame, "a key shares more than the previous key holds")
-            k, b, keep = (a.view("<u8") for a in (keys, before, keep_of[shared]))
-            k ^= (k ^ b) & keep
-        at = base[segs] + j if rank is None else rank[base[segs] + j]
-        rows[done : done + len(segs)] = keys
-        row_of[at], klen[at] = np.arange(done, done + len(segs)), length
-        prev, prev_len = keys, length
-        done += len(segs)
-    flat, starts = rows.view(np.uint8), row_of * w
-    tr = windows(flat, 8)[starts + klen - 8].view("<u8") if trailers else None
-    files_sorted = np.arange(n) if m == n else np.flatnonzero(mine)
-    return _user_keys(flat, starts, klen - 8, w), tr, files_sorted
-
-
-def _user_keys(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray, w: int) -> pa.LargeBinaryArray:
-    """The first lengths[i] bytes from each start (a row of w bytes) as a large_binary array. Keys of one length (a
-    fixed-width key class: long keys, key groups, timers) are gathered as items of that many bytes (one copy each, with
-    arithmetic offsets); others by the views' gather."""
-    m = len(lengths)
-    if m and int(lengths.min()) == int(lengths.max()):
-        k = int(lengths[0])
-        offsets = np.arange(0, (m + 1) * k, k, dtype=np.int64) if k else np.zeros(m + 1, np.int64)
-        items = np.ndarray((len(flat) // w,), np.dtype((np.void, k)), flat, 0, (w,)) if k else None
-        data = items[starts // w].view(np.uint8) if items is not None else np.zeros(0, np.uint8)
-        return pa.Array.from_buffers(pa.large_binary(), m, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    sizes = np.flatnonzero(np.bincount(lengths, minlength=w + 1)) if m else lengths
-    if not m or len(sizes) > _FEW_LENGTHS:
-        return gather(*range_views(flat, starts, lengths))
-    # a few key lengths (column families of different key widths in one class): per length, its keys' bytes copied
-    # as items of that many bytes from their rows to their places in the array's data
-    offsets = np.zeros(m + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    data = np.zeros(int(offsets[-1]) + w, np.uint8)  # room for the widest item at the last place
-    for k in sizes.tolist():
-        if k:
-            sel = np.flatnonzero(lengths == k)
-            kind = np.dtype((np.void, k))
-            np.ndarray((len(data) - k + 1,), kind, data, 0, (1,))[offsets[sel]] = np.ndarray((len(flat) // w,), kind, flat, 0, (w,))[starts[sel] // w]
-    return pa.Array.from_buffers(pa.large_binary(), m, [None, pa.py_buffer(offsets), pa.py_buffer(data[: int(offsets[-1])])])
+@kernel
+def _fill(buf: np.ndarray, seg_start: np.ndarray, seg_end: np.ndarray, base: np.ndarray, data: bool, delta_values: bool,
+          vstart: np.ndarray, vend: np.ndarray, kstart: np.ndarray, shared_of: np.ndarray, offsets: np.ndarray,
+          trailers: np.ndarray, keys: np.ndarray, key: np.ndarray) -> None:
+    """Where each entry's value lies (entries checked by _scan); of a data entry its user key (offsets and bytes) and
+    trailer (u64 sequence << 8 | type), key being room for the longest internal key; of an index entry where its key
+    delta starts and the bytes it shares. Positions are unsigned: numba then indexes without wrapping negative ones,
+    which makes the byte copies 3x faster."""
+    one, seven, low7, high = np.uint64(1), np.uint64(7), np.uint64(0x7F), np.uint64(0x80)
+    offsets[0] = 0
+    at = np.uint64(0)
+    hdr = np.zeros(3, np.uint64)
+    fields = 2 if delta_values else 3
+    for s in range(len(seg_start)):
+        pos, end, i = np.uint64(seg_start[s]), np.uint64(seg_end[s]), base[s]
+        while pos < end:
+            for f in range(fields):
+                v, shift = np.uint64(0), np.uint64(0)
+                while True:
+                    c = np.uint64(buf[pos])
+                    pos += one
+                    v |= (c & low7) << shift
+                    shift += seven
+                    if c < high:
+                        break
+                hdr[f] = v
+            shared, delta = hdr[0], hdr[1]
+            vstart[i], vend[i] = pos + delta, pos + delta + hdr[2]
+            if delta_values:  # the value: a block handle's two varints
+                q = pos + delta
+                for f in range(2):
+                    while buf[q] >= high:
+                        q += one
+                    q += one
+                vend[i] = q
+            if not data:
+                kstart[i], shared_of[i] = pos, shared
+            else:
+                q = np.uint64(0)
+                while q < delta:  # the key: the previous key's shared bytes, then the delta
+                    key[shared + q] = buf[pos + q]
+                    q += one
+                user = shared + delta - np.uint64(8)
+                q = np.uint64(0)
+                while q < user:
+                    keys[at + q] = key[q]
+                    q += one
+                t = np.uint64(0)
+                for b in range(8):
+                    t |= np.uint64(key[user + np.uint64(b)]) << np.uint64(8 * b)
+                trailers[i] = t
+                at += user
+                offsets[i + 1] = at
+            pos = np.uint64(vend[i])
+            i += 1

@@ -8,20 +8,22 @@ string/binary of at most 7 bytes inline (the top bit set, the length in the next
 bytes in the variable part (offsets from the row's start; 8-byte aligned, zero padded). A BinaryArrayData is an i32
 count, a null-bit set of `((n + 31) // 32) * 4` bytes, elements of 1, 2, 4 or 8 bytes, then its own variable part; a
 BinaryMapData an i32 key-array size, the key array, then the value array. Decoding is vectorised with numpy over all
-rows of a column (one pass per field, not per row); encoding writes rows as Flink's BinaryRowWriter does, so a row
-decoded and encoded again is byte for byte the row Flink wrote (its key group, a hash of those bytes, included).
+rows of a column (one pass per field, not per row), and so is encoding (numba kernels copy the bytes), which lays rows
+out as Flink's BinaryRowWriter does, so a row decoded and encoded again is byte for byte the row Flink wrote (its key
+group, a hash of those bytes, included).
 """
 
 from __future__ import annotations
 
-import struct
 from decimal import Context, Decimal
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from numpy.lib.stride_tricks import as_strided
 
+from flinkstate.flink._jit import kernel
 from flinkstate.flink.errors import CorruptFileError, UnsupportedSerializerError
 from flinkstate.flink.serde.sqltypes import FIXED_SIZE, SqlType, sql_arrow_type
 
@@ -186,17 +188,12 @@ def _value(buf: _Buf, t: SqlType, slot: np.ndarray, base: np.ndarray, present: n
 
 def _bytes_array(buf: _Buf, start: np.ndarray, size: np.ndarray, validity: pa.Buffer | None, nulls: int,
                  typ: pa.DataType) -> pa.Array:
-    total = int(size.sum())
-    if total:
-        ends = start + size
-        if int(start.min()) < 0 or int(ends.max()) > len(buf.arr):
-            raise CorruptFileError(f"{buf.where}: a BinaryRowData string or binary runs outside its row's bytes")
-        idx = np.repeat(start - (np.cumsum(size) - size), size) + np.arange(total)
-        data = buf.arr[idx]
-    else:
-        data = np.zeros(0, np.uint8)
-    offsets = np.zeros(len(size) + 1, np.int64)
-    np.cumsum(size, out=offsets[1:])
+    offsets = _layout(size)
+    total = int(offsets[-1])
+    if total and (int(start.min()) < 0 or int((start + size).max()) > len(buf.arr)):
+        raise CorruptFileError(f"{buf.where}: a BinaryRowData string or binary runs outside its row's bytes")
+    data = np.empty(total, np.uint8)
+    _copy(data, offsets[:-1], buf.arr, start, size, size > 0)
     large = pa.large_string() if pa.types.is_string(typ) else pa.large_binary()
     out = pa.Array.from_buffers(large, len(size), [validity, pa.py_buffer(offsets), pa.py_buffer(data)], nulls)
     return out.cast(typ) if total < 2**31 else out
@@ -233,147 +230,221 @@ def _collection(buf: _Buf, t: SqlType, start: np.ndarray, present: np.ndarray, v
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Encoding: as BinaryRowWriter / BinaryArrayWriter write (zeroed slots for nulls, 8-byte aligned variable part).
+# Encoding: vectorised like the decoder (one pass per field over all rows, numba kernels for the byte copies), laid
+# out as BinaryRowWriter / BinaryArrayWriter write: zeroed slots for nulls, a non-compact DECIMAL's 16 and TIMESTAMP's
+# 8 bytes reserved even when null, the variable part 8-byte aligned in field order, BigInteger.toByteArray's minimal
+# bytes, an array's fixed part rounded to 8 bytes as a whole (BinaryArrayWriter.fixedSize).
 
-_PACK = {"BOOLEAN": "<?", "TINYINT": "<b", "SMALLINT": "<h", "INTEGER": "<i", "BIGINT": "<q", "FLOAT": "<f", "DOUBLE": "<d",
-         "DATE": "<i", "TIME_WITHOUT_TIME_ZONE": "<i", "INTERVAL_YEAR_MONTH": "<i", "INTERVAL_DAY_TIME": "<q"}
+
+@kernel
+def _scatter(out: np.ndarray, pos: np.ndarray, src: np.ndarray, width: int, mask: np.ndarray) -> None:
+    """The `width` bytes of value k of src at out[pos[k]], where mask[k]."""
+    for k in range(len(pos)):
+        if mask[k]:
+            p, s = pos[k], k * width
+            for b in range(width):
+                out[p + b] = src[s + b]
 
 
-def _round8(n: int) -> int:
+@kernel
+def _copy(out: np.ndarray, dst: np.ndarray, data: np.ndarray, start: np.ndarray, size: np.ndarray, mask: np.ndarray) -> None:
+    """Bytes start[k]:start[k] + size[k] of data at out[dst[k]], where mask[k]."""
+    for k in range(len(dst)):
+        if mask[k]:
+            out[dst[k] : dst[k] + size[k]] = data[start[k] : start[k] + size[k]]
+
+
+@kernel
+def _set_bits(out: np.ndarray, base: np.ndarray, index: np.ndarray, mask: np.ndarray) -> None:
+    """Bit index[k] of the bit set at base[k], where mask[k]."""
+    for k in range(len(base)):
+        if mask[k]:
+            out[base[k] + (index[k] >> 3)] |= 1 << (index[k] & 7)
+
+
+@kernel
+def _put_strings(out: np.ndarray, slot: np.ndarray, var: np.ndarray, base: np.ndarray, data: np.ndarray, offs: np.ndarray,
+                 mask: np.ndarray) -> None:
+    """Strings and binaries: at most 7 bytes in the slot (length | 0x80 in its last byte), longer ones at var."""
+    for k in range(len(slot)):
+        if mask[k]:
+            a, n, s = offs[k], offs[k + 1] - offs[k], slot[k]
+            if n <= 7:
+                out[s : s + n] = data[a : a + n]
+                out[s + 7] = 0x80 | n
+            else:
+                v = var[k]
+                out[v : v + n] = data[a : a + n]
+                word = (v - base[k]) << 32 | n
+                for b in range(8):
+                    out[s + b] = (word >> (8 * b)) & 0xFF
+
+
+def _round8(n: Any) -> Any:
     return (n + 7) & ~7
 
 
-class _Writer:
-    """One binary section being written: a fixed part of known size, then the variable part appended (8-aligned)."""
-
-    def __init__(self, fixed: int) -> None:
-        self.out = bytearray(fixed)
-
-    def put_slot(self, slot: int, word: int) -> None:
-        self.out[slot : slot + 8] = struct.pack("<Q", word & 0xFFFFFFFFFFFFFFFF)
-
-    def var(self, data: bytes, reserve: int | None = None) -> tuple[int, int]:
-        """Append data in the variable part (padded to 8 bytes, or `reserve` zeroed bytes): (offset, size)."""
-        offset = len(self.out)
-        self.out += data
-        self.out += bytes((reserve if reserve is not None else _round8(len(data))) - len(data))
-        return offset, len(data)
+def _mask(array: pa.Array) -> np.ndarray:
+    return np.ones(len(array), bool) if array.null_count == 0 else np.asarray(array.is_valid(), dtype=bool)
 
 
-def _set_slot(w: _Writer, slot: int, width: int, t: SqlType, v: Any) -> None:
-    """Write value v (its raw form: see `_raw`) of type t into the slot of `width` bytes at slot."""
-    root = t.root
-    if root in _PACK:
-        w.out[slot : slot + struct.calcsize(_PACK[root])] = struct.pack(_PACK[root], v)
-    elif root == "DECIMAL" and t.compact:
-        w.out[slot : slot + 8] = struct.pack("<q", v)
-    elif root == "DECIMAL":
-        data = v.to_bytes(max(1, (v.bit_length() + 8) // 8), "big", signed=True)
-        offset, size = w.var(data, 16)
-        w.put_slot(slot, offset << 32 | size)
-    elif root in ("TIMESTAMP_WITHOUT_TIME_ZONE", "TIMESTAMP_WITH_LOCAL_TIME_ZONE"):
+def _words(values: np.ndarray) -> np.ndarray:
+    """Values as the flat little-endian bytes `_scatter` reads."""
+    return np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<")).view(np.uint8)
+
+
+def _binary(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A string or binary column's (int64 offsets of its n + 1 bounds, data bytes)."""
+    array = array.cast(pa.large_binary())
+    offs = np.frombuffer(array.buffers()[1], np.int64, count=len(array) + 1, offset=array.offset * 8)
+    data = array.buffers()[2]
+    return offs, np.frombuffer(data, np.uint8) if data is not None else np.zeros(1, np.uint8)
+
+
+class _Field(NamedTuple):
+    """One field's (or array element's) values ready to write: where they are non-null, the bytes each adds to the
+    variable part (8-aligned), and the writer taking (out, slot, var, base): positions in the output per value."""
+
+    present: np.ndarray
+    var: np.ndarray
+    write: Any
+
+
+def _prepare(t: SqlType, array: pa.Array, live: np.ndarray) -> _Field:
+    """Values of type t, live where their row or array exists (a null non-compact DECIMAL or TIMESTAMP reserves bytes)."""
+    root, n = t.root, len(array)
+    present = live & _mask(array)
+    zero = np.zeros(n, np.int64)
+    if root in _LE:
+        if root == "BOOLEAN":
+            values = np.asarray(array.fill_null(False), dtype=bool).view(np.uint8)
+        else:
+            dt = np.dtype(_LE[root]).newbyteorder("=")
+            values = np.asarray(array.cast(pa.from_numpy_dtype(dt)).fill_null(0), dtype=dt)
+        src = _words(values)
+        return _Field(present, zero, lambda out, slot, var, base: _scatter(out, slot, src, values.itemsize, present))
+    if root == "DECIMAL":
+        dec = array.cast(pa.decimal128(t.precision or 10, t.scale or 0))
+        words = np.frombuffer(dec.buffers()[1], np.int64, count=2 * n, offset=dec.offset * 16) if n else zero
         if t.compact:
-            w.out[slot : slot + 8] = struct.pack("<q", v)
-        else:
-            millis, nanos = divmod(v, 1_000_000)
-            offset, _ = w.var(struct.pack("<q", millis))
-            w.put_slot(slot, offset << 32 | nanos)
-    elif root in _BYTES:
-        if len(v) <= 7:
-            w.put_slot(slot, (0x80 | len(v)) << 56 | int.from_bytes(v, "little"))
-        else:
-            offset, size = w.var(v)
-            w.put_slot(slot, offset << 32 | size)
-    elif root == "RAW":
-        offset, size = w.var(v)
-        w.put_slot(slot, offset << 32 | size)
-    elif root == "ROW":
-        offset, size = w.var(_encode_row(t, v))
-        w.put_slot(slot, offset << 32 | size)
-    elif root == "ARRAY":
-        offset, size = w.var(_encode_array(t.children[0], v))
-        w.put_slot(slot, offset << 32 | size)
-    elif root in ("MAP", "MULTISET"):
-        value_type = SqlType("INTEGER", False) if root == "MULTISET" else t.children[1]
-        keys = _encode_array(t.children[0], [k for k, _ in v])
-        values = _encode_array(value_type, [x for _, x in v])
-        offset, size = w.var(struct.pack("<i", len(keys)) + keys + values)
-        w.put_slot(slot, offset << 32 | size)
-    else:
-        raise UnsupportedSerializerError(f"SQL type {t} cannot be encoded as BinaryRowData")
-
-
-def _set_null(w: _Writer, slot: int, t: SqlType) -> None:
-    """A null: zeroed slot, except a non-compact DECIMAL or TIMESTAMP keeps its reserved bytes (as Flink's null setters do)."""
-    if t.root == "DECIMAL" and not t.compact:
-        offset, _ = w.var(b"", 16)
-        w.put_slot(slot, offset << 32)
-    elif t.root in ("TIMESTAMP_WITHOUT_TIME_ZONE", "TIMESTAMP_WITH_LOCAL_TIME_ZONE") and not t.compact:
-        offset, _ = w.var(b"", 8)
-        w.put_slot(slot, offset << 32)
-
-
-def _encode_row(t: SqlType, values: list[Any] | tuple[Any, ...], kind: int = 0) -> bytes:
-    nb = _row_null_bytes(len(t.children))
-    w = _Writer(nb + 8 * len(t.children))
-    w.out[0] = kind
-    for i, (ft, v) in enumerate(zip(t.children, values, strict=True)):
-        slot = nb + 8 * i
-        if v is None:
-            w.out[(i + 8) >> 3] |= 1 << ((i + 8) & 7)
-            _set_null(w, slot, ft)
-        else:
-            _set_slot(w, slot, 8, ft, v)
-    return bytes(w.out)
-
-
-def _encode_array(element: SqlType, values: list[Any]) -> bytes:
-    n = len(values)
-    width = FIXED_SIZE.get(element.root, 8)
-    header = _array_header(n)
-    w = _Writer(header + _round8(width * n))
-    w.out[0:4] = struct.pack("<i", n)
-    for j, v in enumerate(values):
-        slot = header + j * width
-        if v is None:
-            w.out[4 + (j >> 3)] |= 1 << (j & 7)
-            _set_null(w, slot, element)
-        else:
-            _set_slot(w, slot, width, element, v)
-    return bytes(w.out)
-
-
-def _raw(array: pa.Array, t: SqlType) -> list[Any]:
-    """Each value of an Arrow column in the raw form the writer takes: ints for temporal and decimal values (unscaled),
-    UTF-8 bytes for strings, lists of raw fields for rows, (key, value) lists for maps."""
-    root = t.root
+            low = _words(words[0::2])
+            return _Field(present, zero, lambda out, slot, var, base: _scatter(out, slot, low, 8, present))
+        # BigInteger.toByteArray: the big-endian 16 bytes less the leading ones that only repeat the sign
+        be = words.reshape(n, 2)[:, ::-1].astype(">i8").view(np.uint8).reshape(n, 16)
+        sign = np.where(be[:, :1] >= 0x80, 0xFF, 0)
+        redundant = (be[:, :15] == sign) & ((be[:, 1:] >= 0x80) == (sign == 0xFF))
+        first = np.cumprod(redundant, axis=1).sum(axis=1)
+        return _Field(present, np.where(live, 16, 0), _var_part(be.ravel(), np.arange(n) * 16 + first, np.where(present, 16 - first, 0),
+                                                                 present, live))
     if root in ("TIMESTAMP_WITHOUT_TIME_ZONE", "TIMESTAMP_WITH_LOCAL_TIME_ZONE"):
         unit = "ms" if t.compact else "ns"
-        return array.cast(pa.timestamp(unit, tz=getattr(array.type, "tz", None))).cast(pa.int64()).to_pylist()
-    if root in ("DATE", "TIME_WITHOUT_TIME_ZONE"):
-        return array.cast(pa.int32()).to_pylist()
-    if root == "DECIMAL":
-        scale = t.scale or 0
-        return [None if d is None else int(d.scaleb(scale, _EXACT)) for d in array.cast(pa.decimal128(t.precision or 10, scale)).to_pylist()]
-    if root in ("CHAR", "VARCHAR"):
-        return array.cast(pa.binary()).to_pylist()
-    if root == "ROW":
-        cols = [_raw(array.field(i), ft) for i, ft in enumerate(t.children)]
-        valid = array.is_valid().to_pylist()
-        return [list(vals) if ok else None for ok, *vals in zip(valid, *cols, strict=True)] if cols else [[] if ok else None for ok in valid]
-    if root == "ARRAY":
-        flat = _raw(array.flatten(), t.children[0])
-        offsets = array.offsets.to_pylist()
-        valid = array.is_valid().to_pylist()
-        return [flat[offsets[i] - offsets[0] : offsets[i + 1] - offsets[0]] if valid[i] else None for i in range(len(array))]
-    if root in ("MAP", "MULTISET"):
-        keys = _raw(array.keys, t.children[0])
-        items = _raw(array.items, SqlType("INTEGER", False) if root == "MULTISET" else t.children[1])
-        offsets = array.offsets.to_pylist()
-        valid = array.is_valid().to_pylist()
-        return [list(zip(keys[offsets[i] - offsets[0] : offsets[i + 1] - offsets[0]], items[offsets[i] - offsets[0] : offsets[i + 1] - offsets[0]],
-                         strict=True)) if valid[i] else None for i in range(len(array))]
-    return array.to_pylist()
+        ticks = np.asarray(array.cast(pa.timestamp(unit, tz=getattr(array.type, "tz", None))).cast(pa.int64()).fill_null(0), np.int64)
+        if t.compact:
+            return _Field(present, zero, lambda out, slot, var, base: _scatter(out, slot, _words(ticks), 8, present))
+        millis, nanos = np.divmod(ticks, 1_000_000)
+
+        def timestamps(out: np.ndarray, slot: np.ndarray, var: np.ndarray, base: np.ndarray) -> None:
+            _scatter(out, var, _words(millis), 8, present)
+            _scatter(out, slot, _words((var - base) << 32 | np.where(present, nanos, 0)), 8, live)
+        return _Field(present, np.where(live, 8, 0), timestamps)
+    if root in _BYTES:
+        offs, data = _binary(array)
+        size = np.diff(offs)
+        return _Field(present, np.where(present & (size > 7), _round8(size), 0),
+                      lambda out, slot, var, base: _put_strings(out, slot, var, base, data, offs, present))
+    if root in ("MAP", "MULTISET"):  # an i32 size of the key array, the key array, the value array
+        counts, (keys, items) = _elements(array, present, array.keys, array.items)
+        koffs, kdata = _arrays(counts, keys, t.children[0])
+        voffs, vdata = _arrays(counts, items, SqlType("INTEGER", False) if root == "MULTISET" else t.children[1])
+        ksize, vsize = np.diff(koffs), np.diff(voffs)
+
+        offs = _layout(4 + ksize + vsize)
+        data = np.zeros(int(offs[-1]), np.uint8)
+        every = np.ones(n, bool)
+        _scatter(data, offs[:-1], _words(ksize.astype(np.int32)), 4, every)
+        _copy(data, offs[:-1] + 4, kdata, koffs[:-1], ksize, every)
+        _copy(data, offs[:-1] + 4 + ksize, vdata, voffs[:-1], vsize, every)
+    elif root == "RAW":
+        offs, data = _binary(array)
+    elif root == "ROW":
+        offs, data = _rows(array, t, None, present)
+    elif root == "ARRAY":
+        counts, (values,) = _elements(array, present, array.values)
+        offs, data = _arrays(counts, values, t.children[0])
+    elif root == "NULL":
+        return _Field(present, zero, lambda out, slot, var, base: None)
+    else:
+        raise UnsupportedSerializerError(f"SQL type {t} cannot be encoded as BinaryRowData")
+    size = np.diff(offs)  # RAW, ROW, ARRAY, MAP: always in the variable part
+    return _Field(present, np.where(present, _round8(size), 0), _var_part(data, offs[:-1], size, present, present))
+
+
+def _var_part(data: np.ndarray, start: np.ndarray, size: np.ndarray, present: np.ndarray, live: np.ndarray) -> Any:
+    """The writer of values kept in the variable part: data[start:start + size] where present, the slot's offset and
+    size where live."""
+    def write(out: np.ndarray, slot: np.ndarray, var: np.ndarray, base: np.ndarray) -> None:
+        _copy(out, var, data, start, size, present)
+        _scatter(out, slot, _words((var - base) << 32 | size), 8, live)
+    return write
+
+
+def _elements(array: pa.Array, present: np.ndarray, *children: pa.Array) -> tuple[np.ndarray, list[pa.Array]]:
+    """Elements of each present list or map (0 where absent), and the children's elements of those, in order."""
+    offs = np.asarray(array.offsets, np.int64)
+    counts = np.where(present, np.diff(offs), 0)
+    total = int(counts.sum())
+    if total == int(offs[-1] - offs[0]):  # no absent list holds elements: one slice
+        return counts, [c.slice(int(offs[0]), total) for c in children]
+    index = np.repeat(offs[:-1] - (np.cumsum(counts) - counts), counts) + np.arange(total)
+    return counts, [c.take(pa.array(index)) for c in children]
+
+
+def _layout(sizes: np.ndarray) -> np.ndarray:
+    """The n + 1 int64 offsets of sections of these sizes laid end to end."""
+    offsets = np.zeros(len(sizes) + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return offsets
+
+
+def _rows(column: pa.Array, row: SqlType, kinds: np.ndarray | None, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of a struct column where valid, as (int64 offsets, bytes): a row's RowKind byte (kinds, else INSERT),
+    its null bits, its fields' slots, then their variable parts in field order."""
+    arity = len(row.children)
+    nb = _row_null_bytes(arity)
+    fixed = nb + 8 * arity
+    fields = [_prepare(ft, child, valid) for ft, child in zip(row.children, column.flatten() if arity else [], strict=True)]
+    offsets = _layout(sum((f.var for f in fields), np.where(valid, fixed, 0)))
+    start = offsets[:-1]
+    out = np.zeros(int(offsets[-1]), np.uint8)
+    if kinds is not None:
+        _scatter(out, start, kinds, 1, valid)
+    cursor = start + fixed
+    for i, f in enumerate(fields):
+        _set_bits(out, start, np.full(len(start), i + 8, np.int64), valid & ~f.present)
+        f.write(out, start + (nb + 8 * i), cursor, start)
+        cursor = cursor + f.var
+    return offsets, out
+
+
+def _arrays(counts: np.ndarray, elements: pa.Array, element: SqlType) -> tuple[np.ndarray, np.ndarray]:
+    """BinaryArrayData of the elements, counts[r] of them for array r, as (int64 offsets, bytes): an i32 count, null
+    bits, elements of FIXED_SIZE bytes (8 by default) with the header rounded to 8 bytes, then their variable parts."""
+    width = FIXED_SIZE.get(element.root, 8)
+    header = _array_header(counts)
+    fixed = _round8(header + width * counts)
+    f = _prepare(element, elements, _mask(elements))  # a null element reserves nothing (BinaryArrayWriter's setNullLong)
+    owner = np.repeat(np.arange(len(counts)), counts)
+    first = _layout(counts)  # index of each array's first element
+    var_before = _layout(f.var)  # variable bytes of the elements before each element
+    offsets = _layout(fixed + var_before[first[1:]] - var_before[first[:-1]])
+    start = offsets[:-1]
+    out = np.zeros(int(offsets[-1]), np.uint8)
+    _scatter(out, start, _words(counts.astype(np.int32)), 4, np.ones(len(counts), bool))
+    base = start[owner]
+    j = np.arange(len(elements), dtype=np.int64) - first[:-1][owner]
+    _set_bits(out, base + 4, j, ~f.present)
+    f.write(out, base + header[owner] + width * j, base + fixed[owner] + var_before[:-1] - var_before[first[:-1]][owner], base)
+    return offsets, out
 
 
 def encode_rows(column: pa.Array | pa.ChunkedArray, row: SqlType) -> pa.Array:
@@ -381,17 +452,23 @@ def encode_rows(column: pa.Array | pa.ChunkedArray, row: SqlType) -> pa.Array:
     last `_row_kind` field when there is one (null: INSERT), else INSERT."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    kinds: list[int] = []
+    kinds = None
     if pa.types.is_struct(column.type) and column.type.num_fields == len(row.children) + 1 \
             and column.type.field(column.type.num_fields - 1).name == ROW_KIND:
-        named = column.flatten()[-1].to_pylist()
-        bad = sorted({k for k in named if k is not None and k not in ROW_KINDS})
-        if bad:
-            raise UnsupportedSerializerError(f"{ROW_KIND} {bad[0]!r} is not a RowKind ({', '.join(ROW_KINDS)})")
-        kinds = [0 if k is None else ROW_KINDS.index(k) for k in named]
-        mask = column.is_null() if column.null_count else None
-        column = pa.StructArray.from_arrays(column.flatten()[:-1], fields=list(column.type)[:-1], mask=mask)
+        named = column.flatten()[-1]
+        index = pc.index_in(named, value_set=pa.array(ROW_KINDS))
+        if index.null_count > named.null_count:
+            bad = pc.filter(named, pc.and_(pc.is_null(index), pc.is_valid(named)))
+            raise UnsupportedSerializerError(f"{ROW_KIND} {bad[0].as_py()!r} is not a RowKind ({', '.join(ROW_KINDS)})")
+        kinds = np.asarray(index.fill_null(0), np.uint8)
+        column = pa.StructArray.from_arrays(column.flatten()[:-1], fields=list(column.type)[:-1],
+                                            mask=column.is_null() if column.null_count else None)
     if not pa.types.is_struct(column.type) or column.type.num_fields != len(row.children):
         raise UnsupportedSerializerError(f"a {column.type} column cannot be encoded as {row}")
-    raw = _raw(column, row)
-    return pa.array([None if r is None else _encode_row(row, r, kinds[i] if kinds else 0) for i, r in enumerate(raw)], pa.binary())
+    valid = _mask(column)
+    offsets, data = _rows(column, row, kinds, valid)
+    validity = None if valid.all() else pa.array(valid).buffers()[1]
+    nulls = len(column) - int(valid.sum())
+    if offsets[-1] < 2**31:
+        return pa.Array.from_buffers(pa.binary(), len(column), [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)], nulls)
+    return pa.Array.from_buffers(pa.large_binary(), len(column), [validity, pa.py_buffer(offsets), pa.py_buffer(data)], nulls)

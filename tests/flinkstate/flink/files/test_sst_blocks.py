@@ -308,17 +308,3 @@ def test_a_run_reads_only_the_blocks_that_may_hold_it(two_level: bool, delta: bo
     want = [r for r in reference_records(data) if 2 <= r[0][0] <= 3]
     assert [r for r in got if 2 <= r[0][0] <= 3] == want and want
     assert whole.whole and not part.whole and len(got) < whole.keys.num_rows
-
-
-@pytest.mark.parametrize("lengths", [[5, 5, 5], [0, 0], [3, 7, 0, 16], [9, 2, 9, 2, 2], [1, 2, 3, 4, 5, 6, 16], []])
-def test_user_keys_are_each_rows_prefix(lengths: list[int]) -> None:
-    """One key length (items of that many bytes), a few (per length) and many (the views' gather) give the first
-    bytes of each row asked for, rows taken in any order (the key matrix is laid out step by step, not in block order)."""
-    import numpy as np
-    from flinkstate.flink.files.sst_blocks import _user_keys
-
-    rows = np.arange(len(lengths) * 16, dtype=np.uint64).astype(np.uint8).reshape(len(lengths), 16)
-    order = np.arange(len(lengths))[::-1].copy()
-    got = _user_keys(rows.ravel(), order * 16, np.array(lengths, np.int64), 16)
-    assert got.type == pa.large_binary()
-    assert got.to_pylist() == [bytes(rows[r, :k]) for r, k in zip(order, lengths, strict=True)]
