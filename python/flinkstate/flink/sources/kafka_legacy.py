@@ -17,6 +17,7 @@ import struct
 from dataclasses import dataclass
 
 from flinkstate.flink.errors import CorruptFileError
+from flinkstate.flink.serde.kryo.wire import KryoInput, KryoOutput, WireError
 from flinkstate.flink.sources.kafka import COMMITTED, EARLIEST, LATEST
 
 __all__ = ["LEGACY_STATE", "SENTINELS", "LegacyEntry", "decode_element", "encode_element", "is_legacy_serializer", "java_hash"]
@@ -69,106 +70,23 @@ def is_legacy_serializer(node: object) -> bool:
             and KAFKA_TOPIC_PARTITION in (getattr(children[0], "payload", b"") + getattr(children[0], "snapshot", b"")).decode("latin-1"))
 
 
-def _varint(data: bytes, pos: int, where: str) -> tuple[int, int]:
-    out = shift = 0
-    for _ in range(5):
-        if pos >= len(data):
-            raise CorruptFileError(f"{where}: a varint runs past the end ({len(data)} bytes)")
-        b = data[pos]
-        pos += 1
-        out |= (b & 0x7F) << shift
-        if b < 0x80:
-            return out, pos
-        shift += 7
-    raise CorruptFileError(f"{where}: a varint longer than 5 bytes at offset {pos - 5}")
-
-
-def _zigzag(v: int) -> int:
-    return (v >> 1) ^ -(v & 1)
-
-
-def _put_varint(out: bytearray, v: int) -> None:
-    v &= 0xFFFFFFFF
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-
-
-def _read_string(data: bytes, pos: int, where: str) -> tuple[str, int]:
-    if pos >= len(data):
-        raise CorruptFileError(f"{where}: the topic runs past the end")
-    b = data[pos]
-    if not b & 0x80:  # ASCII, the last byte flagged
-        end = pos
-        while end < len(data) and not data[end] & 0x80:
-            end += 1
-        if end >= len(data):
-            raise CorruptFileError(f"{where}: an ASCII string without its last byte")
-        return (data[pos:end] + bytes([data[end] & 0x7F])).decode("ascii"), end + 1
-    n = b & 0x3F  # a UTF-8 length: 6 bits in the first byte, then 7-bit groups
-    pos += 1
-    if b & 0x40:
-        rest, pos = _varint(data, pos, where)
-        n |= rest << 6
-    if n == 0:
-        raise CorruptFileError(f"{where}: a null topic")
-    chars, units = n - 1, []
-    for _ in range(chars):
-        if pos >= len(data):
-            raise CorruptFileError(f"{where}: the topic runs past the end")
-        c = data[pos]
-        top = c >> 4
-        if top < 8:
-            units.append(c)
-            pos += 1
-        elif top in (12, 13):
-            units.append(((c & 0x1F) << 6) | (data[pos + 1] & 0x3F))
-            pos += 2
-        elif top == 14:
-            units.append(((c & 0x0F) << 12) | ((data[pos + 1] & 0x3F) << 6) | (data[pos + 2] & 0x3F))
-            pos += 3
-        else:
-            raise CorruptFileError(f"{where}: bad character byte {c:#x} in the topic")
-    return struct.pack(f">{len(units)}H", *units).decode("utf-16-be", "surrogatepass"), pos
-
-
-def _write_string(out: bytearray, s: str) -> None:
-    units = struct.unpack(f">{len(s.encode('utf-16-be', 'surrogatepass')) // 2}H", s.encode("utf-16-be", "surrogatepass"))
-    if 1 < len(units) < 64 and all(u < 0x80 for u in units):
-        raw = bytearray(s.encode("ascii"))
-        raw[-1] |= 0x80
-        out += raw
-        return
-    n = len(units) + 1
-    if n >> 6 == 0:
-        out.append(n | 0x80)
-    else:
-        out.append((n & 0x3F) | 0xC0)
-        _put_varint(out, n >> 6)
-    for u in units:
-        if u < 0x80:
-            out.append(u)
-        elif u < 0x800:
-            out += bytes([0xC0 | (u >> 6), 0x80 | (u & 0x3F)])
-        else:
-            out += bytes([0xE0 | (u >> 12), 0x80 | ((u >> 6) & 0x3F), 0x80 | (u & 0x3F)])
-
-
 def decode_element(data: bytes, where: str) -> LegacyEntry:
-    """One union-state element, parsed exactly."""
-    cid, pos = _varint(data, 0, where)
-    ref, pos = _varint(data, pos, where)
-    if cid < 2 or ref != 1:
-        raise CorruptFileError(f"{where}: not a Kryo-written KafkaTopicPartition (class id {cid - 2}, reference marker {ref})")
-    h, pos = _varint(data, pos, where)
-    p, pos = _varint(data, pos, where)
-    if pos >= len(data) or data[pos] != 1:
-        raise CorruptFileError(f"{where}: the topic is null or missing")
-    topic, pos = _read_string(data, pos + 1, where)
+    """One union-state element, parsed exactly (Kryo 2's encodings: serde.kryo.wire)."""
+    r = KryoInput(data, 0, 2)
+    try:
+        cid, ref = r.varint(), r.varint()
+        if cid < 2 or ref != 1:
+            raise CorruptFileError(f"{where}: not a Kryo-written KafkaTopicPartition (class id {cid - 2}, reference marker {ref})")
+        h, partition = r.varint(positive=False), r.varint(positive=False)
+        topic = r.string() if r.byte() == 1 else None
+        if topic is None:
+            raise CorruptFileError(f"{where}: the topic is null or missing")
+        pos = r.pos
+    except WireError as e:
+        raise CorruptFileError(f"{where}: {e}") from e
     if pos + 8 != len(data):
         raise CorruptFileError(f"{where}: {len(data) - pos} bytes where the offset (8) should end the element")
-    entry = LegacyEntry(topic, _int32(_zigzag(p)), struct.unpack_from(">q", data, pos)[0], cid - 2, _int32(_zigzag(h)))
+    entry = LegacyEntry(topic, partition, struct.unpack_from(">q", data, pos)[0], cid - 2, h)
     if entry.cached_hash != _int32(31 * java_hash(topic) + entry.partition):
         raise CorruptFileError(f"{where}: KafkaTopicPartition {topic}-{entry.partition} has hash {entry.cached_hash}, not its own")
     return entry
@@ -176,15 +94,14 @@ def decode_element(data: bytes, where: str) -> LegacyEntry:
 
 def encode_element(e: LegacyEntry) -> bytes:
     """The element Flink's serializer writes for this entry (cachedHash recomputed as the constructor does)."""
-    out = bytearray()
-    _put_varint(out, e.class_id + 2)
-    out.append(1)
-    h = _int32(31 * java_hash(e.topic) + e.partition)
-    _put_varint(out, (h << 1) ^ (h >> 31))
-    _put_varint(out, (e.partition << 1) ^ (e.partition >> 31))
-    out.append(1)
-    _write_string(out, e.topic)
-    return bytes(out) + struct.pack(">q", e.offset)
+    out = KryoOutput(2)
+    out.varint(e.class_id + 2)
+    out.byte(1)  # a new object (references on)
+    out.varint(_int32(31 * java_hash(e.topic) + e.partition), positive=False)
+    out.varint(e.partition, positive=False)
+    out.byte(1)  # the topic is not null
+    out.string(e.topic, ascii_max=63)  # Kryo 2 writes ASCII strings of up to 63 characters as such
+    return bytes(out.out) + struct.pack(">q", e.offset)
 
 
 def stored_offset(next_offset: int) -> int:
