@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from flinkstate.flink.serde._jstring import read_java_string, read_string_value, write_java_string, write_string_value
 from flinkstate.flink.serde._node import TypeNode
+from flinkstate.flink.serde._temporal import WRITERS
 from flinkstate.flink.serde.javaser import read_stream
 
 __all__ = ["ARROW_TYPES", "datastream_arrow", "datastream_reader", "datastream_writer"]
@@ -318,18 +319,6 @@ _BUILDERS: dict[str, Callable[[TypeNode, str, Callable[[TypeNode, str], Reader]]
 
 
 # Writers: the mirror of each reader above, so a state of these serializers is exported (changed or not) with them.
-def _w_i32(out: bytearray, v: int) -> None:
-    out += _I32.pack(v)
-
-
-def _w_i64(out: bytearray, v: int) -> None:
-    out += _I64.pack(v)
-
-
-def _w_date(out: bytearray, v: int | None) -> None:
-    out += _I64.pack(_MIN_LONG if v is None else int(v) // 1_000_000)  # the writers get timestamps as nanoseconds
-
-
 def _w_event_id(out: bytearray, v: dict[str, int]) -> None:
     out += _I32.pack(v["id"]) + _I64.pack(v["timestamp"])
 
@@ -342,8 +331,16 @@ def _w_variant(out: bytearray, v: dict[str, bytes]) -> None:
     out += _I32.pack(len(v["value"])) + _I32.pack(len(v["metadata"])) + bytes(v["value"]) + bytes(v["metadata"])
 
 
+def _w_i32(out: bytearray, v: int) -> None:
+    out += _I32.pack(v)
+
+
+def _w_bool(out: bytearray, v: bool) -> None:
+    out.append(1 if v else 0)
+
+
 _PLAIN_W: dict[str, Writer] = {
-    "nullvalue": lambda out, v: None, "tuple0": lambda out, v: out.append(42), "date": _w_date,
+    "nullvalue": lambda out, v: None, "tuple0": lambda out, v: out.append(42), "date": WRITERS["sqldate"],  # i64 ms, MIN = null
     "stringvalue": write_string_value, "eventid": _w_event_id, "dewey": _w_dewey, "variant": _w_variant,
     "javaser": lambda out, v: out.extend(bytes(v)),  # the stream as it was read
 }
@@ -351,77 +348,84 @@ _PLAIN_W: dict[str, Writer] = {
 
 def datastream_writer(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Writer]) -> Writer | None:
     """The writer of a kind of this module (None: not one), the mirror of `datastream_reader`; make builds nested writers."""
-    kind = node.kind
-    if kind in _PLAIN_W:
-        return _PLAIN_W[kind]
-    ch = node.children
-    if kind in ("either", "taggedunion"):
-        first, second, flag, tags = ("left", "right", "is_left", (1, 0)) if kind == "either" else ("one", "two", "is_one", (1, 2))
-        a, b = make(ch[0], ctx), make(ch[1], ctx)
+    if node.kind in _PLAIN_W:
+        return _PLAIN_W[node.kind]
+    builder = _W_BUILDERS.get(node.kind)
+    return None if builder is None else builder(node, ctx, make)
 
-        def w_two(out: bytearray, v: dict[str, Any]) -> None:
+
+def _w_two_sided(first: str, second: str, flag: str, tags: tuple[int, int]) -> Callable[..., Writer]:
+    """Either and TaggedUnion: the mirror of `_two_sided`."""
+
+    def build(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Writer]) -> Writer:
+        a, b = make(node.children[0], ctx), make(node.children[1], ctx)
+
+        def write(out: bytearray, v: dict[str, Any]) -> None:
             if v[flag]:
                 out.append(tags[0])
                 a(out, v[first])
             else:
                 out.append(tags[1])
                 b(out, v[second])
-        return w_two
-    if kind == "bufferentry":
-        element = make(ch[0], ctx)
 
-        def w_buffer(out: bytearray, v: dict[str, Any]) -> None:
-            out.append(1 if v["has_been_joined"] else 0)
-            element(out, v["element"])
-        return w_buffer
-    if kind == "streamrecord":
-        value = make(ch[0], ctx)
+        return write
 
-        def w_record(out: bytearray, v: dict[str, Any]) -> None:
-            if v["timestamp"] is None:
-                out.append(1)
-            else:
-                out.append(0)
-                out += _I64.pack(v["timestamp"])
-            value(out, v["value"])
-        return w_record
-    if kind == "lockable":
-        element = make(ch[0], ctx)
+    return build
 
-        def w_lockable(out: bytearray, v: dict[str, Any]) -> None:
-            out += _I32.pack(v["ref_counter"])
-            element(out, v["element"])
-        return w_lockable
-    if kind == "nodeid":
-        event = make(ch[0], ctx)
 
-        def w_node_id(out: bytearray, v: dict[str, Any] | None) -> None:
-            if v is None:
-                out.append(0)
-                return
+def _w_fields(*parts: tuple[str, int | Writer]) -> Callable[..., Writer]:
+    """The mirror of `_fields`: fields one after another, each by a writer or by the serializer nested at an index."""
+
+    def build(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Writer]) -> Writer:
+        writers = [(name, make(node.children[p], ctx) if isinstance(p, int) else p) for name, p in parts]
+
+        def write(out: bytearray, v: dict[str, Any]) -> None:
+            for name, w in writers:
+                w(out, v[name])
+
+        return write
+
+    return build
+
+
+def _w_stream_record(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Writer]) -> Writer:
+    value = make(node.children[0], ctx)
+
+    def write(out: bytearray, v: dict[str, Any]) -> None:
+        if v["timestamp"] is None:
             out.append(1)
-            event(out, v["event_id"])
-            write_java_string(out, v["page_name"])
-        return w_node_id
-    if kind == "sbedge":
-        target, dewey = make(ch[0], ctx), make(ch[1], ctx)
+        else:
+            out.append(0)
+            out += _I64.pack(v["timestamp"])
+        value(out, v["value"])
 
-        def w_edge(out: bytearray, v: dict[str, Any]) -> None:
-            target(out, v["target"])
-            dewey(out, v["dewey_number"])
-        return w_edge
-    if kind == "sbnode":
-        edge = make(ch[0], ctx)
+    return write
 
-        def w_sbnode(out: bytearray, v: dict[str, Any]) -> None:
-            out += _I32.pack(len(v["edges"]))
-            for e in v["edges"]:
-                out += _I32.pack(e["ref_counter"])
-                edge(out, e["edge"])
-        return w_sbnode
-    if kind == "nfastate":
-        return _w_nfa_state(node, ctx, make)
-    return None
+
+def _w_node_id(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Writer]) -> Writer:
+    event = make(node.children[0], ctx)
+
+    def write(out: bytearray, v: dict[str, Any] | None) -> None:
+        if v is None:
+            out.append(0)
+            return
+        out.append(1)
+        event(out, v["event_id"])
+        write_java_string(out, v["page_name"])
+
+    return write
+
+
+def _w_shared_buffer_node(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Writer]) -> Writer:
+    edge = make(node.children[0], ctx)
+
+    def write(out: bytearray, v: dict[str, Any]) -> None:
+        out += _I32.pack(len(v["edges"]))
+        for e in v["edges"]:
+            out += _I32.pack(e["ref_counter"])
+            edge(out, e["edge"])
+
+    return write
 
 
 def _w_nfa_state(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Writer]) -> Writer:
@@ -448,3 +452,11 @@ def _w_nfa_state(node: TypeNode, ctx: str, make: Callable[[TypeNode, str], Write
         states(out, v["completed_matches"])
 
     return write
+
+
+_W_BUILDERS: dict[str, Callable[[TypeNode, str, Callable[[TypeNode, str], Writer]], Writer]] = {
+    "either": _w_two_sided("left", "right", "is_left", (1, 0)), "taggedunion": _w_two_sided("one", "two", "is_one", (1, 2)),
+    "bufferentry": _w_fields(("has_been_joined", _w_bool), ("element", 0)), "streamrecord": _w_stream_record,
+    "lockable": _w_fields(("ref_counter", _w_i32), ("element", 0)), "nodeid": _w_node_id,
+    "sbedge": _w_fields(("target", 0), ("dewey_number", 1)), "sbnode": _w_shared_buffer_node, "nfastate": _w_nfa_state,
+}
